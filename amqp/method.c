@@ -1,0 +1,75 @@
+/*
+ * Method lookup, decoding and encoding on top of the generated tables.
+ */
+#include "amqp/method.h"
+
+#include "amqp/frame.h"
+
+bool
+class_is_known(uint16_t class_id)
+{
+    for (size_t i = 0; i < class_info_count; i++)
+        if (class_infos[i].id == class_id)
+            return true;
+    return false;
+}
+
+const char *
+method_name(uint32_t id)
+{
+    const struct method_info *mi = method_info_find(id);
+    return mi ? mi->name : "unknown";
+}
+
+enum amqp_status
+method_decode(const uint8_t *payload, size_t len, struct amqp_method *out)
+{
+    struct wire_rd r;
+    uint16_t cls, meth;
+    const struct method_info *mi;
+    enum amqp_status st;
+
+    if (len < 4)
+        return AMQP_E_METHOD_SHORT;
+    wire_rd_init(&r, payload, len);
+    (void)wire_get_u16(&r, &cls);
+    (void)wire_get_u16(&r, &meth);
+    out->id = AMQP_METHOD_ID(cls, meth);
+    mi = method_info_find(out->id);
+    if (mi == NULL)
+        return class_is_known(cls) ? AMQP_E_UNKNOWN_METHOD
+                                   : AMQP_E_UNKNOWN_CLASS;
+    st = codec_read(&r, mi->fields, mi->nfields, CODEC_ALL, &out->a);
+    if (st == AMQP_OK && wire_rd_left(&r) != 0)
+        st = AMQP_E_TRAILING;
+    return st;
+}
+
+enum amqp_status
+method_encode(const struct amqp_method *m, struct wire_wr *w)
+{
+    const struct method_info *mi = method_info_find(m->id);
+
+    if (mi == NULL)
+        return AMQP_E_UNKNOWN_METHOD;
+    wire_put_u16(w, method_class(m->id));
+    wire_put_u16(w, method_index(m->id));
+    return codec_write(w, mi->fields, mi->nfields, CODEC_ALL, &m->a);
+}
+
+enum amqp_status
+method_frame_put(struct wire_wr *w, uint16_t channel,
+                 const struct amqp_method *m)
+{
+    size_t start = w->len;
+    enum amqp_status st;
+
+    frame_put_header(w, AMQP_FRAME_METHOD, channel, 0);
+    st = method_encode(m, w);
+    if (st != AMQP_OK)
+        return st;
+    wire_store32(w->buf + start + 3,
+                 (uint32_t)(w->len - start - AMQP_FRAME_HEADER_LEN));
+    frame_put_end(w);
+    return wire_wr_overflowed(w) ? AMQP_E_OVERFLOW : AMQP_OK;
+}

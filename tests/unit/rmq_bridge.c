@@ -1,0 +1,2 @@
+#include "tests/unit/rmq_bridge.h"
+int rmq_bridge_placeholder;

@@ -1,0 +1,1 @@
+int rmq_bridge_gen_placeholder;
