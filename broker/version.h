@@ -3,7 +3,7 @@
 #ifndef ROOST_BROKER_VERSION_H
 #define ROOST_BROKER_VERSION_H
 
-#include "config.h"
+#include "roost-config.h"
 
 #define ROOST_PRODUCT "Roost"
 #define ROOST_VERSION PACKAGE_VERSION

@@ -1,0 +1,127 @@
+/*
+ * SASL PLAIN and AMQPLAIN against the in-memory users.
+ */
+#include "broker/auth.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amqp/table.h"
+#include "broker/broker.h"
+#include "broker/util.h"
+
+void
+auth_add_user(const char *name, const char *password)
+{
+    struct user *u = xmalloc(sizeof(*u));
+    u->name = xstrdup(name);
+    u->password = xstrdup(password);
+    struct user *old = hmap_put(&broker.users, name, strlen(name), u);
+    if (old) {
+        free(old->name);
+        free(old->password);
+        free(old);
+    }
+}
+
+void
+auth_free_users(void)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    while ((s = hmap_next(&broker.users, &pos)) != NULL) {
+        struct user *u = s->val;
+        free(u->name);
+        free(u->password);
+        free(u);
+    }
+    hmap_destroy(&broker.users);
+}
+
+/* Compare without leaking, through timing, where the first difference is. */
+static bool
+secret_eq(const char *a, struct amqp_bytes b)
+{
+    size_t n = strlen(a);
+    unsigned char diff = n != b.len;
+    for (size_t i = 0; i < b.len; i++)
+        diff |= (unsigned char)(a[i < n ? i : 0] ^ b.ptr[i]);
+    return diff == 0;
+}
+
+static int
+parse_plain(struct amqp_bytes r, struct amqp_bytes *login,
+            struct amqp_bytes *pass)
+{
+    /* [authzid] \0 authcid \0 passwd */
+    const uint8_t *z1 = memchr(r.ptr, 0, r.len);
+    if (z1 == NULL)
+        return -1;
+    const uint8_t *rest = z1 + 1;
+    size_t restlen = r.len - (size_t)(rest - r.ptr);
+    const uint8_t *z2 = memchr(rest, 0, restlen);
+    if (z2 == NULL)
+        return -1;
+    login->ptr = rest;
+    login->len = (size_t)(z2 - rest);
+    pass->ptr = z2 + 1;
+    pass->len = restlen - login->len - 1;
+    return 0;
+}
+
+static int
+parse_amqplain(struct amqp_bytes r, struct amqp_bytes *login,
+               struct amqp_bytes *pass)
+{
+    struct amqp_table t = { r.ptr, r.len };
+    struct amqp_field v;
+
+    if (table_validate(r.ptr, r.len, 1) != AMQP_OK)
+        return -1;
+    if (!table_get(t, "LOGIN", &v) || v.kind != AMQP_FIELD_LONGSTR)
+        return -1;
+    *login = v.v.str;
+    if (!table_get(t, "PASSWORD", &v) || v.kind != AMQP_FIELD_LONGSTR)
+        return -1;
+    *pass = v.v.str;
+    return 0;
+}
+
+int
+auth_check(struct amqp_bytes mechanism, struct amqp_bytes response,
+           bool from_loopback, char **user, bool *unsupported, char *why,
+           size_t whylen)
+{
+    struct amqp_bytes login, pass;
+    int rc;
+
+    *unsupported = false;
+    if (amqp_bytes_eq(mechanism, "PLAIN"))
+        rc = parse_plain(response, &login, &pass);
+    else if (amqp_bytes_eq(mechanism, "AMQPLAIN"))
+        rc = parse_amqplain(response, &login, &pass);
+    else {
+        *unsupported = true;
+        snprintf(why, whylen, "unsupported authentication mechanism");
+        return -1;
+    }
+    if (rc != 0) {
+        snprintf(why, whylen, "malformed %s response",
+                 amqp_bytes_eq(mechanism, "PLAIN") ? "PLAIN" : "AMQPLAIN");
+        return -1;
+    }
+    struct user *u = hmap_get(&broker.users, login.ptr, login.len);
+    if (u == NULL || !secret_eq(u->password, pass)) {
+        snprintf(why, whylen, "invalid credentials");
+        return -1;
+    }
+    if (strcmp(u->name, "guest") == 0 && broker.cfg.loopback_guest &&
+        !from_loopback) {
+        snprintf(why, whylen,
+                 "user 'guest' can only connect via localhost");
+        return -1;
+    }
+    *user = xstrdup(u->name);
+    return 0;
+}

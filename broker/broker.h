@@ -1,0 +1,31 @@
+/*
+ * The broker's process-wide state: the event loop, the configuration in
+ * force, the virtual hosts and the users. roostd has exactly one broker;
+ * everything here is owned by the event-loop thread.
+ */
+#ifndef ROOST_BROKER_BROKER_H
+#define ROOST_BROKER_BROKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker/config.h"
+#include "broker/hmap.h"
+
+struct event_base;
+struct vhost;
+
+struct broker {
+    struct event_base *base;
+    struct config cfg;
+    struct hmap vhosts;         /* name -> struct vhost */
+    struct hmap users;          /* name -> struct user */
+    int port;                   /* the port actually bound */
+    bool shutting_down;
+};
+
+extern struct broker broker;
+
+struct vhost *broker_vhost(const char *name, size_t len);
+
+#endif

@@ -1,0 +1,700 @@
+/*
+ * Channels: the frame state machine (methods, content header, bodies),
+ * channel-class methods, deliveries and their acknowledgement, and channel
+ * exceptions.
+ */
+#include "broker/channel.h"
+
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "amqp/frame.h"
+#include "amqp/props.h"
+#include "amqp/reply.h"
+#include "broker/broker.h"
+#include "broker/conn.h"
+#include "broker/handlers.h"
+#include "broker/log.h"
+#include "broker/msg.h"
+#include "broker/util.h"
+#include "broker/vhost.h"
+
+/* Bodies up to this size are copied into the output; larger ones are
+ * referenced, which costs a chain entry but no copy. */
+#define BODY_COPY_MAX 4096
+
+struct channel *
+channel_new(struct conn *c, uint16_t number)
+{
+    struct channel *ch = xcalloc(1, sizeof(*ch));
+    ch->conn = c;
+    ch->number = number;
+    ch->state = CH_OPEN;
+    ch->flow_active = true;
+    ch->content = CA_IDLE;
+    ch->next_tag = 1;
+    hmap_init(&ch->consumers);
+    return ch;
+}
+
+static void
+cancel_all_consumers(struct channel *ch)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    struct consumer **cs = xmalloc((ch->consumers.count + 1) * sizeof(*cs));
+    size_t n = 0;
+
+    while ((s = hmap_next(&ch->consumers, &pos)) != NULL)
+        cs[n++] = s->val;
+    hmap_destroy(&ch->consumers);
+    hmap_init(&ch->consumers);
+    for (size_t i = 0; i < n; i++) {
+        queue_remove_consumer(cs[i]->q, cs[i]);
+        consumer_unref(cs[i]);   /* the channel's */
+    }
+    free(cs);
+}
+
+/* Give up everything the channel holds: consumers first (so that
+ * requeued messages are not dispatched back to them), then unacked
+ * messages back to their queues, then a half-received publish. */
+static void
+channel_release(struct channel *ch)
+{
+    cancel_all_consumers(ch);
+    channel_requeue_all(ch);
+    msg_unref(ch->pub_msg);
+    ch->pub_msg = NULL;
+    ch->content = CA_IDLE;
+}
+
+void
+channel_shutdown(struct channel *ch)
+{
+    ch->state = CH_CLOSING;
+    channel_release(ch);
+}
+
+void
+channel_free(struct channel *ch)
+{
+    if (ch == NULL)
+        return;
+    channel_release(ch);
+    free(ch->unacked);
+    hmap_destroy(&ch->consumers);
+    free(ch);
+}
+
+void
+channel_send(struct channel *ch, const struct amqp_method *m)
+{
+    conn_send_method(ch->conn, ch->number, m);
+}
+
+void
+channel_reply(struct channel *ch, uint32_t id, bool nowait)
+{
+    if (nowait)
+        return;
+    struct amqp_method m = { .id = id };
+    channel_send(ch, &m);
+}
+
+void
+channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
+             const char *fmt, ...)
+{
+    char text[256];
+    const char *name = reply_name(code);
+    va_list ap;
+    int n;
+
+    if (ch->state == CH_CLOSING)
+        return;
+    n = snprintf(text, sizeof(text), "%s - ", name ? name : "ERROR");
+    va_start(ap, fmt);
+    vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
+    va_end(ap);
+    log_info("conn=%016" PRIx64 " channel %u: closing channel: %s",
+             ch->conn->id, ch->number, text);
+
+    struct amqp_method m = { .id = AMQP_CHANNEL_CLOSE };
+    m.a.channel_close.reply_code = code;
+    m.a.channel_close.reply_text = amqp_cstr(text);
+    m.a.channel_close.class_id = method_class(method_id);
+    m.a.channel_close.method_id = method_index(method_id);
+    channel_send(ch, &m);
+    ch->state = CH_CLOSING;
+    channel_release(ch);
+}
+
+const char *
+channel_esc(char *buf, size_t len, struct amqp_bytes name)
+{
+    return log_escape(buf, len, name.ptr, name.len);
+}
+
+void
+channel_gen_name(char *out, size_t outlen, const char *prefix)
+{
+    static const char b64[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    uint8_t rnd[22];
+    size_t n = strlen(prefix);
+
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        fatal("getrandom");
+    if (outlen < n + sizeof(rnd) + 1)
+        fatalx("name buffer too small");
+    memcpy(out, prefix, n);
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        out[n + i] = b64[rnd[i] & 63];
+    out[n + sizeof(rnd)] = '\0';
+}
+
+void
+channel_set_last_queue(struct channel *ch, const char *name, size_t len)
+{
+    if (len >= sizeof(ch->last_queue))
+        len = sizeof(ch->last_queue) - 1;
+    memcpy(ch->last_queue, name, len);
+    ch->last_queue[len] = '\0';
+    ch->last_queue_len = len;
+}
+
+struct exchange *
+channel_find_exchange(struct channel *ch, uint32_t method_id,
+                      struct amqp_bytes name)
+{
+    char esc[300];
+    struct exchange *x = vhost_exchange(ch->conn->vh, name);
+    if (x == NULL)
+        channel_fail(ch, AMQP_NOT_FOUND, method_id,
+                     "no exchange '%s' in vhost '%s'",
+                     channel_esc(esc, sizeof(esc), name), ch->conn->vh->name);
+    return x;
+}
+
+struct queue *
+channel_find_queue(struct channel *ch, uint32_t method_id,
+                   struct amqp_bytes name)
+{
+    char esc[300];
+    struct queue *q;
+
+    if (name.len == 0) {
+        name.ptr = (const uint8_t *)ch->last_queue;
+        name.len = ch->last_queue_len;
+    }
+    q = vhost_queue(ch->conn->vh, name);
+    if (q == NULL) {
+        channel_fail(ch, AMQP_NOT_FOUND, method_id, "no queue '%s' in vhost '%s'",
+                     channel_esc(esc, sizeof(esc), name), ch->conn->vh->name);
+        return NULL;
+    }
+    if (q->exclusive && q->owner != ch->conn) {
+        channel_fail(ch, AMQP_RESOURCE_LOCKED, method_id,
+                     "cannot obtain exclusive access to locked queue '%s' in "
+                     "vhost '%s'. It could be originally declared on another "
+                     "connection or the exclusive property value does not "
+                     "match that of the original declaration.",
+                     channel_esc(esc, sizeof(esc), name), ch->conn->vh->name);
+        return NULL;
+    }
+    return q;
+}
+
+/* ---- deliveries and acknowledgements ---- */
+
+static struct unacked *
+ua_at(const struct channel *ch, size_t i)
+{
+    return &ch->unacked[(ch->ua_head + i) & (ch->ua_cap - 1)];
+}
+
+uint64_t
+channel_track(struct channel *ch, struct queue *q, struct consumer *c,
+              struct qentry e)
+{
+    uint64_t tag = ch->next_tag++;
+
+    if (ch->ua_len == ch->ua_cap) {
+        size_t ncap = ch->ua_cap ? ch->ua_cap * 2 : 16;
+        struct unacked *n = xmalloc(ncap * sizeof(*n));
+        for (size_t i = 0; i < ch->ua_len; i++)
+            n[i] = *ua_at(ch, i);
+        free(ch->unacked);
+        ch->unacked = n;
+        ch->ua_cap = ncap;
+        ch->ua_head = 0;
+    }
+    struct unacked *u = ua_at(ch, ch->ua_len++);
+    u->tag = tag;
+    u->e = e;
+    u->q = queue_ref(q);
+    u->c = c;
+    if (c) {
+        c->refs++;
+        c->unacked++;
+    }
+    ch->ua_live++;
+    return tag;
+}
+
+/* Index of the entry with 'tag', or ua_len if none (binary search: tags
+ * increase along the ring). */
+static size_t
+ua_find(const struct channel *ch, uint64_t tag)
+{
+    size_t lo = 0, hi = ch->ua_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ua_at(ch, mid)->tag < tag)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < ch->ua_len && ua_at(ch, lo)->tag == tag && ua_at(ch, lo)->e.m)
+        return lo;
+    return ch->ua_len;
+}
+
+static void
+settle_one(struct channel *ch, struct unacked *u, bool requeue)
+{
+    struct msg *m = u->e.m;
+    u->e.m = NULL;
+    if (requeue)
+        queue_requeue(u->q, (struct qentry){ m, u->e.seq, true });
+    else
+        msg_unref(m);
+    if (u->c) {
+        u->c->unacked--;
+        consumer_unref(u->c);
+        u->c = NULL;
+    }
+    ch->ua_live--;
+}
+
+/* Drop settled entries from the front, then dispatch the queues that got
+ * messages back or whose consumers got credit. */
+static void
+settle_done(struct channel *ch, struct queue **touched, size_t ntouched)
+{
+    while (ch->ua_len > 0 && ua_at(ch, 0)->e.m == NULL) {
+        queue_unref(ua_at(ch, 0)->q);
+        ch->ua_head = (ch->ua_head + 1) & (ch->ua_cap - 1);
+        ch->ua_len--;
+    }
+    for (size_t i = 0; i < ntouched; i++)
+        queue_dispatch(touched[i]);
+    if (ch->state == CH_OPEN)
+        channel_resume(ch);
+}
+
+bool
+channel_settle(struct channel *ch, uint64_t tag, bool multiple, bool ack,
+               bool requeue)
+{
+    size_t first, last;
+    struct queue *touched[8];
+    size_t ntouched = 0;
+
+    if (multiple && tag == 0) {
+        if (ch->ua_len == 0)
+            return true;
+        first = 0;
+        last = ch->ua_len - 1;
+    } else {
+        size_t i = ua_find(ch, tag);
+        if (i == ch->ua_len)
+            return false;
+        first = multiple ? 0 : i;
+        last = i;
+    }
+    for (size_t i = first; i <= last; i++) {
+        struct unacked *u = ua_at(ch, i);
+        if (u->e.m == NULL)
+            continue;
+        if (!ack && requeue && ntouched < NELEMS(touched)) {
+            bool seen = false;
+            for (size_t k = 0; k < ntouched; k++)
+                seen |= touched[k] == u->q;
+            if (!seen)
+                touched[ntouched++] = u->q;
+        }
+        settle_one(ch, u, !ack && requeue);
+    }
+    settle_done(ch, touched, ntouched);
+    return true;
+}
+
+void
+channel_requeue_all(struct channel *ch)
+{
+    /* Queues touched: collect them all, since this runs when a channel
+     * goes away and every message must be offered again. */
+    struct queue **touched = xmalloc((ch->ua_len + 1) * sizeof(*touched));
+    size_t n = 0;
+
+    for (size_t i = 0; i < ch->ua_len; i++) {
+        struct unacked *u = ua_at(ch, i);
+        if (u->e.m == NULL)
+            continue;
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = touched[k] == u->q;
+        if (!seen)
+            touched[n++] = u->q;
+        settle_one(ch, u, true);
+    }
+    /* Keep the queues alive across dispatch: settle_done drops refs. */
+    for (size_t k = 0; k < n; k++)
+        queue_ref(touched[k]);
+    settle_done(ch, NULL, 0);
+    for (size_t k = 0; k < n; k++) {
+        queue_dispatch(touched[k]);
+        queue_unref(touched[k]);
+    }
+    free(touched);
+}
+
+bool
+channel_can_deliver(const struct channel *ch, const struct consumer *c)
+{
+    if (ch->state != CH_OPEN || ch->conn->congested || !ch->flow_active ||
+        ch->conn->state != CONN_OPEN)
+        return false;
+    if (c->no_ack)
+        return true;
+    if (c->prefetch && c->unacked >= c->prefetch)
+        return false;
+    if (ch->prefetch_channel && ch->ua_live >= ch->prefetch_channel)
+        return false;
+    return true;
+}
+
+static void
+body_ref_done(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    msg_unref(arg);
+}
+
+void
+channel_send_content(struct channel *ch, const struct amqp_method *m,
+                     struct msg *msg)
+{
+    struct conn *c = ch->conn;
+    struct evbuffer *out = conn_output(c);
+    uint8_t buf[1024];
+    struct wire_wr w;
+    size_t chunk = c->frame_max - AMQP_FRAME_OVERHEAD;
+
+    conn_send_method(c, ch->number, m);
+    wire_wr_init(&w, buf, sizeof(buf));
+    frame_put_header(&w, AMQP_FRAME_HEADER, ch->number, msg->hdr_len);
+    evbuffer_add(out, buf, w.len);
+    evbuffer_add(out, msg->hdr, msg->hdr_len);
+    evbuffer_add(out, "\xCE", 1);
+    for (uint64_t off = 0; off < msg->body_len; off += chunk) {
+        size_t n = (size_t)(msg->body_len - off < chunk ? msg->body_len - off
+                                                        : chunk);
+        wire_wr_init(&w, buf, sizeof(buf));
+        frame_put_header(&w, AMQP_FRAME_BODY, ch->number, (uint32_t)n);
+        evbuffer_add(out, buf, w.len);
+        if (n <= BODY_COPY_MAX) {
+            evbuffer_add(out, msg->body + off, n);
+        } else {
+            msg_ref(msg);
+            evbuffer_add_reference(out, msg->body + off, n, body_ref_done, msg);
+        }
+        evbuffer_add(out, "\xCE", 1);
+    }
+    conn_output_added(c);
+}
+
+void
+channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
+                struct qentry e)
+{
+    struct amqp_method m = { .id = AMQP_BASIC_DELIVER };
+    struct amqp_basic_deliver *d = &m.a.basic_deliver;
+
+    d->consumer_tag.ptr = (const uint8_t *)c->tag;
+    d->consumer_tag.len = c->tag_len;
+    d->redelivered = e.redelivered;
+    d->exchange.ptr = (const uint8_t *)e.m->exchange;
+    d->exchange.len = e.m->exchange_len;
+    d->routing_key.ptr = (const uint8_t *)e.m->rkey;
+    d->routing_key.len = e.m->rkey_len;
+    if (c->no_ack) {
+        d->delivery_tag = ch->next_tag++;
+        channel_send_content(ch, &m, e.m);
+        msg_unref(e.m);
+    } else {
+        d->delivery_tag = channel_track(ch, q, c, e);
+        channel_send_content(ch, &m, e.m);
+    }
+}
+
+void
+channel_consumer_cancelled(struct channel *ch, struct consumer *c)
+{
+    if (hmap_del(&ch->consumers, c->tag, c->tag_len) == NULL)
+        return;
+    if (ch->conn->cap_consumer_cancel_notify && ch->state == CH_OPEN) {
+        struct amqp_method m = { .id = AMQP_BASIC_CANCEL };
+        m.a.basic_cancel.consumer_tag.ptr = (const uint8_t *)c->tag;
+        m.a.basic_cancel.consumer_tag.len = c->tag_len;
+        m.a.basic_cancel.nowait = true;
+        channel_send(ch, &m);
+    }
+    consumer_unref(c);
+}
+
+bool
+channel_cancel_consumer(struct channel *ch, struct amqp_bytes tag)
+{
+    struct consumer *c = hmap_del(&ch->consumers, tag.ptr, tag.len);
+    if (c == NULL)
+        return false;
+    queue_remove_consumer(c->q, c);
+    consumer_unref(c);
+    return true;
+}
+
+void
+channel_resume(struct channel *ch)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    struct queue *qs[16];
+    size_t n = 0;
+
+    /* Dispatching may cancel nothing, but may delete nothing either: it
+     * only delivers. Collect first to keep iteration simple. */
+    while ((s = hmap_next(&ch->consumers, &pos)) != NULL && n < NELEMS(qs)) {
+        struct consumer *c = s->val;
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = qs[k] == c->q;
+        if (!seen)
+            qs[n++] = c->q;
+    }
+    for (size_t k = 0; k < n; k++)
+        queue_dispatch(qs[k]);
+}
+
+/* ---- frames ---- */
+
+static void
+channel_close_from_client(struct channel *ch)
+{
+    struct conn *c = ch->conn;
+    uint16_t number = ch->number;
+    struct amqp_method ok = { .id = AMQP_CHANNEL_CLOSE_OK };
+
+    channel_send(ch, &ok);
+    conn_channel_closed(c, number);
+    channel_free(ch);
+}
+
+static void
+closing_frame(struct channel *ch, const struct frame *f)
+{
+    struct amqp_method m;
+
+    if (f->type != AMQP_FRAME_METHOD ||
+        method_decode(f->payload, f->size, &m) != AMQP_OK)
+        return;
+    if (m.id == AMQP_CHANNEL_CLOSE_OK) {
+        conn_channel_closed(ch->conn, ch->number);
+        channel_free(ch);
+    } else if (m.id == AMQP_CHANNEL_CLOSE) {
+        channel_close_from_client(ch);
+    }
+}
+
+static void
+channel_method(struct channel *ch, const struct amqp_method *m)
+{
+    switch (m->id) {
+    case AMQP_CHANNEL_OPEN:
+        conn_fail(ch->conn, AMQP_CHANNEL_ERROR, m->id,
+                  "second 'channel.open' seen");
+        break;
+    case AMQP_CHANNEL_FLOW:
+        if (!m->a.channel_flow.active) {
+            /* As RabbitMQ 3.x: clients may not stop the server's flow. */
+            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, m->id, "active=false");
+            break;
+        }
+        {
+            struct amqp_method ok = { .id = AMQP_CHANNEL_FLOW_OK };
+            ok.a.channel_flow_ok.active = true;
+            channel_send(ch, &ok);
+        }
+        break;
+    case AMQP_CHANNEL_FLOW_OK:
+        break;
+    case AMQP_CHANNEL_CLOSE:
+        channel_close_from_client(ch);
+        break;
+    case AMQP_CHANNEL_CLOSE_OK:
+        /* We did not ask; ignore, as RabbitMQ does. */
+        break;
+    default:
+        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
+                  method_name(m->id));
+        break;
+    }
+}
+
+static void
+dispatch_method(struct channel *ch, const struct amqp_method *m)
+{
+    switch (method_class(m->id)) {
+    case AMQP_CLASS_CHANNEL:
+        channel_method(ch, m);
+        break;
+    case AMQP_CLASS_EXCHANGE:
+        handle_exchange(ch, m);
+        break;
+    case AMQP_CLASS_QUEUE:
+        handle_queue(ch, m);
+        break;
+    case AMQP_CLASS_BASIC:
+        handle_basic(ch, m);
+        break;
+    case AMQP_CLASS_ACCESS:
+        if (m->id == AMQP_ACCESS_REQUEST) {
+            struct amqp_method ok = { .id = AMQP_ACCESS_REQUEST_OK };
+            ok.a.access_request_ok.ticket = 1;
+            channel_send(ch, &ok);
+        } else {
+            conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
+                      method_name(m->id));
+        }
+        break;
+    case AMQP_CLASS_TX:
+    case AMQP_CLASS_CONFIRM:
+        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, m->id,
+                  "%s is not implemented yet", method_name(m->id));
+        break;
+    default:
+        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id,
+                  "%s is not valid on a channel", method_name(m->id));
+        break;
+    }
+}
+
+static void
+header_frame(struct channel *ch, const struct frame *f)
+{
+    struct content_header h;
+    enum amqp_status st = content_header_decode(f->payload, f->size, &h);
+
+    if (st == AMQP_E_HEADER_CLASS) {
+        conn_fail(ch->conn, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                  "expected content header for class 60, got one for class "
+                  "%u instead", wire_load16(f->payload));
+        return;
+    }
+    if (st != AMQP_OK) {
+        conn_fail(ch->conn, status_reply_code(st), AMQP_BASIC_PUBLISH,
+                  "cannot decode content header: %s", status_text(st));
+        return;
+    }
+    if (h.body_size > (uint64_t)broker.cfg.max_message_size) {
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
+                     "message size %" PRIu64 " is larger than configured max "
+                     "size %" PRId64, h.body_size,
+                     broker.cfg.max_message_size);
+        return;
+    }
+    ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key, f->payload,
+                          f->size, h.body_size);
+    ch->content = CA_AWAIT_BODY;
+    if (h.body_size == 0) {
+        struct msg *m = ch->pub_msg;
+        ch->pub_msg = NULL;
+        ch->content = CA_IDLE;
+        channel_publish(ch, m);
+        msg_unref(m);
+    }
+}
+
+static void
+body_frame(struct channel *ch, const struct frame *f)
+{
+    struct msg *m = ch->pub_msg;
+
+    if (f->size > m->body_len - m->body_filled) {
+        conn_fail(ch->conn, AMQP_FRAME_ERROR, AMQP_BASIC_PUBLISH,
+                  "content body of %" PRIu64 " bytes exceeds the announced "
+                  "body size %" PRIu64, m->body_filled + f->size, m->body_len);
+        return;
+    }
+    memcpy(m->body + m->body_filled, f->payload, f->size);
+    m->body_filled += f->size;
+    if (msg_is_complete(m)) {
+        ch->pub_msg = NULL;
+        ch->content = CA_IDLE;
+        channel_publish(ch, m);
+        msg_unref(m);
+    }
+}
+
+void
+channel_frame(struct channel *ch, const struct frame *f)
+{
+    struct amqp_method m;
+
+    if (ch->state == CH_CLOSING) {
+        closing_frame(ch, f);
+        return;
+    }
+    switch (ch->content) {
+    case CA_AWAIT_HEADER:
+        if (f->type != AMQP_FRAME_HEADER) {
+            conn_fail(ch->conn, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                      "expected content header for class 60, got non content "
+                      "header frame instead");
+            return;
+        }
+        header_frame(ch, f);
+        return;
+    case CA_AWAIT_BODY:
+        if (f->type != AMQP_FRAME_BODY) {
+            conn_fail(ch->conn, AMQP_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                      "expected content body, got non content body frame "
+                      "instead");
+            return;
+        }
+        body_frame(ch, f);
+        return;
+    case CA_IDLE:
+        break;
+    }
+    if (f->type != AMQP_FRAME_METHOD) {
+        conn_fail(ch->conn, AMQP_UNEXPECTED_FRAME, 0,
+                  "expected method frame, got non method frame instead");
+        return;
+    }
+    enum amqp_status st = method_decode(f->payload, f->size, &m);
+    if (st != AMQP_OK) {
+        conn_fail(ch->conn, status_reply_code(st), 0,
+                  "cannot decode method frame: %s", status_text(st));
+        return;
+    }
+    dispatch_method(ch, &m);
+}

@@ -1,0 +1,105 @@
+/*
+ * A channel: method dispatch by class, content assembly for publishes,
+ * delivery tags and the unacknowledged messages they name, consumers,
+ * prefetch limits (basic.qos with RabbitMQ's meaning of 'global') and the
+ * close handshake for channel exceptions.
+ */
+#ifndef ROOST_BROKER_CHANNEL_H
+#define ROOST_BROKER_CHANNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amqp/method.h"
+#include "broker/hmap.h"
+#include "broker/queue.h"
+
+struct conn;
+struct frame;
+struct msg;
+
+#define CHANNEL_STATES(X) X(CH_OPEN) X(CH_CLOSING)
+enum channel_state {
+#define CH_AS_ENUM(s) s,
+    CHANNEL_STATES(CH_AS_ENUM)
+#undef CH_AS_ENUM
+};
+
+#define CONTENT_STATES(X) X(CA_IDLE) X(CA_AWAIT_HEADER) X(CA_AWAIT_BODY)
+enum content_state {
+#define CA_AS_ENUM(s) s,
+    CONTENT_STATES(CA_AS_ENUM)
+#undef CA_AS_ENUM
+};
+
+/* One delivery that waits for its ack. */
+struct unacked {
+    uint64_t tag;
+    struct qentry e;            /* message, sequence, redelivered */
+    struct queue *q;            /* a reference */
+    struct consumer *c;         /* a reference; NULL for basic.get */
+};
+
+struct channel {
+    struct conn *conn;
+    uint16_t number;
+    enum channel_state state;
+    bool flow_active;
+    /* publishing */
+    enum content_state content;
+    struct amqp_basic_publish pub;  /* strings copied into pub_buf */
+    uint8_t pub_buf[512];
+    bool pub_mandatory;
+    struct msg *pub_msg;
+    /* consuming */
+    struct hmap consumers;          /* tag -> struct consumer */
+    uint32_t prefetch_consumer;     /* qos global=false: for new consumers */
+    uint32_t prefetch_channel;      /* qos global=true: shared */
+    uint64_t next_tag;
+    /* unacked deliveries in tag order: a ring */
+    struct unacked *unacked;
+    size_t ua_cap, ua_head, ua_len;
+    uint32_t ua_live;               /* entries not yet acked */
+    /* the last queue declared, for methods that name no queue */
+    char last_queue[256];
+    size_t last_queue_len;
+};
+
+struct channel *channel_new(struct conn *c, uint16_t number);
+
+/* Requeue unacked messages, cancel consumers, free. */
+void channel_free(struct channel *ch);
+
+/* The connection is closing: release consumers, requeue unacked
+ * messages, and ignore further frames. The connection frees it later. */
+void channel_shutdown(struct channel *ch);
+
+/* Handle one frame addressed to this channel (not channel 0). */
+void channel_frame(struct channel *ch, const struct frame *f);
+
+/*
+ * A channel exception (soft error): send channel.close with 'code' and
+ * "NAME - text", requeue, cancel consumers, and ignore everything but
+ * close/close-ok until close-ok arrives.
+ */
+void channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Whether the consumer's channel can take another delivery now. */
+bool channel_can_deliver(const struct channel *ch, const struct consumer *c);
+
+/* Deliver 'e' from 'q' to consumer 'c' (basic.deliver). Takes over the
+ * entry's message reference. */
+void channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
+                     struct qentry e);
+
+/* Tell the client its consumer was cancelled by the broker (queue deleted)
+ * when it announced consumer_cancel_notify. Forgets the consumer. */
+void channel_consumer_cancelled(struct channel *ch, struct consumer *c);
+
+/* Output drained below the low watermark: retry dispatch for this
+ * channel's consumers. */
+void channel_resume(struct channel *ch);
+
+#endif

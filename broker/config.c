@@ -1,0 +1,245 @@
+/*
+ * The option table and the configuration file parser. conf/roost.conf
+ * documents every option; a test keeps the two in step.
+ */
+#include "broker/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/log.h"
+#include "broker/util.h"
+
+#define OPT(name, type, def, min, max, reload, field, help) \
+    { name, type, def, min, max, reload, offsetof(struct config, field), help }
+
+const struct opt_def config_opts[] = {
+    OPT("port", OPT_INT, "5672", 0, 65535, false, port,
+        "AMQP listener port; 0 picks a free port and logs it"),
+    OPT("bind", OPT_STRING, "", 0, 0, false, bind,
+        "address to listen on; empty means all IPv4 and IPv6 addresses"),
+    OPT("listen_backlog", OPT_INT, "128", 1, 65535, false, listen_backlog,
+        "TCP listen backlog"),
+    OPT("data_dir", OPT_STRING, "./data", 0, 0, false, data_dir,
+        "directory for definitions and persistent messages"),
+    OPT("log.file", OPT_STRING, "-", 0, 0, false, log_file,
+        "log file; - is standard error; SIGHUP reopens it"),
+    OPT("log.level", OPT_LOG_LEVEL, "info", 0, 0, true, log_level,
+        "debug, info, warning or error"),
+    OPT("channel_max", OPT_INT, "2047", 1, 65535, false, channel_max,
+        "highest channel number a client may open (offered in connection.tune)"),
+    OPT("frame_max", OPT_INT, "131072", 4096, 16777216, false, frame_max,
+        "largest frame in bytes (offered in connection.tune)"),
+    OPT("heartbeat", OPT_INT, "60", 0, 65535, false, heartbeat,
+        "heartbeat interval in seconds offered in connection.tune; 0 disables"),
+    OPT("handshake_timeout", OPT_INT, "10000", 100, 3600000, false,
+        handshake_timeout_ms,
+        "milliseconds a client has from connecting to connection.open"),
+    OPT("close_timeout", OPT_INT, "3000", 10, 600000, false, close_timeout_ms,
+        "milliseconds to wait for close-ok before dropping the socket"),
+    OPT("max_message_size", OPT_INT64, "134217728", 1, 536870912, false,
+        max_message_size,
+        "largest message body in bytes; larger publishes get 406 (channel)"),
+    OPT("default_user", OPT_STRING, "guest", 0, 0, false, default_user,
+        "user created at first start"),
+    OPT("default_pass", OPT_STRING, "guest", 0, 0, false, default_pass,
+        "password of the default user"),
+    OPT("default_vhost", OPT_STRING, "/", 0, 0, false, default_vhost,
+        "virtual host created at first start"),
+    OPT("loopback_users.guest", OPT_BOOL, "true", 0, 0, false, loopback_guest,
+        "true: user guest may log in only from a loopback address"),
+    OPT("consumer_output_high_watermark", OPT_INT64, "4194304", 4096,
+        1073741824, false, consumer_output_high_watermark,
+        "bytes of unsent output above which a connection gets no deliveries"),
+    OPT("consumer_output_low_watermark", OPT_INT64, "1048576", 0, 1073741824,
+        false, consumer_output_low_watermark,
+        "bytes of unsent output below which deliveries resume"),
+};
+const size_t config_nopts = NELEMS(config_opts);
+
+static const struct opt_def *
+opt_find(const char *name)
+{
+    for (size_t i = 0; i < config_nopts; i++)
+        if (strcmp(config_opts[i].name, name) == 0)
+            return &config_opts[i];
+    return NULL;
+}
+
+static int
+parse_int64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int
+config_set(struct config *c, const char *key, const char *value, char *err,
+           size_t errlen)
+{
+    const struct opt_def *o = opt_find(key);
+    void *field;
+    int64_t v;
+
+    if (o == NULL) {
+        snprintf(err, errlen, "unknown key '%s'", key);
+        return -1;
+    }
+    field = (char *)c + o->offset;
+    switch (o->type) {
+    case OPT_INT:
+    case OPT_INT64:
+        if (parse_int64(value, &v) != 0) {
+            snprintf(err, errlen, "%s: '%s' is not an integer", key, value);
+            return -1;
+        }
+        if (v < o->min || v > o->max) {
+            snprintf(err, errlen, "%s: %lld is outside %lld..%lld", key,
+                     (long long)v, (long long)o->min, (long long)o->max);
+            return -1;
+        }
+        if (o->type == OPT_INT)
+            *(int *)field = (int)v;
+        else
+            *(int64_t *)field = v;
+        return 0;
+    case OPT_BOOL:
+        if (strcmp(value, "true") == 0)
+            *(bool *)field = true;
+        else if (strcmp(value, "false") == 0)
+            *(bool *)field = false;
+        else {
+            snprintf(err, errlen, "%s: '%s' is not true or false", key, value);
+            return -1;
+        }
+        return 0;
+    case OPT_STRING:
+        free(*(char **)field);
+        *(char **)field = xstrdup(value);
+        return 0;
+    case OPT_LOG_LEVEL: {
+        int l = log_level_parse(value);
+        if (l < 0) {
+            snprintf(err, errlen,
+                     "%s: '%s' is not debug, info, warning or error", key,
+                     value);
+            return -1;
+        }
+        *(int *)field = l;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+void
+config_defaults(struct config *c)
+{
+    char err[256];
+
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < config_nopts; i++)
+        if (config_set(c, config_opts[i].name, config_opts[i].def, err,
+                       sizeof(err)) != 0)
+            fatalx("bad built-in default: %s", err);
+}
+
+void
+config_free(struct config *c)
+{
+    for (size_t i = 0; i < config_nopts; i++)
+        if (config_opts[i].type == OPT_STRING) {
+            char **p = (char **)(void *)((char *)c + config_opts[i].offset);
+            free(*p);
+            *p = NULL;
+        }
+}
+
+static char *
+trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' ||
+                     s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+static void
+append_err(char *errs, size_t errlen, const char *path, int line,
+           const char *msg)
+{
+    size_t n = strlen(errs);
+    if (n < errlen)
+        snprintf(errs + n, errlen - n, "%s:%d: %s\n", path, line, msg);
+}
+
+int
+config_load_file(struct config *c, const char *path, char *errs,
+                 size_t errlen)
+{
+    FILE *fp = fopen(path, "r");
+    char buf[4096], err[512];
+    int line = 0, nerr = 0;
+
+    if (errlen)
+        errs[0] = '\0';
+    if (fp == NULL) {
+        snprintf(err, sizeof(err), "cannot open: %s", strerror(errno));
+        append_err(errs, errlen, path, 0, err);
+        return 1;
+    }
+    while (fgets(buf, sizeof(buf), fp)) {
+        line++;
+        if (strchr(buf, '\n') == NULL && !feof(fp)) {
+            append_err(errs, errlen, path, line, "line too long");
+            nerr++;
+            int ch;
+            while ((ch = fgetc(fp)) != EOF && ch != '\n')
+                ;
+            continue;
+        }
+        char *s = trim(buf);
+        if (*s == '\0' || *s == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        if (eq == NULL) {
+            append_err(errs, errlen, path, line, "expected 'key = value'");
+            nerr++;
+            continue;
+        }
+        *eq = '\0';
+        char *key = trim(s), *value = trim(eq + 1);
+        if (config_set(c, key, value, err, sizeof(err)) != 0) {
+            append_err(errs, errlen, path, line, err);
+            nerr++;
+        }
+    }
+    fclose(fp);
+    return nerr;
+}
+
+int
+config_validate(const struct config *c, char *err, size_t errlen)
+{
+    if (c->consumer_output_low_watermark >= c->consumer_output_high_watermark) {
+        snprintf(err, errlen,
+                 "consumer_output_low_watermark must be below "
+                 "consumer_output_high_watermark");
+        return -1;
+    }
+    if (c->default_user[0] == '\0') {
+        snprintf(err, errlen, "default_user must not be empty");
+        return -1;
+    }
+    return 0;
+}

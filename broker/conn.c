@@ -1,0 +1,647 @@
+/*
+ * Connections: reading and splitting frames, routing them to channel 0 or
+ * a channel, output and its watermarks, timers (handshake, heartbeat,
+ * close), and teardown through the reaper.
+ */
+#include "broker/conn.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "amqp/frame.h"
+#include "amqp/reply.h"
+#include "broker/broker.h"
+#include "broker/channel.h"
+#include "broker/log.h"
+#include "broker/queue.h"
+#include "broker/util.h"
+
+/* Before tune-ok, frames may be at most this large (RabbitMQ: 8192). */
+#define PRE_TUNE_FRAME_MAX 8192
+
+static TAILQ_HEAD(, conn) conns = TAILQ_HEAD_INITIALIZER(conns);
+static TAILQ_HEAD(, conn) dead = TAILQ_HEAD_INITIALIZER(dead);
+static size_t nconns;
+static uint64_t next_id = 1;
+static struct event *reaper;
+
+static const char *const state_names[] = {
+#define CONN_AS_NAME(s) #s,
+    CONN_STATES(CONN_AS_NAME)
+#undef CONN_AS_NAME
+};
+
+const char *
+conn_state_name(enum conn_state s)
+{
+    return state_names[s];
+}
+
+void
+conn_set_state(struct conn *c, enum conn_state next)
+{
+    log_debug("conn=%016" PRIx64 " %s -> %s", c->id, conn_state_name(c->state),
+              conn_state_name(next));
+    c->state = next;
+}
+
+size_t
+conn_count(void)
+{
+    return nconns;
+}
+
+struct evbuffer *
+conn_output(struct conn *c)
+{
+    return bufferevent_get_output(c->bev);
+}
+
+void
+conn_output_added(struct conn *c)
+{
+    c->last_send_ms = now_ms();
+    if (!c->congested && evbuffer_get_length(conn_output(c)) >
+                             (size_t)broker.cfg.consumer_output_high_watermark)
+        c->congested = true;
+}
+
+void
+conn_send_method(struct conn *c, uint16_t channel, const struct amqp_method *m)
+{
+    uint8_t stack[4096];
+    struct wire_wr w;
+    enum amqp_status st;
+
+    if (c->state == CONN_CLOSED)
+        return;
+    wire_wr_init(&w, stack, sizeof(stack));
+    st = method_frame_put(&w, channel, m);
+    if (st == AMQP_E_OVERFLOW) {
+        uint8_t *heap = xmalloc(w.len);
+        wire_wr_init(&w, heap, w.len);
+        st = method_frame_put(&w, channel, m);
+        if (st == AMQP_OK)
+            evbuffer_add(conn_output(c), heap, w.len);
+        free(heap);
+    } else if (st == AMQP_OK) {
+        evbuffer_add(conn_output(c), stack, w.len);
+    }
+    if (st != AMQP_OK)
+        fatalx("conn=%016" PRIx64 " cannot encode %s: %s", c->id,
+               method_name(m->id), status_text(st));
+    conn_output_added(c);
+}
+
+static void
+close_channels(struct conn *c)
+{
+    for (uint32_t i = 0; i < c->channels_cap; i++) {
+        if (c->channels[i]) {
+            struct channel *ch = c->channels[i];
+            c->channels[i] = NULL;
+            channel_free(ch);
+        }
+    }
+    c->nchannels = 0;
+}
+
+static void
+shutdown_channels(struct conn *c)
+{
+    for (uint32_t i = 0; i < c->channels_cap; i++)
+        if (c->channels[i])
+            channel_shutdown(c->channels[i]);
+}
+
+static void
+delete_exclusive_queues(struct conn *c)
+{
+    while (c->nexcl > 0) {
+        struct queue *q = c->excl[c->nexcl - 1];
+        c->nexcl--;
+        q->owner = NULL;
+        if (!q->deleted)
+            queue_delete(q);
+    }
+}
+
+void
+conn_own_queue(struct conn *c, struct queue *q)
+{
+    if (c->nexcl == c->excl_cap) {
+        c->excl_cap = c->excl_cap ? c->excl_cap * 2 : 4;
+        c->excl = xrealloc(c->excl, c->excl_cap * sizeof(*c->excl));
+    }
+    c->excl[c->nexcl++] = q;
+}
+
+void
+conn_disown_queue(struct conn *c, struct queue *q)
+{
+    for (size_t i = 0; i < c->nexcl; i++)
+        if (c->excl[i] == q) {
+            c->excl[i] = c->excl[--c->nexcl];
+            return;
+        }
+}
+
+static void
+reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    struct conn *c;
+    while ((c = TAILQ_FIRST(&dead)) != NULL) {
+        TAILQ_REMOVE(&dead, c, link);
+        bufferevent_free(c->bev);
+        free(c->channels);
+        free(c->excl);
+        free(c->user);
+        free(c);
+    }
+}
+
+/*
+ * Drop the socket: channels are closed (requeueing their unacked
+ * messages) and exclusive queues deleted right away; the memory goes to
+ * the reaper, since we may be inside one of this connection's callbacks.
+ */
+static void
+conn_release(struct conn *c)
+{
+    if (c->reap_scheduled)
+        return;
+    c->reap_scheduled = true;
+    conn_set_state(c, CONN_CLOSED);
+    close_channels(c);
+    delete_exclusive_queues(c);
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+    if (c->timer) {
+        event_free(c->timer);
+        c->timer = NULL;
+    }
+    TAILQ_REMOVE(&conns, c, link);
+    nconns--;
+    TAILQ_INSERT_TAIL(&dead, c, link);
+    event_active(reaper, EV_TIMEOUT, 0);
+}
+
+void
+conn_close_now(struct conn *c, bool flush)
+{
+    if (c->reap_scheduled)
+        return;
+    if (flush && evbuffer_get_length(conn_output(c)) > 0) {
+        /* The write callback releases the connection once the output is
+         * empty; the close timer drops it if the peer stops reading. */
+        conn_set_state(c, CONN_CLOSED);
+        shutdown_channels(c);
+        bufferevent_disable(c->bev, EV_READ);
+        bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+        if (c->deadline_ms == 0)
+            c->deadline_ms = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
+        return;
+    }
+    conn_release(c);
+}
+
+static void
+send_close(struct conn *c, uint16_t code, uint32_t method_id, const char *text)
+{
+    struct amqp_method m = { .id = AMQP_CONNECTION_CLOSE };
+    m.a.connection_close.reply_code = code;
+    m.a.connection_close.reply_text = amqp_cstr(text);
+    m.a.connection_close.class_id = method_class(method_id);
+    m.a.connection_close.method_id = method_index(method_id);
+    conn_send_method(c, 0, &m);
+}
+
+/* "NAME - text", cut to a shortstr. */
+static void
+reply_text(char *out, size_t outlen, uint16_t code, const char *fmt,
+           va_list ap)
+{
+    const char *name = reply_name(code);
+    int n = snprintf(out, outlen, "%s - ", name ? name : "ERROR");
+    if (n < 0 || (size_t)n >= outlen)
+        n = 0;
+    vsnprintf(out + n, outlen - (size_t)n, fmt, ap);
+}
+
+void
+conn_fail(struct conn *c, uint16_t code, uint32_t method_id, const char *fmt,
+          ...)
+{
+    char text[256];
+    va_list ap;
+
+    if (c->state == CONN_CLOSING || c->state == CONN_CLOSED)
+        return;
+    va_start(ap, fmt);
+    reply_text(text, sizeof(text), code, fmt, ap);
+    va_end(ap);
+    log_warnx("conn=%016" PRIx64 " %s: closing connection: %s", c->id, c->peer,
+              text);
+    send_close(c, code, method_id, text);
+    conn_set_state(c, CONN_CLOSING);
+    shutdown_channels(c);
+    c->deadline_ms = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
+}
+
+void
+conn_close_all(const char *reason)
+{
+    struct conn *c, *next;
+    for (c = TAILQ_FIRST(&conns); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (c->state == CONN_OPEN)
+            conn_fail(c, AMQP_CONNECTION_FORCED, 0, "%s", reason);
+        else if (c->state != CONN_CLOSING)
+            conn_close_now(c, false);
+    }
+}
+
+void
+conn_channel_closed(struct conn *c, uint16_t number)
+{
+    if (number < c->channels_cap && c->channels[number]) {
+        c->channels[number] = NULL;
+        c->nchannels--;
+    }
+}
+
+/* A frame on a channel other than 0 while the connection is open. */
+static void
+channel_frame_in(struct conn *c, const struct frame *f)
+{
+    struct channel *ch =
+        f->channel < c->channels_cap ? c->channels[f->channel] : NULL;
+    struct amqp_method m;
+
+    if (ch) {
+        channel_frame(ch, f);
+        return;
+    }
+    if (f->type != AMQP_FRAME_METHOD) {
+        conn_fail(c, AMQP_UNEXPECTED_FRAME, 0,
+                  "expected method frame, got non method frame instead");
+        return;
+    }
+    enum amqp_status st = method_decode(f->payload, f->size, &m);
+    if (st != AMQP_OK) {
+        conn_fail(c, status_reply_code(st), 0, "cannot decode method frame: %s",
+                  status_text(st));
+        return;
+    }
+    if (m.id != AMQP_CHANNEL_OPEN) {
+        conn_fail(c, AMQP_CHANNEL_ERROR, m.id, "expected 'channel.open'");
+        return;
+    }
+    if (f->channel > c->channel_max) {
+        conn_fail(c, AMQP_CHANNEL_ERROR, m.id,
+                  "channel number %u exceeds the negotiated channel_max %u",
+                  f->channel, c->channel_max);
+        return;
+    }
+    if (f->channel >= c->channels_cap) {
+        uint32_t cap = c->channels_cap ? c->channels_cap : 8;
+        while (cap <= f->channel)
+            cap *= 2;
+        if (cap > (uint32_t)c->channel_max + 1)
+            cap = (uint32_t)c->channel_max + 1;
+        c->channels = xrealloc(c->channels, cap * sizeof(*c->channels));
+        memset(c->channels + c->channels_cap, 0,
+               (cap - c->channels_cap) * sizeof(*c->channels));
+        c->channels_cap = (uint16_t)cap;
+    }
+    c->channels[f->channel] = channel_new(c, f->channel);
+    c->nchannels++;
+    struct amqp_method ok = { .id = AMQP_CHANNEL_OPEN_OK };
+    conn_send_method(c, f->channel, &ok);
+}
+
+/* While closing, only close-ok (or a crossing close) matters. */
+static void
+closing_frame_in(struct conn *c, const struct frame *f)
+{
+    struct amqp_method m;
+
+    if (f->channel != 0 || f->type != AMQP_FRAME_METHOD ||
+        method_decode(f->payload, f->size, &m) != AMQP_OK)
+        return;
+    if (m.id == AMQP_CONNECTION_CLOSE_OK) {
+        conn_close_now(c, true);
+    } else if (m.id == AMQP_CONNECTION_CLOSE) {
+        struct amqp_method ok = { .id = AMQP_CONNECTION_CLOSE_OK };
+        conn_send_method(c, 0, &ok);
+        conn_close_now(c, true);
+    }
+}
+
+static void
+frame_in(struct conn *c, const struct frame *f)
+{
+    struct amqp_method m;
+
+    if (c->state == CONN_CLOSING) {
+        closing_frame_in(c, f);
+        return;
+    }
+    if (f->type == AMQP_FRAME_HEARTBEAT)
+        return;
+    if (f->channel != 0) {
+        if (c->state != CONN_OPEN)
+            conn_fail(c, AMQP_COMMAND_INVALID, 0,
+                      "frame on channel %u before connection.open",
+                      f->channel);
+        else
+            channel_frame_in(c, f);
+        return;
+    }
+    if (f->type != AMQP_FRAME_METHOD) {
+        conn_fail(c, AMQP_UNEXPECTED_FRAME, 0,
+                  "expected method frame, got non method frame instead");
+        return;
+    }
+    enum amqp_status st = method_decode(f->payload, f->size, &m);
+    if (st != AMQP_OK) {
+        conn_fail(c, status_reply_code(st), 0, "cannot decode method frame: %s",
+                  status_text(st));
+        return;
+    }
+    conn_method(c, &m);
+}
+
+static bool
+read_protocol_header(struct conn *c, struct evbuffer *in)
+{
+    size_t len = evbuffer_get_length(in);
+    uint8_t *p = evbuffer_pullup(in, len < 8 ? (ev_ssize_t)len : 8);
+    enum amqp_status st = protocol_header_check(p, len < 8 ? len : 8);
+
+    if (st == AMQP_INCOMPLETE)
+        return false;
+    if (st != AMQP_OK) {
+        char esc[64];
+        log_warnx("conn=%016" PRIx64 " %s: bad protocol header \"%s\" (%s); "
+                  "answering with 0-9-1's and closing",
+                  c->id, c->peer, log_escape(esc, sizeof(esc), p, len < 8 ? len : 8),
+                  status_text(st));
+        /* 0-9-1 §4.2.2: answer with the header we accept, then close. */
+        evbuffer_add(conn_output(c), amqp_protocol_header,
+                     AMQP_PROTOCOL_HEADER_LEN);
+        conn_close_now(c, true);
+        return false;
+    }
+    evbuffer_drain(in, 8);
+    conn_set_state(c, CONN_START_SENT);
+    conn_send_start(c);
+    return true;
+}
+
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct frame f;
+
+    c->last_recv_ms = now_ms();
+    if (c->state == CONN_AWAIT_HEADER && !read_protocol_header(c, in))
+        return;
+    while (c->state != CONN_CLOSED) {
+        size_t len = evbuffer_get_length(in);
+        if (len < AMQP_FRAME_HEADER_LEN)
+            break;
+        uint32_t frame_max = c->state < CONN_AWAIT_OPEN ? PRE_TUNE_FRAME_MAX
+                                                        : c->frame_max;
+        uint8_t *p = evbuffer_pullup(in, AMQP_FRAME_HEADER_LEN);
+        enum amqp_status st = frame_decode(p, AMQP_FRAME_HEADER_LEN, frame_max, &f);
+        if (st == AMQP_INCOMPLETE) {
+            size_t need = (size_t)frame_peek_size(p) + AMQP_FRAME_OVERHEAD;
+            if (len < need)
+                break;
+            p = evbuffer_pullup(in, (ev_ssize_t)need);
+            st = frame_decode(p, need, frame_max, &f);
+        }
+        if (st != AMQP_OK) {
+            if (c->state == CONN_CLOSING) {
+                conn_close_now(c, false);
+                break;
+            }
+            log_warnx("conn=%016" PRIx64 " %s: %s (frame type %u, channel %u, "
+                      "size %u)", c->id, c->peer, status_text(st), p[0],
+                      wire_load16(p + 1), frame_peek_size(p));
+            conn_fail(c, status_reply_code(st), 0, "%s", status_text(st));
+            /* The stream cannot be split any further. */
+            c->deadline_ms = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
+            bufferevent_disable(bev, EV_READ);
+            evbuffer_drain(in, len);
+            break;
+        }
+        frame_in(c, &f);
+        evbuffer_drain(in, f.wire_len);
+    }
+    if (c->state == CONN_CLOSED)
+        evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+static void
+write_cb(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    size_t len = evbuffer_get_length(bufferevent_get_output(bev));
+
+    if (c->state == CONN_CLOSED) {
+        if (len == 0)
+            conn_release(c);
+        return;
+    }
+    if (c->congested &&
+        len <= (size_t)broker.cfg.consumer_output_low_watermark) {
+        c->congested = false;
+        for (uint32_t i = 0; i < c->channels_cap && !c->congested; i++)
+            if (c->channels[i])
+                channel_resume(c->channels[i]);
+    }
+}
+
+static void
+event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct conn *c = arg;
+    (void)bev;
+
+    if (what & BEV_EVENT_EOF) {
+        if (c->state == CONN_OPEN)
+            log_warnx("conn=%016" PRIx64 " %s: client closed the socket "
+                      "without connection.close", c->id, c->peer);
+        else
+            log_debug("conn=%016" PRIx64 " %s: socket closed in %s", c->id,
+                      c->peer, conn_state_name(c->state));
+    } else if (what & BEV_EVENT_ERROR) {
+        log_warn("conn=%016" PRIx64 " %s: socket error", c->id, c->peer);
+    }
+    conn_release(c);
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    uint64_t now = now_ms();
+    (void)fd;
+    (void)what;
+
+    if (c->deadline_ms && now >= c->deadline_ms) {
+        if (c->state < CONN_OPEN)
+            log_warnx("conn=%016" PRIx64 " %s: handshake not finished within "
+                      "%d ms (%s); dropping", c->id, c->peer,
+                      broker.cfg.handshake_timeout_ms,
+                      conn_state_name(c->state));
+        else
+            log_info("conn=%016" PRIx64 " %s: no close-ok within %d ms; "
+                     "dropping", c->id, c->peer, broker.cfg.close_timeout_ms);
+        conn_release(c);
+        return;
+    }
+    if (c->state != CONN_OPEN || c->heartbeat == 0)
+        return;
+    uint64_t hb = (uint64_t)c->heartbeat * 1000;
+    if (now - c->last_recv_ms > 2 * hb) {
+        log_warnx("conn=%016" PRIx64 " %s: missed heartbeats from client, "
+                  "timeout: %us", c->id, c->peer, c->heartbeat);
+        conn_release(c);
+        return;
+    }
+    if (now - c->last_send_ms >= hb / 2) {
+        uint8_t buf[8];
+        struct wire_wr w;
+        wire_wr_init(&w, buf, sizeof(buf));
+        frame_put_heartbeat(&w);
+        evbuffer_add(conn_output(c), buf, w.len);
+        conn_output_added(c);
+    }
+}
+
+static void
+timer_every(struct conn *c, unsigned ms)
+{
+    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+    event_del(c->timer);
+    event_add(c->timer, &tv);
+}
+
+void
+conn_tuned(struct conn *c)
+{
+    /* Let the input hold two whole frames before reading stops. */
+    size_t high = (size_t)c->frame_max * 2 + 4096;
+    if (high < 256 * 1024)
+        high = 256 * 1024;
+    bufferevent_setwatermark(c->bev, EV_READ, 0, high);
+}
+
+void
+conn_opened(struct conn *c)
+{
+    c->deadline_ms = 0;
+    if (c->heartbeat) {
+        unsigned period = c->heartbeat * 1000u / 2;
+        timer_every(c, period < 1000 ? 1000 : period > 5000 ? 5000 : period);
+    } else {
+        event_del(c->timer);
+    }
+}
+
+static bool
+is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 =
+            (const struct sockaddr_in6 *)(const void *)sa;
+        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+            return true;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            return in6->sin6_addr.s6_addr[12] == 127;
+    }
+    return false;
+}
+
+static void
+format_peer(char *out, size_t outlen, const struct sockaddr *sa)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+        port = ntohs(in->sin_port);
+        snprintf(out, outlen, "%s:%u", host, port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 =
+            (const struct sockaddr_in6 *)(const void *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        port = ntohs(in6->sin6_port);
+        snprintf(out, outlen, "[%s]:%u", host, port);
+    } else {
+        snprintf(out, outlen, "unknown");
+    }
+}
+
+void
+conn_accept(int fd, const struct sockaddr *sa, int salen)
+{
+    struct conn *c;
+    int one = 1;
+    (void)salen;
+
+    if (reaper == NULL)
+        reaper = event_new(broker.base, -1, 0, reap_cb, NULL);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c = xcalloc(1, sizeof(*c));
+    c->id = next_id++;
+    c->state = CONN_AWAIT_HEADER;
+    format_peer(c->peer, sizeof(c->peer), sa);
+    c->peer_is_loopback = is_loopback(sa);
+    c->frame_max = PRE_TUNE_FRAME_MAX;
+    c->channel_max = (uint16_t)broker.cfg.channel_max;
+    c->bev = bufferevent_socket_new(broker.base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (c->bev == NULL) {
+        log_warnx("cannot create a bufferevent for %s", c->peer);
+        close(fd);
+        free(c);
+        return;
+    }
+    bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+    bufferevent_setwatermark(c->bev, EV_READ, 0, 64 * 1024);
+    bufferevent_setwatermark(c->bev, EV_WRITE,
+                             (size_t)broker.cfg.consumer_output_low_watermark, 0);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    c->last_recv_ms = c->last_send_ms = now_ms();
+    c->deadline_ms = c->last_recv_ms + (uint64_t)broker.cfg.handshake_timeout_ms;
+    c->timer = event_new(broker.base, -1, EV_PERSIST, timer_cb, c);
+    timer_every(c, 250);
+    TAILQ_INSERT_TAIL(&conns, c, link);
+    nconns++;
+    log_debug("conn=%016" PRIx64 " accepted from %s", c->id, c->peer);
+}
+

@@ -1,0 +1,124 @@
+/*
+ * A client connection: the handshake state machine, frame reading,
+ * heartbeats, output with watermarks, and the close handshake. A
+ * connection owns its channels. Never freed from inside its own callbacks:
+ * conn_close_now() hands it to the reaper.
+ */
+#ifndef ROOST_BROKER_CONN_H
+#define ROOST_BROKER_CONN_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "amqp/method.h"
+
+struct bufferevent;
+struct channel;
+struct event;
+struct evbuffer;
+struct vhost;
+struct user;
+struct queue;
+struct sockaddr;
+
+#define CONN_STATES(X)                                                       \
+    X(CONN_AWAIT_HEADER) X(CONN_START_SENT) X(CONN_TUNE_SENT)                \
+    X(CONN_AWAIT_OPEN) X(CONN_OPEN) X(CONN_CLOSING) X(CONN_CLOSED)
+
+enum conn_state {
+#define CONN_AS_ENUM(s) s,
+    CONN_STATES(CONN_AS_ENUM)
+#undef CONN_AS_ENUM
+};
+
+struct conn {
+    uint64_t id;
+    enum conn_state state;
+    struct bufferevent *bev;
+    char peer[64];              /* "127.0.0.1:53422" */
+    bool peer_is_loopback;
+    /* negotiated */
+    uint16_t channel_max;
+    uint32_t frame_max;
+    uint16_t heartbeat;
+    /* client capabilities from start-ok */
+    bool cap_consumer_cancel_notify;
+    bool cap_auth_failure_close;
+    bool cap_connection_blocked;
+    char *user;
+    struct vhost *vh;
+    /* channels, by number; NULL where none is open */
+    struct channel **channels;
+    uint16_t channels_cap;
+    uint32_t nchannels;
+    /* liveness */
+    uint64_t last_recv_ms;
+    uint64_t last_send_ms;
+    struct event *timer;        /* handshake, heartbeat and close timeouts */
+    uint64_t deadline_ms;       /* handshake or close deadline; 0 = none */
+    /* output backpressure */
+    bool congested;             /* over the high watermark: no deliveries */
+    bool reap_scheduled;
+    /* exclusive queues this connection owns (deleted when it closes) */
+    struct queue **excl;
+    size_t nexcl, excl_cap;
+    TAILQ_ENTRY(conn) link;
+};
+
+/* Accept a new connection on 'fd' (takes ownership). */
+void conn_accept(int fd, const struct sockaddr *sa, int salen);
+
+/* Send a method frame on 'channel'. */
+void conn_send_method(struct conn *c, uint16_t channel,
+                      const struct amqp_method *m);
+
+/* The output buffer, for deliveries. */
+struct evbuffer *conn_output(struct conn *c);
+
+/* Called after output was added, to track congestion. */
+void conn_output_added(struct conn *c);
+
+/*
+ * A connection exception (hard error): send connection.close with 'code'
+ * and "NAME - text", stop processing input, close every channel, and drop
+ * the socket after close-ok or the close timeout.
+ */
+void conn_fail(struct conn *c, uint16_t code, uint32_t method_id,
+               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Drop the socket now (after flushing what is queued if 'flush'). */
+void conn_close_now(struct conn *c, bool flush);
+
+/* Close every connection with 320 CONNECTION_FORCED (shutdown). */
+void conn_close_all(const char *reason);
+size_t conn_count(void);
+
+/* Called when the channel is gone. */
+void conn_channel_closed(struct conn *c, uint16_t number);
+
+/* Exclusive queue ownership. */
+void conn_own_queue(struct conn *c, struct queue *q);
+void conn_disown_queue(struct conn *c, struct queue *q);
+
+/* Send connection.start (handle_connection.c). */
+void conn_send_start(struct conn *c);
+
+/* Handle a method on channel 0 (handle_connection.c). */
+void conn_method(struct conn *c, const struct amqp_method *m);
+
+/* Move to 'next', tracing the change. */
+void conn_set_state(struct conn *c, enum conn_state next);
+
+/* After tune-ok: apply the negotiated limits to the socket. */
+void conn_tuned(struct conn *c);
+
+/* After connection.open: stop the handshake timer, start heartbeats. */
+void conn_opened(struct conn *c);
+
+/* The connection's state name for logs. */
+const char *conn_state_name(enum conn_state s);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * Exchanges and bindings common to every type, and the routing walk that
+ * follows exchange-to-exchange bindings and alternate exchanges.
+ */
+#include "broker/exchange.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/msg.h"
+#include "broker/queue.h"
+#include "broker/util.h"
+#include "broker/vhost.h"
+
+/* Exchange-to-exchange chains are followed this deep at most, so that a
+ * long chain cannot exhaust the stack. */
+#define ROUTE_MAX_DEPTH 64
+
+static const struct exchange_ops *const all_ops[] = {
+    &exchange_direct_ops, &exchange_fanout_ops, &exchange_topic_ops,
+    &exchange_headers_ops,
+};
+
+const struct exchange_ops *
+exchange_ops_find(struct amqp_bytes type)
+{
+    for (size_t i = 0; i < NELEMS(all_ops); i++)
+        if (amqp_bytes_eq(type, all_ops[i]->type))
+            return all_ops[i];
+    return NULL;
+}
+
+static uint8_t *
+copy_table(struct amqp_table t, struct amqp_table *out)
+{
+    uint8_t *buf = xmalloc(t.len ? t.len : 1);
+    if (t.len)
+        memcpy(buf, t.ptr, t.len);
+    out->ptr = buf;
+    out->len = t.len;
+    return buf;
+}
+
+struct exchange *
+exchange_new(struct vhost *vh, struct amqp_bytes name,
+             const struct exchange_ops *ops, bool durable, bool auto_delete,
+             bool internal, struct amqp_table args)
+{
+    struct exchange *x = xcalloc(1, sizeof(*x));
+    struct amqp_field v;
+
+    x->name = xstrndup(name.ptr, name.len);
+    x->name_len = name.len;
+    x->vh = vh;
+    x->ops = ops;
+    x->index = ops->create();
+    x->durable = durable;
+    x->auto_delete = auto_delete;
+    x->internal = internal;
+    x->args_buf = copy_table(args, &x->args);
+    if (table_get(x->args, "alternate-exchange", &v) &&
+        v.kind == AMQP_FIELD_LONGSTR)
+        x->alternate = xstrndup(v.v.str.ptr, v.v.str.len);
+    TAILQ_INIT(&x->bindings);
+    TAILQ_INIT(&x->dest_bindings);
+    return x;
+}
+
+void
+exchange_free(struct exchange *x)
+{
+    struct binding *b;
+
+    while ((b = TAILQ_FIRST(&x->dest_bindings)) != NULL)
+        binding_free(b);
+    /* No auto-delete cascade into ourselves while we tear down. */
+    x->auto_delete = false;
+    while ((b = TAILQ_FIRST(&x->bindings)) != NULL)
+        binding_free(b);
+    x->ops->destroy(x->index);
+    free(x->alternate);
+    free(x->args_buf);
+    free(x->name);
+    free(x);
+}
+
+bool
+exchange_is_equivalent(const struct exchange *x,
+                       const struct exchange_ops *ops, bool durable,
+                       bool auto_delete, bool internal,
+                       struct amqp_table args)
+{
+    return x->ops == ops && x->durable == durable &&
+           x->auto_delete == auto_delete && x->internal == internal &&
+           table_equal(x->args, args);
+}
+
+bool
+field_equal(const struct amqp_field *a, const struct amqp_field *b)
+{
+    if (a->kind != b->kind)
+        return false;
+    switch (a->kind) {
+    case AMQP_FIELD_BOOL:
+        return a->v.b == b->v.b;
+    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
+    case AMQP_FIELD_I64:
+        return a->v.i == b->v.i;
+    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
+    case AMQP_FIELD_TIMESTAMP:
+        return a->v.u == b->v.u;
+    case AMQP_FIELD_FLOAT:
+        return memcmp(&a->v.f, &b->v.f, sizeof(a->v.f)) == 0;
+    case AMQP_FIELD_DOUBLE:
+        return memcmp(&a->v.d, &b->v.d, sizeof(a->v.d)) == 0;
+    case AMQP_FIELD_DECIMAL:
+        return a->v.decimal.scale == b->v.decimal.scale &&
+               a->v.decimal.value == b->v.decimal.value;
+    case AMQP_FIELD_TABLE:
+        return table_equal(a->v.table, b->v.table);
+    case AMQP_FIELD_LONGSTR: case AMQP_FIELD_BYTES: case AMQP_FIELD_ARRAY:
+        /* strings and arrays share the borrowed-range layout */
+        return a->v.str.len == b->v.str.len &&
+               (a->v.str.len == 0 ||
+                memcmp(a->v.str.ptr, b->v.str.ptr, a->v.str.len) == 0);
+    case AMQP_FIELD_VOID:
+        return true;
+    }
+    return false;
+}
+
+/* Every entry of 'a' appears in 'b' with an equal value. */
+static bool
+table_contains(struct amqp_table a, struct amqp_table b)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+
+    table_iter_init(&it, a);
+    while (table_next(&it, &k, &v)) {
+        struct table_iter jt;
+        struct amqp_bytes k2;
+        struct amqp_field v2;
+        bool found = false;
+        table_iter_init(&jt, b);
+        while (!found && table_next(&jt, &k2, &v2)) {
+            if (k2.len != k.len || memcmp(k2.ptr, k.ptr, k.len) != 0 ||
+                v2.kind != v.kind)
+                continue;
+            found = field_equal(&v, &v2);
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+bool
+table_equal(struct amqp_table a, struct amqp_table b)
+{
+    if (a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0))
+        return true;
+    return table_count(a) == table_count(b) && table_contains(a, b) &&
+           table_contains(b, a);
+}
+
+static bool
+binding_matches(const struct binding *b, struct queue *q,
+                struct exchange *dest_x, struct amqp_bytes key,
+                struct amqp_table args)
+{
+    return b->q == q && b->dest_x == dest_x && b->key_len == key.len &&
+           memcmp(b->key, key.ptr, key.len) == 0 && table_equal(b->args, args);
+}
+
+int
+exchange_bind(struct exchange *src, struct queue *q, struct exchange *dest_x,
+              struct amqp_bytes key, struct amqp_table args, char *err,
+              size_t errlen)
+{
+    struct binding *b;
+
+    TAILQ_FOREACH(b, &src->bindings, src_link)
+        if (binding_matches(b, q, dest_x, key, args))
+            return 0;
+    b = xcalloc(1, sizeof(*b));
+    b->src = src;
+    b->q = q;
+    b->dest_x = dest_x;
+    b->key = xstrndup(key.ptr, key.len);
+    b->key_len = key.len;
+    b->args_buf = copy_table(args, &b->args);
+    if (src->ops->add(src->index, b, err, errlen) != 0) {
+        free(b->args_buf);
+        free(b->key);
+        free(b);
+        return -1;
+    }
+    TAILQ_INSERT_TAIL(&src->bindings, b, src_link);
+    src->nbindings++;
+    if (q)
+        TAILQ_INSERT_TAIL(&q->bindings, b, dest_link);
+    else
+        TAILQ_INSERT_TAIL(&dest_x->dest_bindings, b, dest_link);
+    return 0;
+}
+
+bool
+exchange_unbind(struct exchange *src, struct queue *q,
+                struct exchange *dest_x, struct amqp_bytes key,
+                struct amqp_table args)
+{
+    struct binding *b;
+
+    TAILQ_FOREACH(b, &src->bindings, src_link)
+        if (binding_matches(b, q, dest_x, key, args)) {
+            binding_free(b);
+            return true;
+        }
+    return false;
+}
+
+void
+binding_free(struct binding *b)
+{
+    struct exchange *src = b->src;
+
+    src->ops->remove(src->index, b);
+    TAILQ_REMOVE(&src->bindings, b, src_link);
+    src->nbindings--;
+    if (b->q)
+        TAILQ_REMOVE(&b->q->bindings, b, dest_link);
+    else
+        TAILQ_REMOVE(&b->dest_x->dest_bindings, b, dest_link);
+    free(b->args_buf);
+    free(b->key);
+    free(b);
+    /* An auto-delete exchange goes when its last binding (as source)
+     * goes. */
+    if (src->auto_delete && src->nbindings == 0 && !src->is_default) {
+        vhost_remove_exchange(src->vh, src);
+        exchange_free(src);
+    }
+}
+
+/* ---- routing ---- */
+
+struct route_ctx {
+    const struct msg *m;
+    struct route_result *out;
+    uint64_t epoch;
+    unsigned depth;
+};
+
+void
+route_result_init(struct route_result *r)
+{
+    r->qs = NULL;
+    r->n = r->cap = 0;
+}
+
+void
+route_result_free(struct route_result *r)
+{
+    free(r->qs);
+    route_result_init(r);
+}
+
+static void route_into(struct route_ctx *rc, struct exchange *x);
+
+void
+route_emit(struct route_ctx *rc, struct binding *b)
+{
+    if (b->dest_x) {
+        route_into(rc, b->dest_x);
+        return;
+    }
+    struct queue *q = b->q;
+    if (q->epoch == rc->epoch)
+        return;
+    q->epoch = rc->epoch;
+    if (rc->out->n == rc->out->cap) {
+        rc->out->cap = rc->out->cap ? rc->out->cap * 2 : 8;
+        rc->out->qs = xrealloc(rc->out->qs, rc->out->cap * sizeof(*rc->out->qs));
+    }
+    rc->out->qs[rc->out->n++] = q;
+}
+
+static void
+route_into(struct route_ctx *rc, struct exchange *x)
+{
+    if (x->epoch == rc->epoch || rc->depth >= ROUTE_MAX_DEPTH)
+        return;
+    x->epoch = rc->epoch;
+    rc->depth++;
+    size_t before = rc->out->n;
+    if (x->is_default) {
+        struct amqp_bytes name = { (const uint8_t *)rc->m->rkey,
+                                   rc->m->rkey_len };
+        struct queue *q = vhost_queue(x->vh, name);
+        if (q && q->epoch != rc->epoch) {
+            struct binding implicit = { .q = q };
+            route_emit(rc, &implicit);
+        }
+    } else {
+        x->ops->route(x->index, rc->m, rc);
+    }
+    if (rc->out->n == before && x->alternate) {
+        struct exchange *ae = vhost_exchange(x->vh, amqp_cstr(x->alternate));
+        if (ae)
+            route_into(rc, ae);
+    }
+    rc->depth--;
+}
+
+void
+exchange_route(struct exchange *x, const struct msg *m,
+               struct route_result *out)
+{
+    struct route_ctx rc = { m, out, ++x->vh->route_epoch, 0 };
+    out->n = 0;
+    route_into(&rc, x);
+}

@@ -1,0 +1,263 @@
+/*
+ * Methods of class basic: qos, consume, cancel, publish (and routing the
+ * completed message), get, ack, nack, reject, recover. Reply codes and
+ * texts follow RabbitMQ 3.x.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "broker/conn.h"
+#include "broker/exchange.h"
+#include "broker/handlers.h"
+#include "broker/msg.h"
+#include "broker/queue.h"
+#include "broker/util.h"
+#include "broker/vhost.h"
+
+static void
+qos(struct channel *ch, const struct amqp_basic_qos *a)
+{
+    if (a->prefetch_size != 0) {
+        /* As RabbitMQ: prefetch by size is not supported. */
+        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_QOS,
+                  "prefetch_size!=0 (%u)", a->prefetch_size);
+        return;
+    }
+    /* RabbitMQ's meaning: global=false limits each consumer created after
+     * this call; global=true limits the whole channel. */
+    if (a->global) {
+        ch->prefetch_channel = a->prefetch_count;
+        channel_resume(ch);
+    } else {
+        ch->prefetch_consumer = a->prefetch_count;
+    }
+    channel_reply(ch, AMQP_BASIC_QOS_OK, false);
+}
+
+static bool
+has_exclusive_consumer(const struct queue *q)
+{
+    const struct consumer *c;
+    TAILQ_FOREACH(c, &q->consumers, q_link)
+        if (c->exclusive)
+            return true;
+    return false;
+}
+
+static void
+consume(struct channel *ch, const struct amqp_basic_consume *a)
+{
+    const uint32_t mid = AMQP_BASIC_CONSUME;
+    struct queue *q;
+    struct amqp_bytes tag = a->consumer_tag;
+    char gen[64], esc[300];
+
+    if ((q = channel_find_queue(ch, mid, a->queue)) == NULL)
+        return;
+    if (tag.len == 0) {
+        channel_gen_name(gen, sizeof(gen), "amq.ctag-");
+        tag = amqp_cstr(gen);
+    } else if (hmap_get(&ch->consumers, tag.ptr, tag.len)) {
+        conn_fail(ch->conn, AMQP_NOT_ALLOWED, mid,
+                  "attempt to reuse consumer tag '%s'",
+                  channel_esc(esc, sizeof(esc), tag));
+        return;
+    }
+    if (has_exclusive_consumer(q) || (a->exclusive && q->nconsumers > 0)) {
+        channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
+                     "queue '%s' in vhost '%s' in exclusive use", q->name,
+                     ch->conn->vh->name);
+        return;
+    }
+    struct consumer *c = xcalloc(1, sizeof(*c));
+    c->q = q;
+    c->ch = ch;
+    c->tag = xstrndup(tag.ptr, tag.len);
+    c->tag_len = tag.len;
+    c->no_ack = a->no_ack;
+    c->exclusive = a->exclusive;
+    c->prefetch = ch->prefetch_consumer;
+    c->refs = 1;   /* the channel's */
+    hmap_put(&ch->consumers, c->tag, c->tag_len, c);
+    queue_add_consumer(q, c);
+    if (!a->nowait) {
+        struct amqp_method m = { .id = AMQP_BASIC_CONSUME_OK };
+        m.a.basic_consume_ok.consumer_tag = tag;
+        channel_send(ch, &m);
+    }
+    queue_dispatch(q);
+}
+
+static void
+cancel(struct channel *ch, const struct amqp_basic_cancel *a)
+{
+    /* Copy the tag: cancelling may free the consumer that owns it, and the
+     * reply echoes it. */
+    uint8_t tag[256];
+    size_t len = a->consumer_tag.len;
+    memcpy(tag, a->consumer_tag.ptr, len);
+    (void)channel_cancel_consumer(ch, a->consumer_tag);
+    if (a->nowait)
+        return;
+    struct amqp_method m = { .id = AMQP_BASIC_CANCEL_OK };
+    m.a.basic_cancel_ok.consumer_tag.ptr = tag;
+    m.a.basic_cancel_ok.consumer_tag.len = len;
+    channel_send(ch, &m);
+}
+
+static void
+publish(struct channel *ch, const struct amqp_basic_publish *a)
+{
+    const uint32_t mid = AMQP_BASIC_PUBLISH;
+    struct exchange *x;
+    char esc[300];
+
+    if (a->immediate) {
+        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "immediate=true");
+        return;
+    }
+    /* Look the exchange up now, as RabbitMQ does, so that the error names
+     * the publish; the content frames that follow are then ignored. */
+    if ((x = channel_find_exchange(ch, mid, a->exchange)) == NULL)
+        return;
+    if (x->internal) {
+        channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
+                     "cannot publish to internal exchange '%s' in vhost '%s'",
+                     channel_esc(esc, sizeof(esc), a->exchange),
+                     ch->conn->vh->name);
+        return;
+    }
+    /* The method's strings borrow the input frame: keep copies. */
+    memcpy(ch->pub_buf, a->exchange.ptr, a->exchange.len);
+    memcpy(ch->pub_buf + 256, a->routing_key.ptr, a->routing_key.len);
+    ch->pub = *a;
+    ch->pub.exchange.ptr = ch->pub_buf;
+    ch->pub.routing_key.ptr = ch->pub_buf + 256;
+    ch->pub_mandatory = a->mandatory;
+    ch->content = CA_AWAIT_HEADER;
+}
+
+void
+channel_publish(struct channel *ch, struct msg *m)
+{
+    struct exchange *x = vhost_exchange(ch->conn->vh, ch->pub.exchange);
+    /* Reused across publishes so that routing allocates nothing in the
+     * steady state; the loop thread is the only user. */
+    static struct route_result rr;
+
+    rr.n = 0;
+    if (x)   /* NULL if deleted while the content arrived */
+        exchange_route(x, m, &rr);
+    if (rr.n == 0) {
+        if (ch->pub_mandatory) {
+            struct amqp_method ret = { .id = AMQP_BASIC_RETURN };
+            ret.a.basic_return.reply_code = AMQP_NO_ROUTE;
+            ret.a.basic_return.reply_text = amqp_cstr("NO_ROUTE");
+            ret.a.basic_return.exchange = ch->pub.exchange;
+            ret.a.basic_return.routing_key = ch->pub.routing_key;
+            channel_send_content(ch, &ret, m);
+        }
+        return;
+    }
+    for (size_t i = 0; i < rr.n; i++)
+        queue_push(rr.qs[i], m);
+}
+
+static void
+get(struct channel *ch, const struct amqp_basic_get *a)
+{
+    struct queue *q = channel_find_queue(ch, AMQP_BASIC_GET, a->queue);
+    struct qentry e;
+
+    if (q == NULL)
+        return;
+    if (!queue_pop(q, &e)) {
+        struct amqp_method m = { .id = AMQP_BASIC_GET_EMPTY };
+        m.a.basic_get_empty.cluster_id = amqp_cstr("");
+        channel_send(ch, &m);
+        return;
+    }
+    struct amqp_method m = { .id = AMQP_BASIC_GET_OK };
+    struct amqp_basic_get_ok *g = &m.a.basic_get_ok;
+    g->redelivered = e.redelivered;
+    g->exchange.ptr = (const uint8_t *)e.m->exchange;
+    g->exchange.len = e.m->exchange_len;
+    g->routing_key.ptr = (const uint8_t *)e.m->rkey;
+    g->routing_key.len = e.m->rkey_len;
+    g->message_count = (uint32_t)q->len;
+    if (a->no_ack) {
+        g->delivery_tag = ch->next_tag++;
+        channel_send_content(ch, &m, e.m);
+        msg_unref(e.m);
+    } else {
+        g->delivery_tag = channel_track(ch, q, NULL, e);
+        channel_send_content(ch, &m, e.m);
+    }
+}
+
+static void
+settle(struct channel *ch, uint32_t mid, uint64_t tag, bool multiple,
+       bool ack, bool requeue)
+{
+    if (!channel_settle(ch, tag, multiple, ack, requeue))
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                     "unknown delivery tag %" PRIu64, tag);
+}
+
+static void
+recover(struct channel *ch, uint32_t mid, bool requeue)
+{
+    if (!requeue) {
+        /* As RabbitMQ 3.x. */
+        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "requeue=false");
+        return;
+    }
+    channel_requeue_all(ch);
+    if (mid == AMQP_BASIC_RECOVER)
+        channel_reply(ch, AMQP_BASIC_RECOVER_OK, false);
+}
+
+void
+handle_basic(struct channel *ch, const struct amqp_method *m)
+{
+    switch (m->id) {
+    case AMQP_BASIC_QOS:
+        qos(ch, &m->a.basic_qos);
+        break;
+    case AMQP_BASIC_CONSUME:
+        consume(ch, &m->a.basic_consume);
+        break;
+    case AMQP_BASIC_CANCEL:
+        cancel(ch, &m->a.basic_cancel);
+        break;
+    case AMQP_BASIC_PUBLISH:
+        publish(ch, &m->a.basic_publish);
+        break;
+    case AMQP_BASIC_GET:
+        get(ch, &m->a.basic_get);
+        break;
+    case AMQP_BASIC_ACK:
+        settle(ch, m->id, m->a.basic_ack.delivery_tag, m->a.basic_ack.multiple,
+               true, false);
+        break;
+    case AMQP_BASIC_NACK:
+        settle(ch, m->id, m->a.basic_nack.delivery_tag,
+               m->a.basic_nack.multiple, false, m->a.basic_nack.requeue);
+        break;
+    case AMQP_BASIC_REJECT:
+        settle(ch, m->id, m->a.basic_reject.delivery_tag, false, false,
+               m->a.basic_reject.requeue);
+        break;
+    case AMQP_BASIC_RECOVER_ASYNC:
+        recover(ch, m->id, m->a.basic_recover_async.requeue);
+        break;
+    case AMQP_BASIC_RECOVER:
+        recover(ch, m->id, m->a.basic_recover.requeue);
+        break;
+    default:
+        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
+                  method_name(m->id));
+        break;
+    }
+}

@@ -1,0 +1,243 @@
+/*
+ * Methods of class connection, on channel 0: the handshake (start-ok,
+ * tune-ok, open) and the close handshake started by the client.
+ */
+#include <event2/bufferevent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "amqp/table.h"
+#include "broker/auth.h"
+#include "broker/broker.h"
+#include "broker/conn.h"
+#include "broker/log.h"
+#include "broker/util.h"
+#include "broker/vhost.h"
+#include "broker/version.h"
+
+/*
+ * connection.start's server properties. kombu (and so Celery) decides the
+ * 'global' flag of basic.qos from product and version, giving RabbitMQ at
+ * 3.3 or later global=True; see docs/compatibility.md for why Roost
+ * announces its own name.
+ */
+void
+conn_send_start(struct conn *c)
+{
+    uint8_t buf[1024];
+    struct wire_wr w;
+    struct amqp_method m = { .id = AMQP_CONNECTION_START };
+    size_t outer, caps;
+
+    wire_wr_init(&w, buf, sizeof(buf));
+    outer = table_begin(&w);
+    (void)table_put_key(&w, amqp_cstr("capabilities"));
+    wire_put_u8(&w, AMQP_FIELD_TABLE);
+    caps = table_begin(&w);
+    (void)table_put_bool(&w, "publisher_confirms", false);
+    (void)table_put_bool(&w, "exchange_exchange_bindings", true);
+    (void)table_put_bool(&w, "basic.nack", true);
+    (void)table_put_bool(&w, "consumer_cancel_notify", true);
+    (void)table_put_bool(&w, "connection.blocked", false);
+    (void)table_put_bool(&w, "authentication_failure_close", true);
+    (void)table_put_bool(&w, "per_consumer_qos", true);
+    table_end(&w, caps);
+    (void)table_put_str(&w, "product", ROOST_PRODUCT);
+    (void)table_put_str(&w, "version", ROOST_VERSION);
+    (void)table_put_str(&w, "platform", "C/libevent");
+    (void)table_put_str(&w, "copyright", "Copyright (c) the Roost developers");
+    (void)table_put_str(&w, "information",
+                        "Roost, an AMQP 0-9-1 broker. Licensed under the MIT license");
+    table_end(&w, outer);
+    if (wire_wr_overflowed(&w))
+        fatalx("server properties do not fit in %zu bytes", sizeof(buf));
+
+    m.a.connection_start.version_major = 0;
+    m.a.connection_start.version_minor = 9;
+    m.a.connection_start.server_properties.ptr = buf + 4;
+    m.a.connection_start.server_properties.len = w.len - 4;
+    m.a.connection_start.mechanisms = amqp_cstr(AUTH_MECHANISMS);
+    m.a.connection_start.locales = amqp_cstr("en_US");
+    conn_send_method(c, 0, &m);
+}
+
+static void
+read_capabilities(struct conn *c, struct amqp_table props)
+{
+    struct amqp_field caps, v;
+
+    if (!table_get(props, "capabilities", &caps) ||
+        caps.kind != AMQP_FIELD_TABLE)
+        return;
+    c->cap_consumer_cancel_notify =
+        table_get(caps.v.table, "consumer_cancel_notify", &v) &&
+        v.kind == AMQP_FIELD_BOOL && v.v.b;
+    c->cap_auth_failure_close =
+        table_get(caps.v.table, "authentication_failure_close", &v) &&
+        v.kind == AMQP_FIELD_BOOL && v.v.b;
+    c->cap_connection_blocked =
+        table_get(caps.v.table, "connection.blocked", &v) &&
+        v.kind == AMQP_FIELD_BOOL && v.v.b;
+}
+
+static void
+start_ok(struct conn *c, const struct amqp_connection_start_ok *a)
+{
+    char why[128], mech[64];
+    bool unsupported;
+    char *user = NULL;
+
+    read_capabilities(c, a->client_properties);
+    log_escape(mech, sizeof(mech), a->mechanism.ptr, a->mechanism.len);
+    if (auth_check(a->mechanism, a->response, c->peer_is_loopback, &user,
+                   &unsupported, why, sizeof(why)) != 0) {
+        log_warnx("conn=%016" PRIx64 " %s: login refused (%s, mechanism %s)",
+                  c->id, c->peer, why, mech);
+        if (unsupported) {
+            conn_fail(c, AMQP_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                      "unsupported authentication mechanism '%s'", mech);
+        } else if (c->cap_auth_failure_close) {
+            conn_fail(c, AMQP_ACCESS_REFUSED, 0,
+                      "Login was refused using authentication mechanism %s. "
+                      "For details see the broker logfile.", mech);
+        } else {
+            /* As RabbitMQ: a client that did not ask for a close on
+             * authentication failure just sees the socket close. */
+            conn_close_now(c, false);
+        }
+        return;
+    }
+    c->user = user;
+
+    struct amqp_method m = { .id = AMQP_CONNECTION_TUNE };
+    m.a.connection_tune.channel_max = (uint16_t)broker.cfg.channel_max;
+    m.a.connection_tune.frame_max = (uint32_t)broker.cfg.frame_max;
+    m.a.connection_tune.heartbeat = (uint16_t)broker.cfg.heartbeat;
+    conn_set_state(c, CONN_TUNE_SENT);
+    conn_send_method(c, 0, &m);
+}
+
+/* 0-9-1 §1.4.2.6: the client may lower what the server offered; 0 means
+ * "no limit", which we read as the server's own limit. */
+static void
+tune_ok(struct conn *c, const struct amqp_connection_tune_ok *a)
+{
+    uint32_t server_frame_max = (uint32_t)broker.cfg.frame_max;
+    uint16_t server_channel_max = (uint16_t)broker.cfg.channel_max;
+
+    if (a->frame_max != 0 && a->frame_max < AMQP_FRAME_MIN_SIZE) {
+        conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                  "frame_max=%u < %d min size", a->frame_max,
+                  AMQP_FRAME_MIN_SIZE);
+        return;
+    }
+    if (a->frame_max > server_frame_max) {
+        conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                  "frame_max=%u > %u max size", a->frame_max,
+                  server_frame_max);
+        return;
+    }
+    if (a->channel_max > server_channel_max) {
+        conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                  "channel_max=%u > %u max", a->channel_max,
+                  server_channel_max);
+        return;
+    }
+    c->frame_max = a->frame_max ? a->frame_max : server_frame_max;
+    c->channel_max = a->channel_max ? a->channel_max : server_channel_max;
+    c->heartbeat = a->heartbeat;
+    conn_set_state(c, CONN_AWAIT_OPEN);
+    conn_tuned(c);
+}
+
+static void
+open_vhost(struct conn *c, const struct amqp_connection_open *a)
+{
+    char name[300];
+    struct vhost *vh = broker_vhost((const char *)a->virtual_host.ptr,
+                                    a->virtual_host.len);
+
+    if (vh == NULL) {
+        log_escape(name, sizeof(name), a->virtual_host.ptr,
+                   a->virtual_host.len);
+        conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
+                  "vhost %s not found", name);
+        return;
+    }
+    c->vh = vh;
+    struct amqp_method m = { .id = AMQP_CONNECTION_OPEN_OK };
+    conn_send_method(c, 0, &m);
+    conn_set_state(c, CONN_OPEN);
+    conn_opened(c);
+    log_info("conn=%016" PRIx64 " %s: user '%s' opened vhost '%s'", c->id,
+             c->peer, c->user, vh->name);
+}
+
+static void
+client_close(struct conn *c, const struct amqp_connection_close *a)
+{
+    char text[300];
+    log_escape(text, sizeof(text), a->reply_text.ptr, a->reply_text.len);
+    log_info("conn=%016" PRIx64 " %s: client closed the connection (%u %s)",
+             c->id, c->peer, a->reply_code, text);
+    struct amqp_method ok = { .id = AMQP_CONNECTION_CLOSE_OK };
+    conn_send_method(c, 0, &ok);
+    conn_close_now(c, true);
+}
+
+void
+conn_method(struct conn *c, const struct amqp_method *m)
+{
+    uint32_t expect = 0;
+
+    switch (c->state) {
+    case CONN_START_SENT:
+        expect = AMQP_CONNECTION_START_OK;
+        break;
+    case CONN_TUNE_SENT:
+        expect = AMQP_CONNECTION_TUNE_OK;
+        break;
+    case CONN_AWAIT_OPEN:
+        expect = AMQP_CONNECTION_OPEN;
+        break;
+    default:
+        break;
+    }
+    if (m->id == AMQP_CONNECTION_CLOSE && c->state >= CONN_TUNE_SENT) {
+        client_close(c, &m->a.connection_close);
+        return;
+    }
+    if (expect && m->id != expect) {
+        conn_fail(c, AMQP_COMMAND_INVALID, m->id,
+                  "expected %s, got %s", method_name(expect),
+                  method_name(m->id));
+        return;
+    }
+    switch (m->id) {
+    case AMQP_CONNECTION_START_OK:
+        start_ok(c, &m->a.connection_start_ok);
+        break;
+    case AMQP_CONNECTION_TUNE_OK:
+        tune_ok(c, &m->a.connection_tune_ok);
+        break;
+    case AMQP_CONNECTION_OPEN:
+        open_vhost(c, &m->a.connection_open);
+        break;
+    case AMQP_CONNECTION_CLOSE_OK:
+        /* We never asked: nothing to do. */
+        break;
+    case AMQP_CONNECTION_UPDATE_SECRET:
+        conn_fail(c, AMQP_NOT_IMPLEMENTED, m->id,
+                  "connection.update-secret is not supported");
+        break;
+    default:
+        if (method_class(m->id) == AMQP_CLASS_CONNECTION)
+            conn_fail(c, AMQP_COMMAND_INVALID, m->id,
+                      "%s is not valid from a client", method_name(m->id));
+        else
+            conn_fail(c, AMQP_COMMAND_INVALID, m->id,
+                      "%s on channel 0", method_name(m->id));
+        break;
+    }
+}

@@ -1,0 +1,258 @@
+/*
+ * Methods of class queue: declare, bind, unbind, purge, delete. Reply
+ * codes and texts follow RabbitMQ 3.x.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "amqp/table.h"
+#include "broker/conn.h"
+#include "broker/exchange.h"
+#include "broker/handlers.h"
+#include "broker/queue.h"
+#include "broker/vhost.h"
+
+/*
+ * Queue arguments Roost implements. Any other "x-" argument is refused
+ * with 540 NOT_IMPLEMENTED rather than accepted and ignored: a user who
+ * asks for a TTL or a length limit must not silently get none.
+ */
+static int
+check_args(struct channel *ch, struct amqp_table args)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+    char esc[300];
+
+    table_iter_init(&it, args);
+    while (table_next(&it, &k, &v)) {
+        if (amqp_bytes_eq(k, "x-queue-type")) {
+            if (v.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v.v.str, "classic"))
+                continue;
+            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_QUEUE_DECLARE,
+                      "queue type '%s' is not implemented; only 'classic'",
+                      v.kind == AMQP_FIELD_LONGSTR
+                          ? channel_esc(esc, sizeof(esc), v.v.str)
+                          : "?");
+            return -1;
+        }
+        if (k.len >= 2 && memcmp(k.ptr, "x-", 2) == 0) {
+            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_QUEUE_DECLARE,
+                      "queue argument '%s' is not implemented",
+                      channel_esc(esc, sizeof(esc), k));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *
+yes_no(bool b)
+{
+    return b ? "true" : "false";
+}
+
+static void
+declare_ok(struct channel *ch, const struct queue *q, bool nowait)
+{
+    channel_set_last_queue(ch, q->name, q->name_len);
+    if (nowait)
+        return;
+    struct amqp_method m = { .id = AMQP_QUEUE_DECLARE_OK };
+    m.a.queue_declare_ok.queue.ptr = (const uint8_t *)q->name;
+    m.a.queue_declare_ok.queue.len = q->name_len;
+    m.a.queue_declare_ok.message_count = (uint32_t)q->len;
+    m.a.queue_declare_ok.consumer_count = (uint32_t)q->nconsumers;
+    channel_send(ch, &m);
+}
+
+static void
+declare(struct channel *ch, const struct amqp_queue_declare *a)
+{
+    const uint32_t mid = AMQP_QUEUE_DECLARE;
+    struct vhost *vh = ch->conn->vh;
+    struct amqp_bytes name = a->queue;
+    char gen[64], esc[300];
+    struct queue *q;
+
+    if (a->passive) {
+        if ((q = channel_find_queue(ch, mid, name)) != NULL)
+            declare_ok(ch, q, a->nowait);
+        return;
+    }
+    if (name.len == 0) {
+        channel_gen_name(gen, sizeof(gen), "amq.gen-");
+        name = amqp_cstr(gen);
+    } else if (name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0) {
+        channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
+                     "queue name '%s' contains reserved prefix 'amq.*'",
+                     channel_esc(esc, sizeof(esc), name));
+        return;
+    }
+    channel_esc(esc, sizeof(esc), name);
+    q = vhost_queue(vh, name);
+    if (q) {
+        /* As RabbitMQ: another connection's exclusive queue, or asking
+         * for exclusive access to a shared one, is 405. */
+        if ((q->exclusive && q->owner != ch->conn) ||
+            (a->exclusive && !q->exclusive)) {
+            channel_fail(ch, AMQP_RESOURCE_LOCKED, mid,
+                         "cannot obtain exclusive access to locked queue '%s' "
+                         "in vhost '%s'. It could be originally declared on "
+                         "another connection or the exclusive property value "
+                         "does not match that of the original declaration.",
+                         esc, vh->name);
+            return;
+        }
+        if (q->durable != a->durable || q->auto_delete != a->auto_delete) {
+            bool dur = q->durable != a->durable;
+            bool got = dur ? a->durable : a->auto_delete;
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                         "inequivalent arg '%s' for queue '%s' in vhost '%s': "
+                         "received '%s' but current is '%s'",
+                         dur ? "durable" : "auto_delete", esc, vh->name,
+                         yes_no(got), yes_no(!got));
+            return;
+        }
+        if (!table_equal(q->args, a->arguments)) {
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                         "inequivalent arguments for queue '%s' in vhost '%s'",
+                         esc, vh->name);
+            return;
+        }
+        declare_ok(ch, q, a->nowait);
+        return;
+    }
+    if (check_args(ch, a->arguments) != 0)
+        return;
+    q = queue_new(vh, name, a->durable, a->exclusive, a->auto_delete,
+                  a->exclusive ? ch->conn : NULL, a->arguments);
+    vhost_add_queue(vh, q);
+    if (a->exclusive)
+        conn_own_queue(ch->conn, q);
+    declare_ok(ch, q, a->nowait);
+}
+
+/* queue.bind and queue.unbind: 0-9-1 says an empty queue name means the
+ * last declared queue, and then an empty routing key means its name. */
+static void
+bind_or_unbind(struct channel *ch, uint32_t mid, struct amqp_bytes qname,
+               struct amqp_bytes xname, struct amqp_bytes key,
+               struct amqp_table args, bool bind, bool nowait)
+{
+    struct queue *q;
+    struct exchange *x;
+    char err[256];
+
+    if ((q = channel_find_queue(ch, mid, qname)) == NULL)
+        return;
+    if (qname.len == 0 && key.len == 0) {
+        key.ptr = (const uint8_t *)q->name;
+        key.len = q->name_len;
+    }
+    if (xname.len == 0) {
+        channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
+                     "operation not permitted on the default exchange");
+        return;
+    }
+    if ((x = channel_find_exchange(ch, mid, xname)) == NULL)
+        return;
+    if (bind) {
+        if (exchange_bind(x, q, NULL, key, args, err, sizeof(err)) != 0) {
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
+            return;
+        }
+        channel_reply(ch, AMQP_QUEUE_BIND_OK, nowait);
+    } else {
+        (void)exchange_unbind(x, q, NULL, key, args);
+        channel_reply(ch, AMQP_QUEUE_UNBIND_OK, false);
+    }
+}
+
+static void
+purge(struct channel *ch, const struct amqp_queue_purge *a)
+{
+    struct queue *q = channel_find_queue(ch, AMQP_QUEUE_PURGE, a->queue);
+    if (q == NULL)
+        return;
+    uint32_t n = queue_purge(q);
+    if (a->nowait)
+        return;
+    struct amqp_method m = { .id = AMQP_QUEUE_PURGE_OK };
+    m.a.queue_purge_ok.message_count = n;
+    channel_send(ch, &m);
+}
+
+static void
+delete(struct channel *ch, const struct amqp_queue_delete *a)
+{
+    const uint32_t mid = AMQP_QUEUE_DELETE;
+    struct amqp_bytes name = a->queue;
+    struct queue *q;
+    char esc[300];
+    uint32_t n = 0;
+
+    if (name.len == 0) {
+        name.ptr = (const uint8_t *)ch->last_queue;
+        name.len = ch->last_queue_len;
+    }
+    q = vhost_queue(ch->conn->vh, name);
+    if (q) {
+        if ((q = channel_find_queue(ch, mid, name)) == NULL)
+            return;
+        channel_esc(esc, sizeof(esc), name);
+        if (a->if_unused && q->nconsumers > 0) {
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                         "queue '%s' in vhost '%s' in use", esc,
+                         ch->conn->vh->name);
+            return;
+        }
+        if (a->if_empty && q->len > 0) {
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                         "queue '%s' in vhost '%s' is not empty", esc,
+                         ch->conn->vh->name);
+            return;
+        }
+        n = (uint32_t)q->len;
+        queue_delete(q);
+    }
+    /* As RabbitMQ 3.x: deleting a queue that does not exist is ok. */
+    if (a->nowait)
+        return;
+    struct amqp_method m = { .id = AMQP_QUEUE_DELETE_OK };
+    m.a.queue_delete_ok.message_count = n;
+    channel_send(ch, &m);
+}
+
+void
+handle_queue(struct channel *ch, const struct amqp_method *m)
+{
+    switch (m->id) {
+    case AMQP_QUEUE_DECLARE:
+        declare(ch, &m->a.queue_declare);
+        break;
+    case AMQP_QUEUE_BIND: {
+        const struct amqp_queue_bind *a = &m->a.queue_bind;
+        bind_or_unbind(ch, m->id, a->queue, a->exchange, a->routing_key,
+                       a->arguments, true, a->nowait);
+        break;
+    }
+    case AMQP_QUEUE_UNBIND: {
+        const struct amqp_queue_unbind *a = &m->a.queue_unbind;
+        bind_or_unbind(ch, m->id, a->queue, a->exchange, a->routing_key,
+                       a->arguments, false, false);
+        break;
+    }
+    case AMQP_QUEUE_PURGE:
+        purge(ch, &m->a.queue_purge);
+        break;
+    case AMQP_QUEUE_DELETE:
+        delete(ch, &m->a.queue_delete);
+        break;
+    default:
+        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
+                  method_name(m->id));
+        break;
+    }
+}

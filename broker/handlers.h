@@ -1,0 +1,73 @@
+/*
+ * The method handlers, one file per AMQP class (handle_exchange.c,
+ * handle_queue.c, handle_basic.c), and what they share. Private to the
+ * broker's channel code.
+ */
+#ifndef ROOST_BROKER_HANDLERS_H
+#define ROOST_BROKER_HANDLERS_H
+
+#include <stdbool.h>
+
+#include "amqp/method.h"
+#include "broker/channel.h"
+
+struct exchange;
+struct queue;
+
+void handle_exchange(struct channel *ch, const struct amqp_method *m);
+void handle_queue(struct channel *ch, const struct amqp_method *m);
+void handle_basic(struct channel *ch, const struct amqp_method *m);
+
+/* Send a reply method on the channel. */
+void channel_send(struct channel *ch, const struct amqp_method *m);
+
+/* Send a reply with no arguments, unless 'nowait'. */
+void channel_reply(struct channel *ch, uint32_t id, bool nowait);
+
+/*
+ * Look up an exchange for the method 'm'; on failure the channel is
+ * already closed with 404 and NULL is returned.
+ */
+struct exchange *channel_find_exchange(struct channel *ch, uint32_t method_id,
+                                       struct amqp_bytes name);
+
+/*
+ * Look up a queue; an empty name means the channel's last declared queue.
+ * Fails the channel with 404 (none) or 405 (another connection's exclusive
+ * queue) and returns NULL.
+ */
+struct queue *channel_find_queue(struct channel *ch, uint32_t method_id,
+                                 struct amqp_bytes name);
+
+/* "name" escaped for a reply text. */
+const char *channel_esc(char *buf, size_t len, struct amqp_bytes name);
+
+/* Random "prefix" + 22 base64url characters, as RabbitMQ names them. */
+void channel_gen_name(char *out, size_t outlen, const char *prefix);
+
+/* Remember the queue last declared on the channel (for empty names). */
+void channel_set_last_queue(struct channel *ch, const char *name, size_t len);
+
+/* Release the consumer with 'tag' (basic.cancel); false if unknown. */
+bool channel_cancel_consumer(struct channel *ch, struct amqp_bytes tag);
+
+/* Acks, nacks and rejects: 'tag' 0 with 'multiple' means all. Returns
+ * false if the tag is unknown. */
+bool channel_settle(struct channel *ch, uint64_t tag, bool multiple,
+                    bool ack, bool requeue);
+
+/* Requeue every unacked delivery (basic.recover, close). */
+void channel_requeue_all(struct channel *ch);
+
+/* Send 'method' followed by the message's content frames. */
+void channel_send_content(struct channel *ch, const struct amqp_method *m,
+                          struct msg *msg);
+
+/* Record a delivery awaiting ack; returns its tag. */
+uint64_t channel_track(struct channel *ch, struct queue *q,
+                       struct consumer *c, struct qentry e);
+
+/* The publish that just completed its content. */
+void channel_publish(struct channel *ch, struct msg *msg);
+
+#endif

@@ -1,0 +1,191 @@
+/*
+ * Logging. Lines look like
+ *   2026-11-29T20:30:01.123Z info  listening on [::]:5672
+ * The log state is process-wide: roostd has one log.
+ */
+#include "broker/log.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+static FILE *log_fp;
+static char *log_path;
+static enum log_level log_min = LOG_LVL_INFO;
+
+static const char *const level_names[] = { "debug", "info", "warning", "error" };
+
+int
+log_level_parse(const char *s)
+{
+    if (strcmp(s, "warn") == 0)
+        return LOG_LVL_WARN;
+    for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+        if (strcmp(s, level_names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *
+log_level_name(enum log_level l)
+{
+    return level_names[l];
+}
+
+static void
+libevent_log(int severity, const char *msg)
+{
+    if (severity >= EVENT_LOG_WARN)
+        log_warnx("libevent: %s", msg);
+    else
+        log_debug("libevent: %s", msg);
+}
+
+int
+log_open(const char *path, enum log_level level)
+{
+    log_min = level;
+    event_set_log_callback(libevent_log);
+    free(log_path);
+    log_path = NULL;
+    if (path == NULL || strcmp(path, "-") == 0 || path[0] == '\0') {
+        log_fp = stderr;
+        return 0;
+    }
+    FILE *fp = fopen(path, "a");
+    if (fp == NULL) {
+        log_fp = stderr;
+        log_warn("cannot open log file %s", path);
+        return -1;
+    }
+    setvbuf(fp, NULL, _IOLBF, 0);
+    log_fp = fp;
+    log_path = strdup(path);
+    return 0;
+}
+
+void
+log_set_level(enum log_level level)
+{
+    log_min = level;
+}
+
+bool
+log_enabled(enum log_level level)
+{
+    return level >= log_min;
+}
+
+void
+log_reopen(void)
+{
+    if (log_path == NULL)
+        return;
+    FILE *fp = fopen(log_path, "a");
+    if (fp == NULL) {
+        log_warn("cannot reopen log file %s", log_path);
+        return;
+    }
+    setvbuf(fp, NULL, _IOLBF, 0);
+    fclose(log_fp);
+    log_fp = fp;
+    log_info("log file reopened");
+}
+
+void
+log_close(void)
+{
+    if (log_fp && log_fp != stderr)
+        fclose(log_fp);
+    log_fp = NULL;
+    free(log_path);
+    log_path = NULL;
+}
+
+static void
+log_vwrite(enum log_level level, const char *fmt, va_list ap, int err)
+{
+    char line[2048];
+    struct timeval tv;
+    struct tm tm;
+    size_t n;
+
+    if (level < log_min)
+        return;
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03dZ %-7s ",
+                          (int)(tv.tv_usec / 1000), level_names[level]);
+    int k = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+    if (k > 0)
+        n = n + (size_t)k < sizeof(line) ? n + (size_t)k : sizeof(line) - 1;
+    if (err)
+        snprintf(line + n, sizeof(line) - n, ": %s", strerror(err));
+    fprintf(log_fp ? log_fp : stderr, "%s\n", line);
+}
+
+#define LOG_BODY(level, err)                                                 \
+    do {                                                                     \
+        va_list ap;                                                          \
+        va_start(ap, fmt);                                                   \
+        log_vwrite(level, fmt, ap, err);                                     \
+        va_end(ap);                                                          \
+    } while (0)
+
+void log_debug(const char *fmt, ...) { LOG_BODY(LOG_LVL_DEBUG, 0); }
+void log_info(const char *fmt, ...) { LOG_BODY(LOG_LVL_INFO, 0); }
+void log_warnx(const char *fmt, ...) { LOG_BODY(LOG_LVL_WARN, 0); }
+void log_errorx(const char *fmt, ...) { LOG_BODY(LOG_LVL_ERROR, 0); }
+
+void
+log_warn(const char *fmt, ...)
+{
+    int err = errno;
+    LOG_BODY(LOG_LVL_WARN, err);
+}
+
+void
+fatal(const char *fmt, ...)
+{
+    int err = errno;
+    LOG_BODY(LOG_LVL_ERROR, err);
+    exit(1);
+}
+
+void
+fatalx(const char *fmt, ...)
+{
+    LOG_BODY(LOG_LVL_ERROR, 0);
+    exit(1);
+}
+
+char *
+log_escape(char *out, size_t cap, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    size_t k = 0;
+
+    if (cap == 0)
+        return out;
+    for (size_t i = 0; i < len; i++) {
+        if (k + 8 >= cap) {
+            if (cap >= 4) {
+                k = k < cap - 4 ? k : cap - 4;
+                memcpy(out + k, "...", 3);
+                k += 3;
+            }
+            break;
+        }
+        if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
+            out[k++] = (char)p[i];
+        else
+            k += (size_t)snprintf(out + k, cap - k, "\\x%02x", p[i]);
+    }
+    out[k] = '\0';
+    return out;
+}

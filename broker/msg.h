@@ -1,0 +1,59 @@
+/*
+ * A published message: immutable once complete, reference-counted, shared
+ * by every queue it reaches. It keeps the content header exactly as the
+ * publisher encoded it and the body bytes as they arrived, so delivery
+ * forwards them without re-encoding; large bodies are sent by reference.
+ */
+#ifndef ROOST_BROKER_MSG_H
+#define ROOST_BROKER_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amqp/table.h"
+#include "amqp/wire.h"
+
+struct msg {
+    uint32_t refs;
+    bool persistent;            /* delivery-mode 2 */
+    uint8_t priority;
+    uint8_t exchange_len;
+    uint8_t rkey_len;
+    uint32_t hdr_len;           /* encoded content header payload */
+    uint64_t body_len;
+    uint64_t body_filled;       /* while body frames arrive */
+    struct amqp_table headers;  /* borrows hdr; empty if absent */
+    uint8_t *hdr;
+    uint8_t *body;
+    char *exchange;             /* NUL-terminated, inside the allocation */
+    char *rkey;
+};
+
+/*
+ * A message for 'body_len' bytes of body still to arrive, with a copy of
+ * the publish's exchange and routing key and the encoded content header.
+ * Returns a new reference (refs == 1).
+ */
+struct msg *msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
+                    const uint8_t *hdr, size_t hdr_len, uint64_t body_len);
+
+static inline struct msg *
+msg_ref(struct msg *m)
+{
+    m->refs++;
+    return m;
+}
+
+void msg_unref(struct msg *m);
+
+static inline bool
+msg_is_complete(const struct msg *m)
+{
+    return m->body_filled == m->body_len;
+}
+
+/* Bytes of memory held by messages right now (for alarms and metrics). */
+uint64_t msg_bytes_in_use(void);
+
+#endif

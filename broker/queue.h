@@ -1,0 +1,111 @@
+/*
+ * A queue: an ordered store of message references, its consumers, and the
+ * dispatcher that hands messages round-robin to the consumers that have
+ * credit. Every message entry carries the sequence number it was enqueued
+ * with, so that requeued messages go back to their original position.
+ */
+#ifndef ROOST_BROKER_QUEUE_H
+#define ROOST_BROKER_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "amqp/table.h"
+#include "broker/exchange.h"
+
+struct channel;
+struct conn;
+struct msg;
+struct vhost;
+
+struct qentry {
+    struct msg *m;
+    uint64_t seq;
+    bool redelivered;
+};
+
+struct consumer {
+    struct queue *q;
+    struct channel *ch;
+    char *tag;
+    size_t tag_len;
+    bool no_ack;
+    bool exclusive;
+    bool cancelled;             /* removed from the queue, kept for acks */
+    uint32_t prefetch;          /* per-consumer limit; 0 = none */
+    uint32_t unacked;
+    uint32_t refs;              /* the queue's list, each unacked delivery */
+    TAILQ_ENTRY(consumer) q_link;
+};
+TAILQ_HEAD(consumer_list, consumer);
+
+struct queue {
+    char *name;
+    size_t name_len;
+    struct vhost *vh;
+    bool durable, exclusive, auto_delete;
+    bool deleted;               /* gone from the vhost; refs keep it */
+    struct conn *owner;         /* exclusive queues only */
+    uint8_t *args_buf;
+    struct amqp_table args;
+    /* messages: a ring of entries in sequence order */
+    struct qentry *ring;
+    size_t cap, head, len;
+    uint64_t next_seq;
+    uint64_t bytes;             /* body bytes queued */
+    /* consumers */
+    struct consumer_list consumers;
+    size_t nconsumers;
+    bool had_consumer;          /* for auto-delete */
+    bool dispatching;
+    struct binding_list bindings;   /* bindings that lead here */
+    uint64_t epoch;             /* routing de-duplication */
+    uint32_t refs;              /* the vhost, unacked deliveries */
+};
+
+struct queue *queue_new(struct vhost *vh, struct amqp_bytes name,
+                        bool durable, bool exclusive, bool auto_delete,
+                        struct conn *owner, struct amqp_table args);
+
+static inline struct queue *
+queue_ref(struct queue *q)
+{
+    q->refs++;
+    return q;
+}
+
+void queue_unref(struct queue *q);
+
+/* Append a reference to 'm' and dispatch. */
+void queue_push(struct queue *q, struct msg *m);
+
+/* Put an entry back at its original position, marked redelivered, and
+ * take over its message reference. A deleted queue drops it. Does not
+ * dispatch: call queue_dispatch() after a batch. */
+void queue_requeue(struct queue *q, struct qentry e);
+
+/* Take the first message; false if empty. */
+bool queue_pop(struct queue *q, struct qentry *out);
+
+/* Drop every ready message; returns how many. */
+uint32_t queue_purge(struct queue *q);
+
+/* Hand ready messages to consumers with credit. */
+void queue_dispatch(struct queue *q);
+
+/* Add a consumer (the caller checked exclusivity); the queue keeps a ref. */
+void queue_add_consumer(struct queue *q, struct consumer *c);
+
+/* Remove a consumer from the queue. Deletes an auto-delete queue that
+ * loses its last consumer (the queue is then marked deleted). */
+void queue_remove_consumer(struct queue *q, struct consumer *c);
+
+/* Remove from the vhost, drop messages, unbind, cancel consumers (with
+ * basic.cancel to clients that asked for it). */
+void queue_delete(struct queue *q);
+
+void consumer_unref(struct consumer *c);
+
+#endif

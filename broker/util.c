@@ -1,0 +1,73 @@
+/*
+ * Allocation wrappers, the clock and hashing.
+ */
+#include "broker/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker/log.h"
+
+void *
+xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        fatalx("out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *
+xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (p == NULL)
+        fatalx("out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *
+xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL)
+        fatalx("out of memory reallocating %zu bytes", n);
+    return q;
+}
+
+char *
+xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+char *
+xstrndup(const void *s, size_t len)
+{
+    char *p = xmalloc(len + 1);
+    if (len)
+        memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}
+
+uint64_t
+now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t
+hash_bytes(const void *p, size_t len)
+{
+    const unsigned char *s = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}

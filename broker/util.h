@@ -1,0 +1,28 @@
+/*
+ * Small helpers used everywhere in the broker: allocation that aborts on
+ * exhaustion (for small metadata only; anything a client can make large is
+ * checked and counted before it is allocated), a monotonic clock, and a
+ * string hash.
+ */
+#ifndef ROOST_BROKER_UTIL_H
+#define ROOST_BROKER_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+/* A NUL-terminated copy of 'len' bytes. */
+char *xstrndup(const void *s, size_t len);
+
+/* Milliseconds from a monotonic clock. */
+uint64_t now_ms(void);
+
+/* FNV-1a over bytes. */
+uint64_t hash_bytes(const void *p, size_t len);
+
+#define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

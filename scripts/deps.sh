@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install what Roost needs to build and test, from Debian's packages, and
+# only what is missing. Run as root (or with sudo available).
+#   scripts/deps.sh            build and test dependencies
+#   scripts/deps.sh --build    only what building roostd needs
+set -euo pipefail
+
+build_pkgs=(gcc make autoconf automake libtool pkg-config
+            libevent-dev libssl-dev check librabbitmq-dev)
+test_pkgs=(clang libclang-rt-14-dev python3 gcovr)
+
+pkgs=("${build_pkgs[@]}")
+[ "${1:-}" = "--build" ] || pkgs+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${pkgs[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
