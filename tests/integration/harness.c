@@ -1,0 +1,1 @@
+int harness_placeholder;

@@ -1,0 +1,4 @@
+/* placeholder */
+#ifndef H
+#define H
+#endif

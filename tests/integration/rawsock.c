@@ -1,0 +1,1 @@
+int rawsock_placeholder;

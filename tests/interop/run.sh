@@ -1,0 +1,3 @@
+#!/bin/sh
+# placeholder
+echo "interop: 0 passed, 0 failed"
