@@ -26,7 +26,7 @@ const struct opt_def config_opts[] = {
         "directory for definitions and persistent messages"),
     OPT("log.file", OPT_STRING, "-", 0, 0, false, log_file,
         "log file; - is standard error; SIGHUP reopens it"),
-    OPT("log.level", OPT_LOG_LEVEL, "info", 0, 0, true, log_level,
+    OPT("log.level", OPT_LOG_LEVEL, "info", 0, 0, false, log_level,
         "debug, info, warning or error"),
     OPT("channel_max", OPT_INT, "2047", 1, 65535, false, channel_max,
         "highest channel number a client may open (offered in connection.tune)"),

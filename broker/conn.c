@@ -276,6 +276,19 @@ conn_close_all(const char *reason)
 }
 
 void
+conn_free_all(void)
+{
+    struct conn *c;
+    while ((c = TAILQ_FIRST(&conns)) != NULL)
+        conn_release(c);
+    reap_cb(-1, 0, NULL);
+    if (reaper) {
+        event_free(reaper);
+        reaper = NULL;
+    }
+}
+
+void
 conn_channel_closed(struct conn *c, uint16_t number)
 {
     if (number < c->channels_cap && c->channels[number]) {
@@ -312,7 +325,7 @@ channel_frame_in(struct conn *c, const struct frame *f)
         return;
     }
     if (f->channel > c->channel_max) {
-        conn_fail(c, AMQP_CHANNEL_ERROR, m.id,
+        conn_fail(c, AMQP_NOT_ALLOWED, m.id,
                   "channel number %u exceeds the negotiated channel_max %u",
                   f->channel, c->channel_max);
         return;
@@ -365,7 +378,7 @@ frame_in(struct conn *c, const struct frame *f)
         return;
     if (f->channel != 0) {
         if (c->state != CONN_OPEN)
-            conn_fail(c, AMQP_COMMAND_INVALID, 0,
+            conn_fail(c, AMQP_UNEXPECTED_FRAME, 0,
                       "frame on channel %u before connection.open",
                       f->channel);
         else

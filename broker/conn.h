@@ -96,6 +96,9 @@ void conn_close_now(struct conn *c, bool flush);
 void conn_close_all(const char *reason);
 size_t conn_count(void);
 
+/* At exit: drop every connection and free them all. */
+void conn_free_all(void);
+
 /* Called when the channel is gone. */
 void conn_channel_closed(struct conn *c, uint16_t number);
 

@@ -232,12 +232,9 @@ conn_method(struct conn *c, const struct amqp_method *m)
                   "connection.update-secret is not supported");
         break;
     default:
-        if (method_class(m->id) == AMQP_CLASS_CONNECTION)
-            conn_fail(c, AMQP_COMMAND_INVALID, m->id,
-                      "%s is not valid from a client", method_name(m->id));
-        else
-            conn_fail(c, AMQP_COMMAND_INVALID, m->id,
-                      "%s on channel 0", method_name(m->id));
+        /* As RabbitMQ: anything else on channel 0 of an open connection. */
+        conn_fail(c, AMQP_CHANNEL_ERROR, m->id,
+                  "unexpected method in connection state running");
         break;
     }
 }

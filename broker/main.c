@@ -237,8 +237,8 @@ main(int argc, char **argv)
 
     event_base_dispatch(broker.base);
 
-    log_info("stopped");
     listener_stop();
+    conn_free_all();
     for (int i = 0; i < 3; i++)
         event_free(sigs[i]);
     if (shutdown_timer)
@@ -251,6 +251,7 @@ main(int argc, char **argv)
     auth_free_users();
     event_base_free(broker.base);
     config_free(&broker.cfg);
+    log_info("stopped");
     log_close();
     return 0;
 }
