@@ -4,6 +4,7 @@
  */
 #include "broker/exchange.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,17 +86,6 @@ exchange_free(struct exchange *x)
 }
 
 bool
-exchange_is_equivalent(const struct exchange *x,
-                       const struct exchange_ops *ops, bool durable,
-                       bool auto_delete, bool internal,
-                       struct amqp_table args)
-{
-    return x->ops == ops && x->durable == durable &&
-           x->auto_delete == auto_delete && x->internal == internal &&
-           table_equal(x->args, args);
-}
-
-bool
 field_equal(const struct amqp_field *a, const struct amqp_field *b)
 {
     if (a->kind != b->kind)
@@ -152,6 +142,88 @@ table_contains(struct amqp_table a, struct amqp_table b)
         }
         if (!found)
             return false;
+    }
+    return true;
+}
+
+/* RabbitMQ's names of field types, as its error texts show them. */
+static const char *
+field_type_name(enum amqp_field_kind k)
+{
+    switch (k) {
+    case AMQP_FIELD_BOOL: return "bool";
+    case AMQP_FIELD_I8: return "byte";
+    case AMQP_FIELD_U8: return "unsignedbyte";
+    case AMQP_FIELD_I16: return "short";
+    case AMQP_FIELD_U16: return "unsignedshort";
+    case AMQP_FIELD_I32: return "signedint";
+    case AMQP_FIELD_U32: return "unsignedint";
+    case AMQP_FIELD_I64: return "long";
+    case AMQP_FIELD_FLOAT: return "float";
+    case AMQP_FIELD_DOUBLE: return "double";
+    case AMQP_FIELD_DECIMAL: return "decimal";
+    case AMQP_FIELD_LONGSTR: return "longstr";
+    case AMQP_FIELD_BYTES: return "binary";
+    case AMQP_FIELD_ARRAY: return "array";
+    case AMQP_FIELD_TIMESTAMP: return "timestamp";
+    case AMQP_FIELD_TABLE: return "table";
+    case AMQP_FIELD_VOID: return "void";
+    }
+    return "unknown";
+}
+
+static void
+describe(char *out, size_t len, bool present, const struct amqp_field *v)
+{
+    char val[128];
+
+    if (!present) {
+        snprintf(out, len, "none");
+        return;
+    }
+    switch (v->kind) {
+    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
+    case AMQP_FIELD_I64:
+        snprintf(val, sizeof(val), "%lld", (long long)v->v.i);
+        break;
+    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
+    case AMQP_FIELD_TIMESTAMP:
+        snprintf(val, sizeof(val), "%llu", (unsigned long long)v->v.u);
+        break;
+    case AMQP_FIELD_BOOL:
+        snprintf(val, sizeof(val), "%s", v->v.b ? "true" : "false");
+        break;
+    case AMQP_FIELD_LONGSTR: case AMQP_FIELD_BYTES: {
+        size_t n = v->v.str.len < 100 ? v->v.str.len : 100;
+        memcpy(val, v->v.str.ptr, n);
+        val[n] = '\0';
+        break;
+    }
+    default:
+        snprintf(val, sizeof(val), "...");
+        break;
+    }
+    snprintf(out, len, "the value '%s' of type '%s'", val,
+             field_type_name(v->kind));
+}
+
+bool
+args_equivalent(struct amqp_table cur, struct amqp_table got,
+                const char *const *keys, const char *what, char *err,
+                size_t errlen)
+{
+    for (; *keys; keys++) {
+        struct amqp_field a, b;
+        bool has_a = table_get(cur, *keys, &a), has_b = table_get(got, *keys, &b);
+        if (has_a == has_b && (!has_a || field_equal(&a, &b)))
+            continue;
+        char da[200], db[200];
+        describe(da, sizeof(da), has_a, &a);
+        describe(db, sizeof(db), has_b, &b);
+        snprintf(err, errlen,
+                 "inequivalent arg '%s' for %s: received %s but current is %s",
+                 *keys, what, db, da);
+        return false;
     }
     return true;
 }

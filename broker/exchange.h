@@ -85,12 +85,6 @@ struct exchange *exchange_new(struct vhost *vh, struct amqp_bytes name,
 /* Remove every binding from and to 'x', then free it. */
 void exchange_free(struct exchange *x);
 
-/* True if declaring 'x' again with these properties is equivalent. */
-bool exchange_is_equivalent(const struct exchange *x,
-                            const struct exchange_ops *ops, bool durable,
-                            bool auto_delete, bool internal,
-                            struct amqp_table args);
-
 /*
  * Bind 'src' to a queue or an exchange. Binding the same (destination,
  * key, arguments) twice is a no-op. 0, or -1 with a message when the
@@ -111,6 +105,18 @@ void binding_free(struct binding *b);
 
 /* True if the two values have the same type and value. */
 bool field_equal(const struct amqp_field *a, const struct amqp_field *b);
+
+/*
+ * RabbitMQ compares only some declare arguments when a queue or exchange
+ * is declared again. Check the NULL-terminated 'keys' of 'got' against
+ * 'cur'; on a difference write RabbitMQ's text to 'err':
+ *   inequivalent arg 'K' for WHAT: received the value '5' of type
+ *   'signedint' but current is none
+ * and return false. 'what' is e.g. "queue 'q' in vhost '/'".
+ */
+bool args_equivalent(struct amqp_table cur, struct amqp_table got,
+                     const char *const *keys, const char *what, char *err,
+                     size_t errlen);
 
 /* True if the two tables have the same entries (order-insensitive). */
 bool table_equal(struct amqp_table a, struct amqp_table b);

@@ -66,7 +66,7 @@ headers_add(void *index, struct binding *b, char *err, size_t errlen)
             memcpy(esc, s.ptr, n);
             esc[n] = '\0';
             snprintf(err, errlen,
-                     "Invalid x-match field value \"%s\"; expected all, any, "
+                     "Invalid x-match field value <<\"%s\">>; expected all, any, "
                      "all-with-x, or any-with-x", esc);
             return -1;
         }

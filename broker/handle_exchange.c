@@ -2,6 +2,7 @@
  * Methods of class exchange: declare, delete, bind, unbind. Reply codes
  * and texts follow RabbitMQ 3.x.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "amqp/table.h"
@@ -70,8 +71,9 @@ declare(struct channel *ch, const struct amqp_exchange_declare *a)
         x = exchange_new(vh, a->exchange, ops, a->durable, a->auto_delete,
                          a->internal, a->arguments);
         vhost_add_exchange(vh, x);
-    } else if (!exchange_is_equivalent(x, ops, a->durable, a->auto_delete,
-                                       a->internal, a->arguments)) {
+    } else {
+        static const char *const keys[] = { "alternate-exchange", NULL };
+        char what[700], err[1024];
         if (x->ops != ops)
             inequivalent(ch, mid, "type", channel_esc(type, sizeof(type), a->type),
                          x->ops->type, esc);
@@ -84,12 +86,17 @@ declare(struct channel *ch, const struct amqp_exchange_declare *a)
         else if (x->internal != a->internal)
             inequivalent(ch, mid, "internal", yes_no(a->internal),
                          yes_no(x->internal), esc);
-        else
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
-                         "inequivalent arguments for exchange '%s' in vhost "
-                         "'%s'", esc, vh->name);
+        else {
+            snprintf(what, sizeof(what), "exchange '%s' in vhost '%s'", esc,
+                     vh->name);
+            if (args_equivalent(x->args, a->arguments, keys, what, err,
+                                sizeof(err)))
+                goto ok;
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
+        }
         return;
     }
+ok:
     channel_reply(ch, AMQP_EXCHANGE_DECLARE_OK, a->nowait);
 }
 

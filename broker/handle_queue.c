@@ -91,6 +91,8 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
         return;
     }
     channel_esc(esc, sizeof(esc), name);
+    if (check_args(ch, a->arguments) != 0)
+        return;
     q = vhost_queue(vh, name);
     if (q) {
         /* As RabbitMQ: another connection's exclusive queue, or asking
@@ -115,17 +117,19 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
                          yes_no(got), yes_no(!got));
             return;
         }
-        if (!table_equal(q->args, a->arguments)) {
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
-                         "inequivalent arguments for queue '%s' in vhost '%s'",
-                         esc, vh->name);
+        /* As RabbitMQ, only the arguments Roost implements are compared;
+         * an absent x-queue-type means classic. */
+        static const char *const keys[] = { NULL };
+        char what[700], err[1024];
+        snprintf(what, sizeof(what), "queue '%s' in vhost '%s'", esc, vh->name);
+        if (!args_equivalent(q->args, a->arguments, keys, what, err,
+                             sizeof(err))) {
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
             return;
         }
         declare_ok(ch, q, a->nowait);
         return;
     }
-    if (check_args(ch, a->arguments) != 0)
-        return;
     q = queue_new(vh, name, a->durable, a->exclusive, a->auto_delete,
                   a->exclusive ? ch->conn : NULL, a->arguments);
     vhost_add_queue(vh, q);
@@ -210,7 +214,7 @@ delete(struct channel *ch, const struct amqp_queue_delete *a)
         }
         if (a->if_empty && q->len > 0) {
             channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
-                         "queue '%s' in vhost '%s' is not empty", esc,
+                         "queue '%s' in vhost '%s' not empty", esc,
                          ch->conn->vh->name);
             return;
         }
