@@ -66,10 +66,14 @@ method_frame_put(struct wire_wr *w, uint16_t channel,
 
     frame_put_header(w, AMQP_FRAME_METHOD, channel, 0);
     st = method_encode(m, w);
-    if (st != AMQP_OK)
+    /* On overflow keep counting through the end octet, so that w->len
+     * tells the size of the whole frame. */
+    if (st != AMQP_OK && st != AMQP_E_OVERFLOW)
         return st;
-    wire_store32(w->buf + start + 3,
-                 (uint32_t)(w->len - start - AMQP_FRAME_HEADER_LEN));
     frame_put_end(w);
-    return wire_wr_overflowed(w) ? AMQP_E_OVERFLOW : AMQP_OK;
+    if (wire_wr_overflowed(w))
+        return AMQP_E_OVERFLOW;
+    wire_store32(w->buf + start + 3,
+                 (uint32_t)(w->len - start - AMQP_FRAME_OVERHEAD));
+    return AMQP_OK;
 }
