@@ -69,6 +69,10 @@ channel_release(struct channel *ch)
 {
     cancel_all_consumers(ch);
     channel_requeue_all(ch);
+    channel_tx_rollback(ch);
+    free(ch->tx_pubs);
+    ch->tx_pubs = NULL;
+    ch->tx_cap = 0;
     msg_unref(ch->pub_msg);
     ch->pub_msg = NULL;
     ch->content = CA_IDLE;
@@ -237,6 +241,7 @@ channel_track(struct channel *ch, struct queue *q, struct consumer *c,
     }
     struct unacked *u = ua_at(ch, ch->ua_len++);
     u->tag = tag;
+    u->tx_op = TX_NONE;
     u->e = e;
     u->q = queue_ref(q);
     u->c = c;
@@ -261,7 +266,8 @@ ua_find(const struct channel *ch, uint64_t tag)
         else
             hi = mid;
     }
-    if (lo < ch->ua_len && ua_at(ch, lo)->tag == tag && ua_at(ch, lo)->e.m)
+    if (lo < ch->ua_len && ua_at(ch, lo)->tag == tag && ua_at(ch, lo)->e.m &&
+        ua_at(ch, lo)->tx_op == TX_NONE)
         return lo;
     return ch->ua_len;
 }
@@ -271,6 +277,7 @@ settle_one(struct channel *ch, struct unacked *u, bool requeue)
 {
     struct msg *m = u->e.m;
     u->e.m = NULL;
+    u->tx_op = TX_NONE;
     if (requeue)
         queue_requeue(u->q, (struct qentry){ m, u->e.seq, true });
     else
@@ -321,8 +328,13 @@ channel_settle(struct channel *ch, uint64_t tag, bool multiple, bool ack,
     }
     for (size_t i = first; i <= last; i++) {
         struct unacked *u = ua_at(ch, i);
-        if (u->e.m == NULL)
+        if (u->e.m == NULL || u->tx_op != TX_NONE)
             continue;
+        if (ch->tx) {
+            /* Held until tx.commit; tx.rollback forgets it. */
+            u->tx_op = ack ? TX_ACK : requeue ? TX_REQUEUE : TX_DROP;
+            continue;
+        }
         if (!ack && requeue && ntouched < NELEMS(touched)) {
             bool seen = false;
             for (size_t k = 0; k < ntouched; k++)
@@ -494,6 +506,92 @@ channel_resume(struct channel *ch)
         queue_dispatch(qs[k]);
 }
 
+/* ---- publisher confirms and transactions ---- */
+
+void
+channel_confirm(struct channel *ch, uint64_t seq)
+{
+    /* Transient messages are confirmed as soon as they are routed, in
+     * publish order, so the highest confirmable number only grows. */
+    if (seq > ch->confirmed)
+        ch->confirmed = seq;
+    if (!ch->confirm_dirty) {
+        ch->confirm_dirty = true;
+        conn_confirm_dirty(ch->conn, ch->number);
+    }
+}
+
+void
+channel_flush_confirms(struct channel *ch)
+{
+    ch->confirm_dirty = false;
+    if (ch->state != CH_OPEN || ch->confirmed <= ch->acked)
+        return;
+    struct amqp_method m = { .id = AMQP_BASIC_ACK };
+    m.a.basic_ack.delivery_tag = ch->confirmed;
+    m.a.basic_ack.multiple = ch->confirmed - ch->acked > 1;
+    ch->acked = ch->confirmed;
+    channel_send(ch, &m);
+}
+
+void
+channel_publish(struct channel *ch, struct msg *msg, bool mandatory)
+{
+    if (!ch->tx) {
+        channel_route(ch, msg, mandatory);
+        return;
+    }
+    if (ch->tx_npubs == ch->tx_cap) {
+        ch->tx_cap = ch->tx_cap ? ch->tx_cap * 2 : 16;
+        ch->tx_pubs = xrealloc(ch->tx_pubs, ch->tx_cap * sizeof(*ch->tx_pubs));
+    }
+    ch->tx_pubs[ch->tx_npubs].m = msg_ref(msg);
+    ch->tx_pubs[ch->tx_npubs].mandatory = mandatory;
+    ch->tx_npubs++;
+    ch->tx_bytes += msg->body_len;
+}
+
+void
+channel_tx_commit(struct channel *ch)
+{
+    struct queue *touched[8];
+    size_t ntouched = 0;
+
+    /* Publishes first, in order, then the settlements. */
+    for (size_t i = 0; i < ch->tx_npubs; i++) {
+        channel_route(ch, ch->tx_pubs[i].m, ch->tx_pubs[i].mandatory);
+        msg_unref(ch->tx_pubs[i].m);
+    }
+    ch->tx_npubs = 0;
+    ch->tx_bytes = 0;
+    for (size_t i = 0; i < ch->ua_len; i++) {
+        struct unacked *u = ua_at(ch, i);
+        if (u->e.m == NULL || u->tx_op == TX_NONE)
+            continue;
+        bool requeue = u->tx_op == TX_REQUEUE;
+        if (requeue && ntouched < NELEMS(touched)) {
+            bool seen = false;
+            for (size_t k = 0; k < ntouched; k++)
+                seen |= touched[k] == u->q;
+            if (!seen)
+                touched[ntouched++] = u->q;
+        }
+        settle_one(ch, u, requeue);
+    }
+    settle_done(ch, touched, ntouched);
+}
+
+void
+channel_tx_rollback(struct channel *ch)
+{
+    for (size_t i = 0; i < ch->tx_npubs; i++)
+        msg_unref(ch->tx_pubs[i].m);
+    ch->tx_npubs = 0;
+    ch->tx_bytes = 0;
+    for (size_t i = 0; i < ch->ua_len; i++)
+        ua_at(ch, i)->tx_op = TX_NONE;
+}
+
 /* ---- frames ---- */
 
 static void
@@ -586,9 +684,10 @@ dispatch_method(struct channel *ch, const struct amqp_method *m)
         }
         break;
     case AMQP_CLASS_TX:
+        handle_tx(ch, m);
+        break;
     case AMQP_CLASS_CONFIRM:
-        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, m->id,
-                  "%s is not implemented yet", method_name(m->id));
+        handle_confirm(ch, m);
         break;
     default:
         conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id,
@@ -628,7 +727,7 @@ header_frame(struct channel *ch, const struct frame *f)
         struct msg *m = ch->pub_msg;
         ch->pub_msg = NULL;
         ch->content = CA_IDLE;
-        channel_publish(ch, m);
+        channel_publish(ch, m, ch->pub_mandatory);
         msg_unref(m);
     }
 }
@@ -649,7 +748,7 @@ body_frame(struct channel *ch, const struct frame *f)
     if (msg_is_complete(m)) {
         ch->pub_msg = NULL;
         ch->content = CA_IDLE;
-        channel_publish(ch, m);
+        channel_publish(ch, m, ch->pub_mandatory);
         msg_unref(m);
     }
 }

@@ -33,12 +33,22 @@ enum content_state {
 #undef CA_AS_ENUM
 };
 
+/* What a transaction will do with an unacked delivery at commit. */
+enum tx_op { TX_NONE, TX_ACK, TX_DROP, TX_REQUEUE };
+
 /* One delivery that waits for its ack. */
 struct unacked {
     uint64_t tag;
+    uint8_t tx_op;              /* enum tx_op: settled by a pending tx */
     struct qentry e;            /* message, sequence, redelivered */
     struct queue *q;            /* a reference */
     struct consumer *c;         /* a reference; NULL for basic.get */
+};
+
+/* A publish held by an open transaction. */
+struct tx_pub {
+    struct msg *m;
+    bool mandatory;
 };
 
 struct channel {
@@ -61,6 +71,18 @@ struct channel {
     struct unacked *unacked;
     size_t ua_cap, ua_head, ua_len;
     uint32_t ua_live;               /* entries not yet acked */
+    /* publisher confirms: every publish gets the next sequence number;
+     * acks go out in order, batched with multiple=true */
+    bool confirm;
+    uint64_t pub_seq;               /* last sequence number assigned */
+    uint64_t confirmed;             /* highest sequence number to ack */
+    uint64_t acked;                 /* highest sequence number acked */
+    bool confirm_dirty;             /* in the connection's flush list */
+    /* transactions: publishes and settlements wait for tx.commit */
+    bool tx;
+    struct tx_pub *tx_pubs;
+    size_t tx_npubs, tx_cap;
+    uint64_t tx_bytes;
     /* the last queue declared, for methods that name no queue */
     char last_queue[256];
     size_t last_queue_len;
@@ -97,6 +119,9 @@ void channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
 /* Tell the client its consumer was cancelled by the broker (queue deleted)
  * when it announced consumer_cancel_notify. Forgets the consumer. */
 void channel_consumer_cancelled(struct channel *ch, struct consumer *c);
+
+/* Send the publisher confirms that became due (end of a read). */
+void channel_flush_confirms(struct channel *ch);
 
 /* Output drained below the low watermark: retry dispatch for this
  * channel's consumers. */

@@ -138,6 +138,30 @@ delete_exclusive_queues(struct conn *c)
 }
 
 void
+conn_confirm_dirty(struct conn *c, uint16_t number)
+{
+    if (c->ndirty == c->dirty_cap) {
+        c->dirty_cap = c->dirty_cap ? c->dirty_cap * 2 : 8;
+        c->confirm_dirty = xrealloc(c->confirm_dirty,
+                                    c->dirty_cap * sizeof(*c->confirm_dirty));
+    }
+    c->confirm_dirty[c->ndirty++] = number;
+}
+
+/* Confirms are batched per read: one basic.ack (multiple) per channel for
+ * everything that became confirmable while the input was processed. */
+static void
+flush_confirms(struct conn *c)
+{
+    for (size_t i = 0; i < c->ndirty; i++) {
+        uint16_t n = c->confirm_dirty[i];
+        if (n < c->channels_cap && c->channels[n])
+            channel_flush_confirms(c->channels[n]);
+    }
+    c->ndirty = 0;
+}
+
+void
 conn_own_queue(struct conn *c, struct queue *q)
 {
     if (c->nexcl == c->excl_cap) {
@@ -169,6 +193,7 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
         bufferevent_free(c->bev);
         free(c->channels);
         free(c->excl);
+        free(c->confirm_dirty);
         free(c->user);
         free(c);
     }
@@ -471,6 +496,8 @@ read_cb(struct bufferevent *bev, void *arg)
     }
     if (c->state == CONN_CLOSED)
         evbuffer_drain(in, evbuffer_get_length(in));
+    else
+        flush_confirms(c);
 }
 
 static void

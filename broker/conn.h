@@ -62,6 +62,9 @@ struct conn {
     /* output backpressure */
     bool congested;             /* over the high watermark: no deliveries */
     bool reap_scheduled;
+    /* channels with publisher confirms to send at the end of this read */
+    uint16_t *confirm_dirty;
+    size_t ndirty, dirty_cap;
     /* exclusive queues this connection owns (deleted when it closes) */
     struct queue **excl;
     size_t nexcl, excl_cap;
@@ -101,6 +104,9 @@ void conn_free_all(void);
 
 /* Called when the channel is gone. */
 void conn_channel_closed(struct conn *c, uint16_t number);
+
+/* Queue a channel's confirms for the end of the current read. */
+void conn_confirm_dirty(struct conn *c, uint16_t number);
 
 /* Exclusive queue ownership. */
 void conn_own_queue(struct conn *c, struct queue *q);

@@ -139,29 +139,32 @@ publish(struct channel *ch, const struct amqp_basic_publish *a)
 }
 
 void
-channel_publish(struct channel *ch, struct msg *m)
+channel_route(struct channel *ch, struct msg *m, bool mandatory)
 {
-    struct exchange *x = vhost_exchange(ch->conn->vh, ch->pub.exchange);
+    struct amqp_bytes xname = { (const uint8_t *)m->exchange, m->exchange_len };
+    struct exchange *x = vhost_exchange(ch->conn->vh, xname);
     /* Reused across publishes so that routing allocates nothing in the
      * steady state; the loop thread is the only user. */
     static struct route_result rr;
+    uint64_t seq = ch->confirm ? ++ch->pub_seq : 0;
 
     rr.n = 0;
     if (x)   /* NULL if deleted while the content arrived */
         exchange_route(x, m, &rr);
-    if (rr.n == 0) {
-        if (ch->pub_mandatory) {
-            struct amqp_method ret = { .id = AMQP_BASIC_RETURN };
-            ret.a.basic_return.reply_code = AMQP_NO_ROUTE;
-            ret.a.basic_return.reply_text = amqp_cstr("NO_ROUTE");
-            ret.a.basic_return.exchange = ch->pub.exchange;
-            ret.a.basic_return.routing_key = ch->pub.routing_key;
-            channel_send_content(ch, &ret, m);
-        }
-        return;
+    if (rr.n == 0 && mandatory) {
+        /* As RabbitMQ: the return goes out before the confirm. */
+        struct amqp_method ret = { .id = AMQP_BASIC_RETURN };
+        ret.a.basic_return.reply_code = AMQP_NO_ROUTE;
+        ret.a.basic_return.reply_text = amqp_cstr("NO_ROUTE");
+        ret.a.basic_return.exchange = xname;
+        ret.a.basic_return.routing_key.ptr = (const uint8_t *)m->rkey;
+        ret.a.basic_return.routing_key.len = m->rkey_len;
+        channel_send_content(ch, &ret, m);
     }
     for (size_t i = 0; i < rr.n; i++)
         queue_push(rr.qs[i], m);
+    if (seq)
+        channel_confirm(ch, seq);
 }
 
 static void

@@ -35,7 +35,7 @@ conn_send_start(struct conn *c)
     (void)table_put_key(&w, amqp_cstr("capabilities"));
     wire_put_u8(&w, AMQP_FIELD_TABLE);
     caps = table_begin(&w);
-    (void)table_put_bool(&w, "publisher_confirms", false);
+    (void)table_put_bool(&w, "publisher_confirms", true);
     (void)table_put_bool(&w, "exchange_exchange_bindings", true);
     (void)table_put_bool(&w, "basic.nack", true);
     (void)table_put_bool(&w, "consumer_cancel_notify", true);

@@ -17,6 +17,8 @@ struct queue;
 void handle_exchange(struct channel *ch, const struct amqp_method *m);
 void handle_queue(struct channel *ch, const struct amqp_method *m);
 void handle_basic(struct channel *ch, const struct amqp_method *m);
+void handle_tx(struct channel *ch, const struct amqp_method *m);
+void handle_confirm(struct channel *ch, const struct amqp_method *m);
 
 /* Send a reply method on the channel. */
 void channel_send(struct channel *ch, const struct amqp_method *m);
@@ -67,7 +69,18 @@ void channel_send_content(struct channel *ch, const struct amqp_method *m,
 uint64_t channel_track(struct channel *ch, struct queue *q,
                        struct consumer *c, struct qentry e);
 
-/* The publish that just completed its content. */
-void channel_publish(struct channel *ch, struct msg *msg);
+/* The publish that just completed its content: held by an open
+ * transaction, or routed now (and confirmed in confirm mode). */
+void channel_publish(struct channel *ch, struct msg *msg, bool mandatory);
+
+/* Route a message through its exchange now. */
+void channel_route(struct channel *ch, struct msg *msg, bool mandatory);
+
+/* Note that publish 'seq' may be confirmed. */
+void channel_confirm(struct channel *ch, uint64_t seq);
+
+/* Apply or forget what the transaction holds. */
+void channel_tx_commit(struct channel *ch);
+void channel_tx_rollback(struct channel *ch);
 
 #endif
