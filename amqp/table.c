@@ -85,7 +85,7 @@ value_read(struct wire_rd *r, uint8_t kind, unsigned depth, bool validate,
         break;
     case AMQP_FIELD_TABLE:
     case AMQP_FIELD_ARRAY: {
-        struct amqp_bytes body;
+        struct amqp_bytes body = { NULL, 0 };
         st = wire_get_longstr(r, &body);
         if (st == AMQP_OK && validate)
             st = kind == AMQP_FIELD_TABLE
@@ -167,18 +167,20 @@ wire_get_table(struct wire_rd *r, unsigned depth, struct amqp_table *out)
     return AMQP_OK;
 }
 
+/* An empty table may have a NULL ptr (an absent headers property is all
+ * zero), and NULL + 0 is undefined in C: only offset a real pointer. */
 void
 table_iter_init(struct table_iter *it, struct amqp_table t)
 {
     it->p = t.ptr;
-    it->end = t.ptr + t.len;
+    it->end = t.len ? t.ptr + t.len : t.ptr;
 }
 
 void
 array_iter_init(struct table_iter *it, struct amqp_array a)
 {
     it->p = a.ptr;
-    it->end = a.ptr + a.len;
+    it->end = a.len ? a.ptr + a.len : a.ptr;
 }
 
 /* The iterators walk bytes that were validated, so reads cannot fail. */

@@ -214,8 +214,13 @@ wire_wr_reserve(struct wire_wr *w, size_t n)
 {
     size_t at = w->len;
     w->len += n;
-    if (w->len > w->cap || w->len < at)
+    if (w->len < at) {
+        /* Saturate: a count that wrapped would look like room again. */
+        w->len = SIZE_MAX;
         return NULL;
+    }
+    if (w->len > w->cap || w->buf == NULL)
+        return NULL;   /* also a sizing pass with no buffer */
     return w->buf + at;
 }
 
