@@ -56,6 +56,16 @@ const struct opt_def config_opts[] = {
     OPT("consumer_output_low_watermark", OPT_INT64, "1048576", 0, 1073741824,
         false, consumer_output_low_watermark,
         "bytes of unsent output below which deliveries resume"),
+    OPT("vm_memory_high_watermark.relative", OPT_DOUBLE, "0.4", 0, 1, false,
+        mem_high_watermark_relative,
+        "fraction of RAM above which publishers are blocked (as RabbitMQ)"),
+    OPT("vm_memory_high_watermark.absolute", OPT_INT64, "0", 0,
+        INT64_C(1) << 50, false, mem_high_watermark_absolute,
+        "bytes above which publishers are blocked; 0 uses the relative limit"),
+    OPT("disk_free_limit.absolute", OPT_INT64, "50000000", 0,
+        INT64_C(1) << 50, false, disk_free_limit,
+        "free bytes on the data directory's filesystem below which "
+        "publishers are blocked"),
 };
 const size_t config_nopts = NELEMS(config_opts);
 
@@ -110,6 +120,22 @@ config_set(struct config *c, const char *key, const char *value, char *err,
         else
             *(int64_t *)field = v;
         return 0;
+    case OPT_DOUBLE: {
+        char *end;
+        errno = 0;
+        double d = strtod(value, &end);
+        if (errno || end == value || *end != '\0') {
+            snprintf(err, errlen, "%s: '%s' is not a number", key, value);
+            return -1;
+        }
+        if (d < (double)o->min || d > (double)o->max) {
+            snprintf(err, errlen, "%s: %g is outside %lld..%lld", key, d,
+                     (long long)o->min, (long long)o->max);
+            return -1;
+        }
+        *(double *)field = d;
+        return 0;
+    }
     case OPT_BOOL:
         if (strcmp(value, "true") == 0)
             *(bool *)field = true;

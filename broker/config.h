@@ -36,15 +36,21 @@ struct config {
     /* buffers */
     int64_t consumer_output_high_watermark;
     int64_t consumer_output_low_watermark;
+    /* resource alarms */
+    double mem_high_watermark_relative;
+    int64_t mem_high_watermark_absolute;    /* 0: use the relative one */
+    int64_t disk_free_limit;
 };
 
-enum opt_type { OPT_INT, OPT_INT64, OPT_BOOL, OPT_STRING, OPT_LOG_LEVEL };
+enum opt_type {
+    OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_BOOL, OPT_STRING, OPT_LOG_LEVEL
+};
 
 struct opt_def {
     const char *name;
     enum opt_type type;
     const char *def;        /* default, as it would be written in the file */
-    int64_t min, max;       /* bounds for integers */
+    int64_t min, max;       /* bounds for integers (and doubles) */
     bool reloadable;
     size_t offset;          /* into struct config */
     const char *help;

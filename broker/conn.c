@@ -301,6 +301,59 @@ conn_close_all(const char *reason)
 }
 
 void
+conn_block(struct conn *c, const char *reason)
+{
+    if (c->blocked || c->state != CONN_OPEN)
+        return;
+    c->blocked = true;
+    bufferevent_disable(c->bev, EV_READ);
+    log_info("conn=%016" PRIx64 " %s: blocked (%s)", c->id, c->peer, reason);
+    if (c->cap_connection_blocked) {
+        struct amqp_method m = { .id = AMQP_CONNECTION_BLOCKED };
+        m.a.connection_blocked.reason = amqp_cstr(reason);
+        conn_send_method(c, 0, &m);
+        c->blocked_sent = true;
+    }
+}
+
+static void read_cb(struct bufferevent *bev, void *arg);
+
+void
+conn_unblock_all(void)
+{
+    struct conn *c, *next;
+    for (c = TAILQ_FIRST(&conns); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (!c->blocked)
+            continue;
+        c->blocked = false;
+        c->last_recv_ms = now_ms();
+        if (c->state != CONN_OPEN)
+            continue;
+        if (c->blocked_sent) {
+            struct amqp_method m = { .id = AMQP_CONNECTION_UNBLOCKED };
+            conn_send_method(c, 0, &m);
+            c->blocked_sent = false;
+        }
+        log_info("conn=%016" PRIx64 " %s: unblocked", c->id, c->peer);
+        bufferevent_enable(c->bev, EV_READ);
+        /* Frames that arrived before the block are already buffered. */
+        read_cb(c->bev, c);
+    }
+}
+
+uint64_t
+conn_buffer_bytes(void)
+{
+    uint64_t n = 0;
+    struct conn *c;
+    TAILQ_FOREACH(c, &conns, link)
+        n += evbuffer_get_length(bufferevent_get_input(c->bev)) +
+             evbuffer_get_length(bufferevent_get_output(c->bev));
+    return n;
+}
+
+void
 conn_free_all(void)
 {
     struct conn *c;
@@ -461,7 +514,7 @@ read_cb(struct bufferevent *bev, void *arg)
     c->last_recv_ms = now_ms();
     if (c->state == CONN_AWAIT_HEADER && !read_protocol_header(c, in))
         return;
-    while (c->state != CONN_CLOSED) {
+    while (c->state != CONN_CLOSED && !c->blocked) {
         size_t len = evbuffer_get_length(in);
         if (len < AMQP_FRAME_HEADER_LEN)
             break;
@@ -562,7 +615,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     if (c->state != CONN_OPEN || c->heartbeat == 0)
         return;
     uint64_t hb = (uint64_t)c->heartbeat * 1000;
-    if (now - c->last_recv_ms > 2 * hb) {
+    /* A connection we stopped reading cannot be blamed for silence. */
+    if (!c->blocked && now - c->last_recv_ms > 2 * hb) {
         log_warnx("conn=%016" PRIx64 " %s: missed heartbeats from client, "
                   "timeout: %us", c->id, c->peer, c->heartbeat);
         conn_release(c);

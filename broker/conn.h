@@ -61,6 +61,10 @@ struct conn {
     uint64_t deadline_ms;       /* handshake or close deadline; 0 = none */
     /* output backpressure */
     bool congested;             /* over the high watermark: no deliveries */
+    /* resource alarms: a connection that publishes during an alarm is
+     * blocked (not read) until every alarm clears */
+    bool blocked;
+    bool blocked_sent;          /* connection.blocked went out */
     bool reap_scheduled;
     /* channels with publisher confirms to send at the end of this read */
     uint16_t *confirm_dirty;
@@ -98,6 +102,17 @@ void conn_close_now(struct conn *c, bool flush);
 /* Close every connection with 320 CONNECTION_FORCED (shutdown). */
 void conn_close_all(const char *reason);
 size_t conn_count(void);
+
+/* A publish arrived during a resource alarm: stop reading this
+ * connection and tell the client (connection.blocked) if it asked. */
+void conn_block(struct conn *c, const char *reason);
+
+/* Every alarm cleared: read blocked connections again and send
+ * connection.unblocked. */
+void conn_unblock_all(void);
+
+/* Bytes in every connection's input and output buffers. */
+uint64_t conn_buffer_bytes(void);
 
 /* At exit: drop every connection and free them all. */
 void conn_free_all(void);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "broker/alarm.h"
 #include "broker/conn.h"
 #include "broker/exchange.h"
 #include "broker/handlers.h"
@@ -136,6 +137,8 @@ publish(struct channel *ch, const struct amqp_basic_publish *a)
     ch->pub.routing_key.ptr = ch->pub_buf + 256;
     ch->pub_mandatory = a->mandatory;
     ch->content = CA_AWAIT_HEADER;
+    if (alarm_is_set())
+        conn_block(ch->conn, alarm_reason());
 }
 
 void
@@ -165,6 +168,7 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
         queue_push(rr.qs[i], m);
     if (seq)
         channel_confirm(ch, seq);
+    alarm_check_memory();
 }
 
 static void

@@ -39,7 +39,7 @@ conn_send_start(struct conn *c)
     (void)table_put_bool(&w, "exchange_exchange_bindings", true);
     (void)table_put_bool(&w, "basic.nack", true);
     (void)table_put_bool(&w, "consumer_cancel_notify", true);
-    (void)table_put_bool(&w, "connection.blocked", false);
+    (void)table_put_bool(&w, "connection.blocked", true);
     (void)table_put_bool(&w, "authentication_failure_close", true);
     (void)table_put_bool(&w, "per_consumer_qos", true);
     table_end(&w, caps);

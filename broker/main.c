@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "broker/alarm.h"
 #include "broker/auth.h"
 #include "broker/broker.h"
 #include "broker/config.h"
@@ -228,6 +229,7 @@ main(int argc, char **argv)
     }
     log_info("%s %s starting (pid %d)", ROOST_PRODUCT, ROOST_VERSION,
              (int)getpid());
+    alarm_init();
     broker.port = listener_start(broker.cfg.bind, broker.cfg.port,
                                  broker.cfg.listen_backlog);
     if (broker.port < 0)
@@ -238,6 +240,7 @@ main(int argc, char **argv)
     event_base_dispatch(broker.base);
 
     listener_stop();
+    alarm_shutdown();
     conn_free_all();
     for (int i = 0; i < 3; i++)
         event_free(sigs[i]);

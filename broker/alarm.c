@@ -1,0 +1,137 @@
+/*
+ * Resource alarms. Memory is checked on every publish (cheap: the message
+ * byte counter plus the last buffer total) and recomputed every 100 ms
+ * with the connections' buffers; disk every second with statvfs().
+ */
+#include "broker/alarm.h"
+
+#include <event2/event.h>
+#include <inttypes.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "broker/broker.h"
+#include "broker/conn.h"
+#include "broker/log.h"
+#include "broker/msg.h"
+#include "broker/util.h"
+
+static uint64_t mem_limit;
+static uint64_t buffers;        /* connection buffers, at the last tick */
+static bool mem_alarm, disk_alarm;
+static struct event *tick;
+static unsigned ticks;
+
+uint64_t
+alarm_memory_limit(void)
+{
+    return mem_limit;
+}
+
+uint64_t
+alarm_memory_used(void)
+{
+    return msg_bytes_in_use() + buffers;
+}
+
+bool
+alarm_is_set(void)
+{
+    return mem_alarm || disk_alarm;
+}
+
+const char *
+alarm_reason(void)
+{
+    return mem_alarm ? "low on memory" : "low on disk";
+}
+
+static void
+set_alarms(bool mem, bool disk)
+{
+    bool was = alarm_is_set();
+
+    if (mem != mem_alarm) {
+        if (mem)
+            log_warnx("memory resource limit alarm set: %" PRIu64 " bytes used,"
+                      " %" PRIu64 " allowed; publishers will be blocked",
+                      alarm_memory_used(), mem_limit);
+        else
+            log_info("memory resource limit alarm cleared: %" PRIu64
+                     " bytes used, %" PRIu64 " allowed", alarm_memory_used(),
+                     mem_limit);
+        mem_alarm = mem;
+    }
+    if (disk != disk_alarm) {
+        if (disk)
+            log_warnx("disk resource limit alarm set on %s: free space below "
+                      "%" PRId64 " bytes; publishers will be blocked",
+                      broker.cfg.data_dir, broker.cfg.disk_free_limit);
+        else
+            log_info("disk resource limit alarm cleared on %s",
+                     broker.cfg.data_dir);
+        disk_alarm = disk;
+    }
+    if (was && !alarm_is_set())
+        conn_unblock_all();
+}
+
+void
+alarm_check_memory(void)
+{
+    bool over = alarm_memory_used() > mem_limit;
+    if (over != mem_alarm)
+        set_alarms(over, disk_alarm);
+}
+
+static bool
+disk_low(void)
+{
+    struct statvfs sv;
+    if (broker.cfg.disk_free_limit == 0 ||
+        statvfs(broker.cfg.data_dir, &sv) != 0)
+        return false;
+    return (uint64_t)sv.f_bavail * sv.f_frsize <
+           (uint64_t)broker.cfg.disk_free_limit;
+}
+
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    buffers = conn_buffer_bytes();
+    bool disk = disk_alarm;
+    if (++ticks % 10 == 0)
+        disk = disk_low();
+    set_alarms(alarm_memory_used() > mem_limit, disk);
+}
+
+void
+alarm_init(void)
+{
+    if (broker.cfg.mem_high_watermark_absolute > 0) {
+        mem_limit = (uint64_t)broker.cfg.mem_high_watermark_absolute;
+    } else {
+        long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+        double ram = pages > 0 && size > 0 ? (double)pages * (double)size
+                                           : 1024.0 * 1024 * 1024;
+        mem_limit = (uint64_t)(ram * broker.cfg.mem_high_watermark_relative);
+    }
+    log_info("memory high watermark %" PRIu64 " bytes; disk free limit %"
+             PRId64 " bytes", mem_limit, broker.cfg.disk_free_limit);
+    disk_alarm = false;
+    set_alarms(false, disk_low());
+    tick = event_new(broker.base, -1, EV_PERSIST, tick_cb, NULL);
+    struct timeval tv = { 0, 100 * 1000 };
+    event_add(tick, &tv);
+}
+
+void
+alarm_shutdown(void)
+{
+    if (tick)
+        event_free(tick);
+    tick = NULL;
+}
