@@ -10,7 +10,7 @@
 bool
 field_kind_is_valid(uint8_t kind)
 {
-    return kind != 0 && strchr("tbBsuIilfdDSxATFV", kind) != NULL;
+    return kind != 0 && strchr("tbBsuIilLfdDSxATFV", kind) != NULL;
 }
 
 /*
@@ -59,6 +59,7 @@ value_read(struct wire_rd *r, uint8_t kind, unsigned depth, bool validate,
         val->v.u = u32;
         break;
     case AMQP_FIELD_I64:
+    case AMQP_FIELD_L64:
         st = wire_get_u64(r, &u64);
         val->v.i = (int64_t)u64;
         break;
@@ -308,6 +309,7 @@ field_put(struct wire_wr *w, const struct amqp_field *val)
         wire_put_u32(w, (uint32_t)val->v.u);
         break;
     case AMQP_FIELD_I64:
+    case AMQP_FIELD_L64:
         wire_put_u64(w, (uint64_t)val->v.i);
         break;
     case AMQP_FIELD_TIMESTAMP:

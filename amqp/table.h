@@ -2,12 +2,16 @@
  * Field tables and field arrays (§4.2.5.5), with the value types RabbitMQ
  * and its clients put on the wire. RabbitMQ's list differs from the 0-9-1
  * PDF ('s' is a signed short, 'u' unsigned; 'I' signed and 'i' unsigned
- * long; 'l' a signed long long; 'x' a byte array; no 'U' and no 'L'
- * (unsigned long long), and we follow RabbitMQ:
+ * long; 'l' a signed long long; 'x' a byte array; no 'U'), and we follow
+ * RabbitMQ:
  *
  *   t bool   b int8   B uint8   s int16   u uint16   I int32   i uint32
  *   l int64  f float  d double  D decimal S longstr  x bytes   A array
  *   T timestamp       F table   V void
+ *
+ * and 'L', which rabbitmq-c writes for an unsigned long long and RabbitMQ
+ * 3.10 reads as a signed one, like 'l': so do we (into .v.i), and we write
+ * it back as 'L' with the same eight bytes.
  *
  * A table is validated once, when it is read (types, lengths, nesting
  * depth, total size), and then stays in its encoded form: iterating it
@@ -39,6 +43,7 @@ enum amqp_field_kind {
     AMQP_FIELD_I32 = 'I',
     AMQP_FIELD_U32 = 'i',
     AMQP_FIELD_I64 = 'l',
+    AMQP_FIELD_L64 = 'L',   /* read as signed, as RabbitMQ does */
     AMQP_FIELD_FLOAT = 'f',
     AMQP_FIELD_DOUBLE = 'd',
     AMQP_FIELD_DECIMAL = 'D',

@@ -94,7 +94,7 @@ field_equal(const struct amqp_field *a, const struct amqp_field *b)
     case AMQP_FIELD_BOOL:
         return a->v.b == b->v.b;
     case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64:
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
         return a->v.i == b->v.i;
     case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
     case AMQP_FIELD_TIMESTAMP:
@@ -158,7 +158,7 @@ field_type_name(enum amqp_field_kind k)
     case AMQP_FIELD_U16: return "unsignedshort";
     case AMQP_FIELD_I32: return "signedint";
     case AMQP_FIELD_U32: return "unsignedint";
-    case AMQP_FIELD_I64: return "long";
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64: return "long";
     case AMQP_FIELD_FLOAT: return "float";
     case AMQP_FIELD_DOUBLE: return "double";
     case AMQP_FIELD_DECIMAL: return "decimal";
@@ -183,7 +183,7 @@ describe(char *out, size_t len, bool present, const struct amqp_field *v)
     }
     switch (v->kind) {
     case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64:
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
         snprintf(val, sizeof(val), "%lld", (long long)v->v.i);
         break;
     case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:

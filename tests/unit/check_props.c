@@ -629,7 +629,7 @@ static const struct hdr_vec {
       AMQP_E_FIELD_TYPE },
     { "unknown type 0", { 0, 0, 0, 3, 1, 'k', 0 }, 7, AMQP_E_FIELD_TYPE },
     { "unknown type in nested table",
-      { 0, 0, 0, 10, 1, 'n', 'F', 0, 0, 0, 3, 1, 'k', 'L' }, 14,
+      { 0, 0, 0, 10, 1, 'n', 'F', 0, 0, 0, 3, 1, 'k', 'Q' }, 14,
       AMQP_E_FIELD_TYPE },
     { "unknown type in array", { 0, 0, 0, 8, 1, 'a', 'A', 0, 0, 0, 1, 'Z' },
       12, AMQP_E_FIELD_TYPE },

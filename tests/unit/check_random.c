@@ -375,7 +375,7 @@ scalar_eq(const struct amqp_field *a, const struct amqp_field *b)
     case AMQP_FIELD_I8:
     case AMQP_FIELD_I16:
     case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64: return a->v.i == b->v.i;
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64: return a->v.i == b->v.i;
     case AMQP_FIELD_U8:
     case AMQP_FIELD_U16:
     case AMQP_FIELD_U32:
