@@ -21,6 +21,7 @@
 #include "broker/handlers.h"
 #include "broker/log.h"
 #include "broker/msg.h"
+#include "broker/qargs.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
@@ -272,14 +273,20 @@ ua_find(const struct channel *ch, uint64_t tag)
     return ch->ua_len;
 }
 
+/* Settle one delivery: requeue it, dead-letter it (rejected), or drop
+ * it (acked). */
 static void
-settle_one(struct channel *ch, struct unacked *u, bool requeue)
+settle_one(struct channel *ch, struct unacked *u, bool requeue, bool rejected)
 {
     struct msg *m = u->e.m;
     u->e.m = NULL;
     u->tx_op = TX_NONE;
-    if (requeue)
-        queue_requeue(u->q, (struct qentry){ m, u->e.seq, true });
+    if (rejected && !requeue)
+        queue_dead_letter(u->q, m, "rejected");
+    else if (requeue)
+        queue_requeue(u->q, (struct qentry){ .m = m, .seq = u->e.seq,
+                                             .expires_at = u->e.expires_at,
+                                             .redelivered = true });
     else
         msg_unref(m);
     if (u->c) {
@@ -342,7 +349,7 @@ channel_settle(struct channel *ch, uint64_t tag, bool multiple, bool ack,
             if (!seen)
                 touched[ntouched++] = u->q;
         }
-        settle_one(ch, u, !ack && requeue);
+        settle_one(ch, u, !ack && requeue, !ack);
     }
     settle_done(ch, touched, ntouched);
     return true;
@@ -365,7 +372,7 @@ channel_requeue_all(struct channel *ch)
             seen = touched[k] == u->q;
         if (!seen)
             touched[n++] = u->q;
-        settle_one(ch, u, true);
+        settle_one(ch, u, true, false);
     }
     /* Keep the queues alive across dispatch: settle_done drops refs. */
     for (size_t k = 0; k < n; k++)
@@ -522,6 +529,18 @@ channel_confirm(struct channel *ch, uint64_t seq)
 }
 
 void
+channel_confirm_nack(struct channel *ch, uint64_t seq)
+{
+    channel_flush_confirms(ch);
+    struct amqp_method m = { .id = AMQP_BASIC_NACK };
+    m.a.basic_nack.delivery_tag = seq;
+    m.a.basic_nack.requeue = false;
+    ch->confirmed = ch->acked = seq;
+    if (ch->state == CH_OPEN)
+        channel_send(ch, &m);
+}
+
+void
 channel_flush_confirms(struct channel *ch)
 {
     ch->confirm_dirty = false;
@@ -569,6 +588,7 @@ channel_tx_commit(struct channel *ch)
         if (u->e.m == NULL || u->tx_op == TX_NONE)
             continue;
         bool requeue = u->tx_op == TX_REQUEUE;
+        bool rejected = u->tx_op == TX_DROP;
         if (requeue && ntouched < NELEMS(touched)) {
             bool seen = false;
             for (size_t k = 0; k < ntouched; k++)
@@ -576,7 +596,7 @@ channel_tx_commit(struct channel *ch)
             if (!seen)
                 touched[ntouched++] = u->q;
         }
-        settle_one(ch, u, requeue);
+        settle_one(ch, u, requeue, rejected);
     }
     settle_done(ch, touched, ntouched);
 }
@@ -718,6 +738,14 @@ header_frame(struct channel *ch, const struct frame *f)
                      "message size %" PRIu64 " is larger than configured max "
                      "size %" PRId64, h.body_size,
                      broker.cfg.max_message_size);
+        return;
+    }
+    if ((h.props.flags & AMQP_BASIC_EXPIRATION_FLAG) &&
+        qargs_parse_expiration(h.props.expiration) == -2) {
+        char esc[300];
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
+                     "invalid expiration '%s': no_integer",
+                     channel_esc(esc, sizeof(esc), h.props.expiration));
         return;
     }
     ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key, f->payload,

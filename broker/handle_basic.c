@@ -164,9 +164,12 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
         ret.a.basic_return.routing_key.len = m->rkey_len;
         channel_send_content(ch, &ret, m);
     }
+    bool refused = false;
     for (size_t i = 0; i < rr.n; i++)
-        queue_push(rr.qs[i], m);
-    if (seq)
+        refused |= !queue_push(rr.qs[i], m);
+    if (seq && refused)
+        channel_confirm_nack(ch, seq);
+    else if (seq)
         channel_confirm(ch, seq);
     alarm_check_memory();
 }
@@ -179,6 +182,8 @@ get(struct channel *ch, const struct amqp_basic_get *a)
 
     if (q == NULL)
         return;
+    queue_touch(q);
+    queue_expire(q);
     if (!queue_pop(q, &e)) {
         struct amqp_method m = { .id = AMQP_BASIC_GET_EMPTY };
         m.a.basic_get_empty.cluster_id = amqp_cstr("");

@@ -12,41 +12,6 @@
 #include "broker/queue.h"
 #include "broker/vhost.h"
 
-/*
- * Queue arguments Roost implements. Any other "x-" argument is refused
- * with 540 NOT_IMPLEMENTED rather than accepted and ignored: a user who
- * asks for a TTL or a length limit must not silently get none.
- */
-static int
-check_args(struct channel *ch, struct amqp_table args)
-{
-    struct table_iter it;
-    struct amqp_bytes k;
-    struct amqp_field v;
-    char esc[300];
-
-    table_iter_init(&it, args);
-    while (table_next(&it, &k, &v)) {
-        if (amqp_bytes_eq(k, "x-queue-type")) {
-            if (v.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v.v.str, "classic"))
-                continue;
-            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_QUEUE_DECLARE,
-                      "queue type '%s' is not implemented; only 'classic'",
-                      v.kind == AMQP_FIELD_LONGSTR
-                          ? channel_esc(esc, sizeof(esc), v.v.str)
-                          : "?");
-            return -1;
-        }
-        if (k.len >= 2 && memcmp(k.ptr, "x-", 2) == 0) {
-            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_QUEUE_DECLARE,
-                      "queue argument '%s' is not implemented",
-                      channel_esc(esc, sizeof(esc), k));
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static const char *
 yes_no(bool b)
 {
@@ -54,8 +19,9 @@ yes_no(bool b)
 }
 
 static void
-declare_ok(struct channel *ch, const struct queue *q, bool nowait)
+declare_ok(struct channel *ch, struct queue *q, bool nowait)
 {
+    queue_expire(q);
     channel_set_last_queue(ch, q->name, q->name_len);
     if (nowait)
         return;
@@ -73,8 +39,9 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
     const uint32_t mid = AMQP_QUEUE_DECLARE;
     struct vhost *vh = ch->conn->vh;
     struct amqp_bytes name = a->queue;
-    char gen[64], esc[300];
+    char gen[64], esc[300], what[700], err[1024];
     struct queue *q;
+    struct qargs qa;
 
     if (a->passive) {
         if ((q = channel_find_queue(ch, mid, name)) != NULL)
@@ -91,14 +58,24 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
         return;
     }
     channel_esc(esc, sizeof(esc), name);
-    if (check_args(ch, a->arguments) != 0)
+    snprintf(what, sizeof(what), "queue '%s' in vhost '%s'", esc, vh->name);
+    switch (qargs_parse(a->arguments, what, &qa, err, sizeof(err))) {
+    case QARGS_OK:
+        break;
+    case QARGS_INVALID:
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
         return;
+    case QARGS_NOT_IMPLEMENTED:
+        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "%s", err);
+        return;
+    }
     q = vhost_queue(vh, name);
     if (q) {
         /* As RabbitMQ: another connection's exclusive queue, or asking
          * for exclusive access to a shared one, is 405. */
         if ((q->exclusive && q->owner != ch->conn) ||
             (a->exclusive && !q->exclusive)) {
+            qargs_free(&qa);
             channel_fail(ch, AMQP_RESOURCE_LOCKED, mid,
                          "cannot obtain exclusive access to locked queue '%s' "
                          "in vhost '%s'. It could be originally declared on "
@@ -108,6 +85,7 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
             return;
         }
         if (q->durable != a->durable || q->auto_delete != a->auto_delete) {
+            qargs_free(&qa);
             bool dur = q->durable != a->durable;
             bool got = dur ? a->durable : a->auto_delete;
             channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
@@ -117,21 +95,19 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
                          yes_no(got), yes_no(!got));
             return;
         }
-        /* As RabbitMQ, only the arguments Roost implements are compared;
-         * an absent x-queue-type means classic. */
-        static const char *const keys[] = { NULL };
-        char what[700], err[1024];
-        snprintf(what, sizeof(what), "queue '%s' in vhost '%s'", esc, vh->name);
-        if (!args_equivalent(q->args, a->arguments, keys, what, err,
-                             sizeof(err))) {
+        /* As RabbitMQ, only the arguments Roost implements are compared. */
+        qargs_free(&qa);
+        if (!args_equivalent(q->args, a->arguments, qargs_equivalence_keys,
+                             what, err, sizeof(err))) {
             channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
             return;
         }
+        queue_touch(q);
         declare_ok(ch, q, a->nowait);
         return;
     }
     q = queue_new(vh, name, a->durable, a->exclusive, a->auto_delete,
-                  a->exclusive ? ch->conn : NULL, a->arguments);
+                  a->exclusive ? ch->conn : NULL, a->arguments, &qa);
     vhost_add_queue(vh, q);
     if (a->exclusive)
         conn_own_queue(ch->conn, q);

@@ -79,6 +79,10 @@ void channel_route(struct channel *ch, struct msg *msg, bool mandatory);
 /* Note that publish 'seq' may be confirmed. */
 void channel_confirm(struct channel *ch, uint64_t seq);
 
+/* A queue refused publish 'seq' (x-overflow reject-publish): basic.nack,
+ * after the acks due before it. */
+void channel_confirm_nack(struct channel *ch, uint64_t seq);
+
 /* Apply or forget what the transaction holds. */
 void channel_tx_commit(struct channel *ch);
 void channel_tx_rollback(struct channel *ch);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "amqp/props.h"
+#include "broker/qargs.h"
 #include "broker/util.h"
 
 static uint64_t bytes_in_use;
@@ -41,7 +42,12 @@ msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
     m->body_len = body_len;
     /* The caller decoded this header already; decoding the copy again
      * points 'headers' into memory the message owns. */
+    m->ttl = -1;
     if (content_header_decode(m->hdr, hdr_len, &ch) == AMQP_OK) {
+        if (ch.props.flags & AMQP_BASIC_EXPIRATION_FLAG) {
+            int64_t ttl = qargs_parse_expiration(ch.props.expiration);
+            m->ttl = ttl >= 0 ? ttl : -1;
+        }
         if (ch.props.flags & AMQP_BASIC_HEADERS_FLAG)
             m->headers = ch.props.headers;
         if (ch.props.flags & AMQP_BASIC_DELIVERY_MODE_FLAG)

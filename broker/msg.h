@@ -18,6 +18,7 @@ struct msg {
     uint32_t refs;
     bool persistent;            /* delivery-mode 2 */
     uint8_t priority;
+    int64_t ttl;                /* expiration property in ms; -1: none */
     uint8_t exchange_len;
     uint8_t rkey_len;
     uint32_t hdr_len;           /* encoded content header payload */

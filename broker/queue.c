@@ -4,11 +4,15 @@
  */
 #include "broker/queue.h"
 
+#include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/broker.h"
 #include "broker/channel.h"
+#include "broker/deadletter.h"
 #include "broker/conn.h"
+#include "broker/log.h"
 #include "broker/msg.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
@@ -16,7 +20,7 @@
 struct queue *
 queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
           bool exclusive, bool auto_delete, struct conn *owner,
-          struct amqp_table args)
+          struct amqp_table args, struct qargs *qa)
 {
     struct queue *q = xcalloc(1, sizeof(*q));
     q->name = xstrndup(name.ptr, name.len);
@@ -31,9 +35,13 @@ queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
         memcpy(q->args_buf, args.ptr, args.len);
     q->args.ptr = q->args_buf;
     q->args.len = args.len;
+    q->qa = *qa;
+    memset(qa, 0, sizeof(*qa));
     TAILQ_INIT(&q->consumers);
     TAILQ_INIT(&q->bindings);
     q->refs = 1;
+    q->last_used_ms = now_ms();
+    queue_arm(q);
     return q;
 }
 
@@ -45,6 +53,9 @@ queue_unref(struct queue *q)
     struct qentry e;
     while (queue_pop(q, &e))
         msg_unref(e.m);
+    if (q->timer)
+        event_free(q->timer);
+    qargs_free(&q->qa);
     free(q->ring);
     free(q->args_buf);
     free(q->name);
@@ -70,19 +81,139 @@ grow(struct queue *q)
     q->head = 0;
 }
 
-void
+static bool
+over_limit(const struct queue *q, size_t extra_len, uint64_t extra_bytes)
+{
+    return (q->qa.max_length >= 0 &&
+            q->len + extra_len > (uint64_t)q->qa.max_length) ||
+           (q->qa.max_length_bytes >= 0 &&
+            q->bytes + extra_bytes > (uint64_t)q->qa.max_length_bytes);
+}
+
+bool
 queue_push(struct queue *q, struct msg *m)
 {
+    int64_t ttl = q->qa.message_ttl;
+
+    if (q->qa.overflow == OVERFLOW_REJECT_PUBLISH &&
+        over_limit(q, 1, m->body_len))
+        return false;
+    if (m->ttl >= 0 && (ttl < 0 || m->ttl < ttl))
+        ttl = m->ttl;
     if (q->len == q->cap)
         grow(q);
     struct qentry *e = at(q, q->len);
     e->m = msg_ref(m);
     e->seq = q->next_seq++;
     e->redelivered = false;
+    /* TTL 0 still reaches a consumer that is ready now (as RabbitMQ). */
+    e->expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
+    if (ttl == 0)
+        e->expires_at = 1;
     q->len++;
     q->bytes += m->body_len;
+    /* x-overflow drop-head: the oldest messages make room. */
+    while (q->len > 0 && over_limit(q, 0, 0)) {
+        struct qentry old;
+        queue_pop(q, &old);
+        queue_dead_letter(q, old.m, "maxlen");
+    }
     if (q->nconsumers)
         queue_dispatch(q);
+    if (ttl >= 0) {
+        queue_expire(q);
+        queue_arm(q);
+    }
+    return true;
+}
+
+void
+queue_dead_letter(struct queue *q, struct msg *m, const char *reason)
+{
+    struct exchange *dlx;
+    struct msg *dm;
+
+    if (q->qa.dlx == NULL || q->deleted ||
+        (dlx = vhost_exchange(q->vh, amqp_cstr(q->qa.dlx))) == NULL) {
+        msg_unref(m);
+        return;
+    }
+    dm = deadletter_msg(m, q->name, reason, q->qa.dlx, q->qa.dlrk);
+    msg_unref(m);
+    if (dm == NULL)   /* a cycle that would expire forever */
+        return;
+    struct route_result rr;
+    route_result_init(&rr);
+    exchange_route(dlx, dm, &rr);
+    for (size_t i = 0; i < rr.n; i++)
+        if (rr.qs[i] != q || strcmp(reason, "rejected") == 0)
+            (void)queue_push(rr.qs[i], dm);
+    route_result_free(&rr);
+    msg_unref(dm);
+}
+
+void
+queue_expire(struct queue *q)
+{
+    uint64_t now = now_ms();
+    while (q->len > 0 && at(q, 0)->expires_at && at(q, 0)->expires_at <= now) {
+        struct qentry e;
+        queue_pop(q, &e);
+        queue_dead_letter(q, e.m, "expired");
+    }
+}
+
+void
+queue_touch(struct queue *q)
+{
+    q->last_used_ms = now_ms();
+    if (q->qa.expires)
+        queue_arm(q);
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct queue *q = arg;
+    (void)fd;
+    (void)what;
+
+    q->timer_at = 0;
+    queue_expire(q);
+    if (q->qa.expires && q->nconsumers == 0 &&
+        now_ms() >= q->last_used_ms + (uint64_t)q->qa.expires) {
+        log_info("queue '%s' in vhost '%s' unused for %lld ms; deleting (x-expires)",
+                 q->name, q->vh->name, (long long)q->qa.expires);
+        queue_delete(q);
+        return;
+    }
+    queue_arm(q);
+}
+
+void
+queue_arm(struct queue *q)
+{
+    uint64_t when = 0;
+
+    if (q->deleted)
+        return;
+    /* The head is the next message to expire: RabbitMQ too expires
+     * messages only when they reach the head. */
+    if (q->len > 0 && at(q, 0)->expires_at)
+        when = at(q, 0)->expires_at;
+    if (q->qa.expires && q->nconsumers == 0) {
+        uint64_t idle = q->last_used_ms + (uint64_t)q->qa.expires;
+        if (when == 0 || idle < when)
+            when = idle;
+    }
+    if (when == 0 || (q->timer_at && q->timer_at <= when))
+        return;
+    if (q->timer == NULL)
+        q->timer = evtimer_new(broker.base, timer_cb, q);
+    uint64_t now = now_ms(), ms = when > now ? when - now : 0;
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    q->timer_at = when;
+    evtimer_add(q->timer, &tv);
 }
 
 void
@@ -115,6 +246,8 @@ queue_requeue(struct queue *q, struct qentry e)
     *at(q, lo) = e;
     q->len++;
     q->bytes += e.m->body_len;
+    if (e.expires_at)
+        queue_arm(q);
 }
 
 bool
@@ -152,6 +285,7 @@ queue_dispatch(struct queue *q)
     if (q->dispatching || q->deleted)
         return;
     q->dispatching = true;
+    queue_expire(q);
     while (q->len > 0 && q->nconsumers > 0) {
         struct consumer *c, *found = NULL;
         TAILQ_FOREACH(c, &q->consumers, q_link) {
@@ -167,6 +301,7 @@ queue_dispatch(struct queue *q)
         struct qentry e;
         queue_pop(q, &e);
         channel_deliver(found->ch, found, q, e);
+        queue_expire(q);
     }
     q->dispatching = false;
 }
@@ -189,6 +324,8 @@ queue_remove_consumer(struct queue *q, struct consumer *c)
     TAILQ_REMOVE(&q->consumers, c, q_link);
     q->nconsumers--;
     consumer_unref(c);
+    if (q->nconsumers == 0)
+        queue_touch(q);
     if (q->auto_delete && q->nconsumers == 0 && q->had_consumer && !q->deleted)
         queue_delete(q);
 }
@@ -203,6 +340,8 @@ queue_delete(struct queue *q)
         return;
     q->deleted = true;
     queue_ref(q);
+    if (q->timer)
+        evtimer_del(q->timer);
     if (q->exclusive && q->owner)
         conn_disown_queue(q->owner, q);
     while ((c = TAILQ_FIRST(&q->consumers)) != NULL) {

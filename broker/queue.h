@@ -14,15 +14,18 @@
 
 #include "amqp/table.h"
 #include "broker/exchange.h"
+#include "broker/qargs.h"
 
 struct channel;
 struct conn;
 struct msg;
 struct vhost;
+struct event;
 
 struct qentry {
     struct msg *m;
     uint64_t seq;
+    uint64_t expires_at;        /* monotonic ms; 0: never */
     bool redelivered;
 };
 
@@ -50,6 +53,11 @@ struct queue {
     struct conn *owner;         /* exclusive queues only */
     uint8_t *args_buf;
     struct amqp_table args;
+    struct qargs qa;            /* parsed x-arguments */
+    /* TTL and x-expires: one timer, armed for the earliest deadline */
+    struct event *timer;
+    uint64_t timer_at;
+    uint64_t last_used_ms;      /* consumers, get, declare: for x-expires */
     /* messages: a ring of entries in sequence order */
     struct qentry *ring;
     size_t cap, head, len;
@@ -65,9 +73,11 @@ struct queue {
     uint32_t refs;              /* the vhost, unacked deliveries */
 };
 
+/* A new queue; it takes over 'qa' (parsed from 'args'). */
 struct queue *queue_new(struct vhost *vh, struct amqp_bytes name,
                         bool durable, bool exclusive, bool auto_delete,
-                        struct conn *owner, struct amqp_table args);
+                        struct conn *owner, struct amqp_table args,
+                        struct qargs *qa);
 
 static inline struct queue *
 queue_ref(struct queue *q)
@@ -78,8 +88,23 @@ queue_ref(struct queue *q)
 
 void queue_unref(struct queue *q);
 
-/* Append a reference to 'm' and dispatch. */
-void queue_push(struct queue *q, struct msg *m);
+/* Append a reference to 'm' and dispatch. False if the queue refused it
+ * (x-overflow reject-publish at its length limit). */
+bool queue_push(struct queue *q, struct msg *m);
+
+/* The queue was used (declare, get, consume): restarts x-expires. */
+void queue_touch(struct queue *q);
+
+/* Arm the timer for the next TTL or x-expires deadline. */
+void queue_arm(struct queue *q);
+
+/* Drop expired messages at the head (dead-lettering them). */
+void queue_expire(struct queue *q);
+
+/* Give up 'm' (a reference the caller owned) with 'reason' "rejected",
+ * "expired" or "maxlen": republish it through the queue's dead-letter
+ * exchange if it has one, else drop it. */
+void queue_dead_letter(struct queue *q, struct msg *m, const char *reason);
 
 /* Put an entry back at its original position, marked redelivered, and
  * take over its message reference. A deleted queue drops it. Does not

@@ -1,0 +1,180 @@
+/*
+ * Building the dead-lettered copy of a message. The content header is
+ * decoded, its headers table rebuilt with x-death updated, and encoded
+ * again; the body is copied. Dead-lettering is rare, so clarity wins over
+ * avoiding the copy.
+ */
+#include "broker/deadletter.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "amqp/props.h"
+#include "broker/msg.h"
+#include "broker/util.h"
+
+/* Does an x-death entry name this queue and reason? */
+static bool
+entry_is(struct amqp_table t, const char *queue, const char *reason)
+{
+    struct amqp_field q, r;
+    return table_get(t, "queue", &q) && q.kind == AMQP_FIELD_LONGSTR &&
+           amqp_bytes_eq(q.v.str, queue) && table_get(t, "reason", &r) &&
+           r.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(r.v.str, reason);
+}
+
+static void
+put_str(struct wire_wr *w, const char *key, struct amqp_bytes s)
+{
+    struct amqp_field f = { .kind = AMQP_FIELD_LONGSTR, .v.str = s };
+    (void)table_put_key(w, amqp_cstr(key));
+    field_put(w, &f);
+}
+
+/* One x-death entry: count, reason, queue, time, exchange, routing-keys,
+ * and original-expiration when the message had one. */
+static void
+put_death(struct wire_wr *w, int64_t count, const char *reason,
+          const char *queue, const struct msg *m,
+          const struct content_header *h)
+{
+    struct amqp_field f;
+    size_t t = table_begin(w), a;
+
+    f = (struct amqp_field){ .kind = AMQP_FIELD_I64, .v.i = count };
+    (void)table_put_key(w, amqp_cstr("count"));
+    field_put(w, &f);
+    put_str(w, "reason", amqp_cstr(reason));
+    put_str(w, "queue", amqp_cstr(queue));
+    f = (struct amqp_field){ .kind = AMQP_FIELD_TIMESTAMP,
+                             .v.u = (uint64_t)time(NULL) };
+    (void)table_put_key(w, amqp_cstr("time"));
+    field_put(w, &f);
+    put_str(w, "exchange", (struct amqp_bytes){ (const uint8_t *)m->exchange,
+                                                m->exchange_len });
+    (void)table_put_key(w, amqp_cstr("routing-keys"));
+    wire_put_u8(w, AMQP_FIELD_ARRAY);
+    a = table_begin(w);
+    f = (struct amqp_field){ .kind = AMQP_FIELD_LONGSTR,
+                             .v.str = { (const uint8_t *)m->rkey, m->rkey_len } };
+    field_put(w, &f);
+    table_end(w, a);
+    if (h->props.flags & AMQP_BASIC_EXPIRATION_FLAG)
+        put_str(w, "original-expiration", h->props.expiration);
+    table_end(w, t);
+}
+
+/* Write the new headers table (entries only, with its length prefix)
+ * into 'w'; false if this death would repeat a cycle. */
+static bool
+build_headers(struct wire_wr *w, const struct msg *m,
+              const struct content_header *h, const char *queue,
+              const char *reason)
+{
+    struct amqp_table old = h->props.headers;
+    struct amqp_field deaths = { .kind = AMQP_FIELD_VOID }, v;
+    struct table_iter it;
+    struct amqp_bytes k;
+    int64_t count = 1;
+    bool have_deaths = table_get(old, "x-death", &deaths) &&
+                       deaths.kind == AMQP_FIELD_ARRAY;
+
+    if (have_deaths) {
+        array_iter_init(&it, deaths.v.array);
+        while (array_next(&it, &v))
+            if (v.kind == AMQP_FIELD_TABLE && entry_is(v.v.table, queue, reason)) {
+                struct amqp_field c;
+                if (strcmp(reason, "rejected") != 0)
+                    return false;
+                if (table_get(v.v.table, "count", &c) &&
+                    (c.kind == AMQP_FIELD_I64 || c.kind == AMQP_FIELD_L64))
+                    count = c.v.i + 1;
+            }
+    }
+
+    size_t outer = table_begin(w);
+    table_iter_init(&it, old);
+    while (table_next(&it, &k, &v)) {
+        if (amqp_bytes_eq(k, "x-death"))
+            continue;
+        (void)table_put_key(w, k);
+        field_put(w, &v);
+    }
+    (void)table_put_key(w, amqp_cstr("x-death"));
+    wire_put_u8(w, AMQP_FIELD_ARRAY);
+    size_t arr = table_begin(w);
+    wire_put_u8(w, AMQP_FIELD_TABLE);
+    put_death(w, count, reason, queue, m, h);
+    if (have_deaths) {
+        array_iter_init(&it, deaths.v.array);
+        while (array_next(&it, &v))
+            if (!(v.kind == AMQP_FIELD_TABLE &&
+                  entry_is(v.v.table, queue, reason)))
+                field_put(w, &v);
+    }
+    table_end(w, arr);
+    if (!table_get(old, "x-first-death-reason", &v)) {
+        put_str(w, "x-first-death-reason", amqp_cstr(reason));
+        put_str(w, "x-first-death-queue", amqp_cstr(queue));
+        put_str(w, "x-first-death-exchange",
+                (struct amqp_bytes){ (const uint8_t *)m->exchange,
+                                     m->exchange_len });
+    }
+    table_end(w, outer);
+    return true;
+}
+
+struct msg *
+deadletter_msg(const struct msg *m, const char *queue, const char *reason,
+               const char *dlx, const char *dlrk)
+{
+    struct content_header h;
+    struct wire_wr w;
+    size_t cap = m->hdr_len + 1024;
+    uint8_t *hbuf = NULL, *out = NULL;
+    struct msg *dm = NULL;
+
+    if (content_header_decode(m->hdr, m->hdr_len, &h) != AMQP_OK)
+        return NULL;   /* cannot happen: it was checked at publish */
+    for (;;) {
+        hbuf = xrealloc(hbuf, cap);
+        wire_wr_init(&w, hbuf, cap);
+        if (!build_headers(&w, m, &h, queue, reason))
+            goto done;
+        if (!wire_wr_overflowed(&w))
+            break;
+        cap = w.len;
+    }
+    /* hbuf holds a length-prefixed table: point the headers at it. */
+    h.props.headers.ptr = hbuf + 4;
+    h.props.headers.len = w.len - 4;
+    h.props.flags |= AMQP_BASIC_HEADERS_FLAG;
+    h.props.flags &= (uint16_t)~AMQP_BASIC_EXPIRATION_FLAG;
+
+    size_t ocap = m->hdr_len + w.len + 64;
+    for (;;) {
+        out = xrealloc(out, ocap);
+        struct wire_wr ow;
+        wire_wr_init(&ow, out, ocap);
+        enum amqp_status st = content_header_encode(&h, &ow);
+        if (st == AMQP_OK) {
+            struct amqp_bytes rk = dlrk ? amqp_cstr(dlrk)
+                                        : (struct amqp_bytes){
+                                              (const uint8_t *)m->rkey,
+                                              m->rkey_len };
+            dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, m->body_len);
+            if (m->body_len)
+                memcpy(dm->body, m->body, m->body_len);
+            dm->body_filled = m->body_len;
+            break;
+        }
+        if (st != AMQP_E_OVERFLOW)
+            break;
+        ocap = ow.len;
+    }
+done:
+    free(hbuf);
+    free(out);
+    return dm;
+}

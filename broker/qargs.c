@@ -1,0 +1,190 @@
+/*
+ * Queue arguments: types and bounds as RabbitMQ checks them, with its
+ * texts ("invalid arg 'x-message-ttl' for queue 'q' in vhost '/':
+ * {value_negative,-1}").
+ */
+#include "broker/qargs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/util.h"
+
+const char *const qargs_equivalence_keys[] = {
+    "x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes",
+    "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+    NULL,
+};
+
+static const char *
+kind_name(enum amqp_field_kind k)
+{
+    switch (k) {
+    case AMQP_FIELD_LONGSTR: return "longstr";
+    case AMQP_FIELD_BOOL: return "bool";
+    case AMQP_FIELD_TABLE: return "table";
+    case AMQP_FIELD_ARRAY: return "array";
+    case AMQP_FIELD_FLOAT: return "float";
+    case AMQP_FIELD_DOUBLE: return "double";
+    case AMQP_FIELD_BYTES: return "binary";
+    case AMQP_FIELD_VOID: return "void";
+    case AMQP_FIELD_DECIMAL: return "decimal";
+    case AMQP_FIELD_TIMESTAMP: return "timestamp";
+    default: return "integer";
+    }
+}
+
+/* Integers of any width, as RabbitMQ accepts them. */
+static bool
+as_int(const struct amqp_field *v, int64_t *out)
+{
+    switch (v->kind) {
+    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
+        *out = v->v.i;
+        return true;
+    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
+        *out = (int64_t)v->v.u;
+        return true;
+    default:
+        return false;
+    }
+}
+
+static enum qargs_result
+invalid(char *err, size_t errlen, struct amqp_bytes key, const char *what,
+        const char *why)
+{
+    snprintf(err, errlen, "invalid arg '%.*s' for %s: %s", (int)key.len,
+             (const char *)key.ptr, what, why);
+    return QARGS_INVALID;
+}
+
+/* A non-negative integer (or positive, with 'positive'). */
+static enum qargs_result
+int_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+        bool positive, int64_t *out, char *err, size_t errlen)
+{
+    char why[96];
+    if (!as_int(v, out)) {
+        snprintf(why, sizeof(why), "\"expected integer, got %s\"",
+                 kind_name(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    if (*out < 0) {
+        snprintf(why, sizeof(why), "{value_negative,%lld}", (long long)*out);
+        return invalid(err, errlen, k, what, why);
+    }
+    if (positive && *out == 0)
+        return invalid(err, errlen, k, what, "{value_zero,0}");
+    return QARGS_OK;
+}
+
+static enum qargs_result
+str_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+        char **out, char *err, size_t errlen)
+{
+    char why[96];
+    if (v->kind != AMQP_FIELD_LONGSTR) {
+        snprintf(why, sizeof(why), "\"expected longstr, got %s\"",
+                 kind_name(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    if (v->v.str.len > 255)
+        return invalid(err, errlen, k, what, "{too_long}");
+    free(*out);
+    *out = xstrndup(v->v.str.ptr, v->v.str.len);
+    return QARGS_OK;
+}
+
+enum qargs_result
+qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
+            char *err, size_t errlen)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+    enum qargs_result r = QARGS_OK;
+
+    memset(out, 0, sizeof(*out));
+    out->message_ttl = -1;
+    out->max_length = -1;
+    out->max_length_bytes = -1;
+    table_iter_init(&it, args);
+    while (r == QARGS_OK && table_next(&it, &k, &v)) {
+        if (amqp_bytes_eq(k, "x-message-ttl"))
+            r = int_arg(&v, k, what, false, &out->message_ttl, err, errlen);
+        else if (amqp_bytes_eq(k, "x-expires"))
+            r = int_arg(&v, k, what, true, &out->expires, err, errlen);
+        else if (amqp_bytes_eq(k, "x-max-length"))
+            r = int_arg(&v, k, what, false, &out->max_length, err, errlen);
+        else if (amqp_bytes_eq(k, "x-max-length-bytes"))
+            r = int_arg(&v, k, what, false, &out->max_length_bytes, err,
+                        errlen);
+        else if (amqp_bytes_eq(k, "x-dead-letter-exchange"))
+            r = str_arg(&v, k, what, &out->dlx, err, errlen);
+        else if (amqp_bytes_eq(k, "x-dead-letter-routing-key"))
+            r = str_arg(&v, k, what, &out->dlrk, err, errlen);
+        else if (amqp_bytes_eq(k, "x-overflow")) {
+            if (v.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v.v.str, "drop-head"))
+                out->overflow = OVERFLOW_DROP_HEAD;
+            else if (v.kind == AMQP_FIELD_LONGSTR &&
+                     amqp_bytes_eq(v.v.str, "reject-publish"))
+                out->overflow = OVERFLOW_REJECT_PUBLISH;
+            else if (v.kind == AMQP_FIELD_LONGSTR &&
+                     amqp_bytes_eq(v.v.str, "reject-publish-dlx")) {
+                snprintf(err, errlen, "x-overflow 'reject-publish-dlx' is not "
+                         "implemented");
+                r = QARGS_NOT_IMPLEMENTED;
+            } else
+                r = invalid(err, errlen, k, what,
+                            "invalid_overflow");
+        } else if (amqp_bytes_eq(k, "x-queue-type")) {
+            if (v.kind != AMQP_FIELD_LONGSTR ||
+                !amqp_bytes_eq(v.v.str, "classic")) {
+                snprintf(err, errlen, "queue type '%.*s' is not implemented; "
+                         "only 'classic'",
+                         v.kind == AMQP_FIELD_LONGSTR ? (int)v.v.str.len : 1,
+                         v.kind == AMQP_FIELD_LONGSTR
+                             ? (const char *)v.v.str.ptr : "?");
+                r = QARGS_NOT_IMPLEMENTED;
+            }
+        } else if (k.len >= 2 && memcmp(k.ptr, "x-", 2) == 0) {
+            snprintf(err, errlen, "queue argument '%.*s' is not implemented",
+                     (int)k.len, (const char *)k.ptr);
+            r = QARGS_NOT_IMPLEMENTED;
+        }
+    }
+    if (r == QARGS_OK && out->dlrk && !out->dlx) {
+        /* As RabbitMQ: a routing key without an exchange is meaningless. */
+        snprintf(err, errlen, "invalid arg 'x-dead-letter-routing-key' for "
+                 "%s: routing_key_but_no_dlx_defined", what);
+        r = QARGS_INVALID;
+    }
+    if (r != QARGS_OK)
+        qargs_free(out);
+    return r;
+}
+
+void
+qargs_free(struct qargs *a)
+{
+    free(a->dlx);
+    free(a->dlrk);
+    a->dlx = a->dlrk = NULL;
+}
+
+int64_t
+qargs_parse_expiration(struct amqp_bytes s)
+{
+    int64_t v = 0;
+    if (s.len == 0 || s.len > 18)
+        return -2;
+    for (size_t i = 0; i < s.len; i++) {
+        if (s.ptr[i] < '0' || s.ptr[i] > '9')
+            return -2;
+        v = v * 10 + (s.ptr[i] - '0');
+    }
+    return v;
+}

@@ -1,0 +1,49 @@
+/*
+ * The queue arguments Roost implements, parsed and validated once at
+ * declare: x-message-ttl, x-expires, x-max-length, x-max-length-bytes,
+ * x-overflow (drop-head, reject-publish), x-dead-letter-exchange,
+ * x-dead-letter-routing-key, and x-queue-type=classic. Any other "x-"
+ * argument is refused with 540 NOT_IMPLEMENTED.
+ */
+#ifndef ROOST_BROKER_QARGS_H
+#define ROOST_BROKER_QARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amqp/table.h"
+
+enum qargs_overflow { OVERFLOW_DROP_HEAD, OVERFLOW_REJECT_PUBLISH };
+
+struct qargs {
+    int64_t message_ttl;        /* ms; -1: none */
+    int64_t expires;            /* ms; 0: never */
+    int64_t max_length;         /* messages; -1: no limit */
+    int64_t max_length_bytes;   /* body bytes; -1: no limit */
+    enum qargs_overflow overflow;
+    char *dlx;                  /* dead-letter exchange, or NULL */
+    char *dlrk;                 /* dead-letter routing key, or NULL */
+};
+
+enum qargs_result { QARGS_OK, QARGS_INVALID, QARGS_NOT_IMPLEMENTED };
+
+/*
+ * Parse 'args'. On QARGS_INVALID (406) or QARGS_NOT_IMPLEMENTED (540),
+ * 'err' holds the reply text without its "NAME - " prefix; 'what' names
+ * the queue as RabbitMQ does ("queue 'q' in vhost '/'").
+ */
+enum qargs_result qargs_parse(struct amqp_table args, const char *what,
+                              struct qargs *out, char *err, size_t errlen);
+void qargs_free(struct qargs *a);
+
+/* The keys compared when a queue is declared again (NULL-terminated). */
+extern const char *const qargs_equivalence_keys[];
+
+/*
+ * The expiration property of a message: -1 if absent, the TTL in ms, or
+ * -2 if it is not a non-negative integer (RabbitMQ refuses the publish).
+ */
+int64_t qargs_parse_expiration(struct amqp_bytes s);
+
+#endif
