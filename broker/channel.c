@@ -117,15 +117,12 @@ channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
              const char *fmt, ...)
 {
     char text[256];
-    const char *name = reply_name(code);
     va_list ap;
-    int n;
 
     if (ch->state == CH_CLOSING)
         return;
-    n = snprintf(text, sizeof(text), "%s - ", name ? name : "ERROR");
     va_start(ap, fmt);
-    vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
+    reply_format(text, sizeof(text), code, fmt, ap);
     va_end(ap);
     log_info("conn=%016" PRIx64 " channel %u: closing channel: %s",
              ch->conn->id, ch->number, text);

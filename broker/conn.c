@@ -225,6 +225,17 @@ conn_release(struct conn *c)
     event_active(reaper, EV_TIMEOUT, 0);
 }
 
+static void timer_every(struct conn *c, unsigned ms);
+
+/* Drop the connection at 'close_timeout' from now at the latest. */
+static void
+set_close_deadline(struct conn *c)
+{
+    if (c->deadline_ms == 0)
+        c->deadline_ms = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
+    timer_every(c, 100);
+}
+
 void
 conn_close_now(struct conn *c, bool flush)
 {
@@ -237,11 +248,23 @@ conn_close_now(struct conn *c, bool flush)
         shutdown_channels(c);
         bufferevent_disable(c->bev, EV_READ);
         bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-        if (c->deadline_ms == 0)
-            c->deadline_ms = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
+        set_close_deadline(c);
         return;
     }
     conn_release(c);
+}
+
+void
+conn_linger(struct conn *c)
+{
+    if (c->reap_scheduled)
+        return;
+    conn_set_state(c, CONN_CLOSED);
+    shutdown_channels(c);
+    c->lingering = true;
+    c->blocked = false;
+    bufferevent_enable(c->bev, EV_READ);
+    set_close_deadline(c);
 }
 
 static void
@@ -255,16 +278,19 @@ send_close(struct conn *c, uint16_t code, uint32_t method_id, const char *text)
     conn_send_method(c, 0, &m);
 }
 
-/* "NAME - text", cut to a shortstr. */
-static void
-reply_text(char *out, size_t outlen, uint16_t code, const char *fmt,
-           va_list ap)
+void
+reply_format(char *out, size_t outlen, uint16_t code, const char *fmt,
+             va_list ap)
 {
+    char text[1024];
     const char *name = reply_name(code);
-    int n = snprintf(out, outlen, "%s - ", name ? name : "ERROR");
-    if (n < 0 || (size_t)n >= outlen)
+    int n = snprintf(text, sizeof(text), "%s - ", name ? name : "ERROR");
+    if (n < 0 || (size_t)n >= sizeof(text))
         n = 0;
-    vsnprintf(out + n, outlen - (size_t)n, fmt, ap);
+    vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
+    if (strlen(text) > 255)
+        memcpy(text + 252, "...", 4);
+    snprintf(out, outlen, "%s", text);
 }
 
 void
@@ -277,14 +303,14 @@ conn_fail(struct conn *c, uint16_t code, uint32_t method_id, const char *fmt,
     if (c->state == CONN_CLOSING || c->state == CONN_CLOSED)
         return;
     va_start(ap, fmt);
-    reply_text(text, sizeof(text), code, fmt, ap);
+    reply_format(text, sizeof(text), code, fmt, ap);
     va_end(ap);
     log_warnx("conn=%016" PRIx64 " %s: closing connection: %s", c->id, c->peer,
               text);
     send_close(c, code, method_id, text);
     conn_set_state(c, CONN_CLOSING);
     shutdown_channels(c);
-    c->deadline_ms = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
+    set_close_deadline(c);
 }
 
 void
@@ -439,7 +465,7 @@ closing_frame_in(struct conn *c, const struct frame *f)
     } else if (m.id == AMQP_CONNECTION_CLOSE) {
         struct amqp_method ok = { .id = AMQP_CONNECTION_CLOSE_OK };
         conn_send_method(c, 0, &ok);
-        conn_close_now(c, true);
+        conn_linger(c);
     }
 }
 
@@ -534,12 +560,12 @@ read_cb(struct bufferevent *bev, void *arg)
                 conn_close_now(c, false);
                 break;
             }
-            log_warnx("conn=%016" PRIx64 " %s: %s (frame type %u, channel %u, "
-                      "size %u)", c->id, c->peer, status_text(st), p[0],
-                      wire_load16(p + 1), frame_peek_size(p));
-            conn_fail(c, status_reply_code(st), 0, "%s", status_text(st));
-            /* The stream cannot be split any further. */
-            c->deadline_ms = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
+            conn_fail(c, status_reply_code(st), 0,
+                      "%s (frame type %u, channel %u, size %u)",
+                      status_text(st), p[0], wire_load16(p + 1),
+                      frame_peek_size(p));
+            /* The stream cannot be split any further: stop reading and
+             * drop the socket at the close timeout. */
             bufferevent_disable(bev, EV_READ);
             evbuffer_drain(in, len);
             break;
@@ -560,7 +586,7 @@ write_cb(struct bufferevent *bev, void *arg)
     size_t len = evbuffer_get_length(bufferevent_get_output(bev));
 
     if (c->state == CONN_CLOSED) {
-        if (len == 0)
+        if (len == 0 && !c->lingering)
             conn_release(c);
         return;
     }

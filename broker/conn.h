@@ -66,6 +66,7 @@ struct conn {
     bool blocked;
     bool blocked_sent;          /* connection.blocked went out */
     bool reap_scheduled;
+    bool lingering;             /* close-ok sent: read and discard until EOF */
     /* channels with publisher confirms to send at the end of this read */
     uint16_t *confirm_dirty;
     size_t ndirty, dirty_cap;
@@ -98,6 +99,19 @@ void conn_fail(struct conn *c, uint16_t code, uint32_t method_id,
 
 /* Drop the socket now (after flushing what is queued if 'flush'). */
 void conn_close_now(struct conn *c, bool flush);
+
+/*
+ * We sent close-ok to a client's connection.close: as RabbitMQ, keep
+ * reading (and discarding) until the client closes the socket or the close
+ * timeout passes, so that frames it sent before its close never meet a
+ * reset socket.
+ */
+void conn_linger(struct conn *c);
+
+/* "NAME - text" for a close's reply-text: at most 255 bytes, and cut as
+ * RabbitMQ cuts it (252 bytes and "..."). */
+void reply_format(char *out, size_t outlen, uint16_t code, const char *fmt,
+                  va_list ap) __attribute__((format(printf, 4, 0)));
 
 /* Close every connection with 320 CONNECTION_FORCED (shutdown). */
 void conn_close_all(const char *reason);

@@ -183,7 +183,7 @@ client_close(struct conn *c, const struct amqp_connection_close *a)
              c->id, c->peer, a->reply_code, text);
     struct amqp_method ok = { .id = AMQP_CONNECTION_CLOSE_OK };
     conn_send_method(c, 0, &ok);
-    conn_close_now(c, true);
+    conn_linger(c);
 }
 
 void
