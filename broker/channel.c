@@ -665,7 +665,8 @@ channel_method(struct channel *ch, const struct amqp_method *m)
         channel_close_from_client(ch);
         break;
     case AMQP_CHANNEL_CLOSE_OK:
-        /* We did not ask; ignore, as RabbitMQ does. */
+        /* We did not ask: RabbitMQ treats it as an unknown method. */
+        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unimplemented method");
         break;
     default:
         conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",

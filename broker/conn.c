@@ -231,8 +231,9 @@ static void timer_every(struct conn *c, unsigned ms);
 static void
 set_close_deadline(struct conn *c)
 {
-    if (c->deadline_ms == 0)
-        c->deadline_ms = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
+    uint64_t at = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
+    if (c->deadline_ms == 0 || at < c->deadline_ms)
+        c->deadline_ms = at;
     timer_every(c, 100);
 }
 
@@ -544,8 +545,12 @@ read_cb(struct bufferevent *bev, void *arg)
         size_t len = evbuffer_get_length(in);
         if (len < AMQP_FRAME_HEADER_LEN)
             break;
-        uint32_t frame_max = c->state < CONN_AWAIT_OPEN ? PRE_TUNE_FRAME_MAX
-                                                        : c->frame_max;
+        /* RabbitMQ accepts payloads of up to frame_max bytes, eight more
+         * than 0-9-1 allows; clients that are off by eight work with it,
+         * so they must work with us. */
+        uint32_t frame_max = (c->state < CONN_AWAIT_OPEN ? PRE_TUNE_FRAME_MAX
+                                                         : c->frame_max) +
+                             AMQP_FRAME_OVERHEAD;
         uint8_t *p = evbuffer_pullup(in, AMQP_FRAME_HEADER_LEN);
         enum amqp_status st = frame_decode(p, AMQP_FRAME_HEADER_LEN, frame_max, &f);
         if (st == AMQP_INCOMPLETE) {

@@ -85,9 +85,33 @@ exchange_free(struct exchange *x)
     free(x);
 }
 
+/* An integer's value, widened; false for other kinds. */
+static bool
+int_value(const struct amqp_field *v, bool *neg, uint64_t *mag)
+{
+    switch (v->kind) {
+    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
+        *neg = v->v.i < 0;
+        *mag = *neg ? 0 - (uint64_t)v->v.i : (uint64_t)v->v.i;
+        return true;
+    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
+        *neg = false;
+        *mag = v->v.u;
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool
 field_equal(const struct amqp_field *a, const struct amqp_field *b)
 {
+    bool na, nb;
+    uint64_t ma, mb;
+
+    if (int_value(a, &na, &ma) && int_value(b, &nb, &mb))
+        return na == nb && ma == mb;
     if (a->kind != b->kind)
         return false;
     switch (a->kind) {
@@ -173,7 +197,8 @@ field_type_name(enum amqp_field_kind k)
 }
 
 static void
-describe(char *out, size_t len, bool present, const struct amqp_field *v)
+describe(char *out, size_t len, bool present, const struct amqp_field *v,
+         bool typed)
 {
     char val[128];
 
@@ -203,8 +228,11 @@ describe(char *out, size_t len, bool present, const struct amqp_field *v)
         snprintf(val, sizeof(val), "...");
         break;
     }
-    snprintf(out, len, "the value '%s' of type '%s'", val,
-             field_type_name(v->kind));
+    if (typed)
+        snprintf(out, len, "the value '%s' of type '%s'", val,
+                 field_type_name(v->kind));
+    else
+        snprintf(out, len, "'%s'", val);
 }
 
 bool
@@ -218,8 +246,9 @@ args_equivalent(struct amqp_table cur, struct amqp_table got,
         if (has_a == has_b && (!has_a || field_equal(&a, &b)))
             continue;
         char da[200], db[200];
-        describe(da, sizeof(da), has_a, &a);
-        describe(db, sizeof(db), has_b, &b);
+        /* RabbitMQ names the types only when one side is missing. */
+        describe(da, sizeof(da), has_a, &a, !(has_a && has_b));
+        describe(db, sizeof(db), has_b, &b, !(has_a && has_b));
         snprintf(err, errlen,
                  "inequivalent arg '%s' for %s: received %s but current is %s",
                  *keys, what, db, da);

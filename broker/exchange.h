@@ -103,7 +103,8 @@ bool exchange_unbind(struct exchange *src, struct queue *q,
  * its last binding). */
 void binding_free(struct binding *b);
 
-/* True if the two values have the same type and value. */
+/* True if the two values are equal as RabbitMQ compares them: integers of
+ * any width by value, everything else by type and value. */
 bool field_equal(const struct amqp_field *a, const struct amqp_field *b);
 
 /*

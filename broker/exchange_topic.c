@@ -105,8 +105,8 @@ topic_add(void *index, struct binding *b, char *err, size_t errlen)
     (void)err;
     (void)errlen;
 
-    /* An empty key is one empty word, as in RabbitMQ. */
-    for (;;) {
+    /* An empty key is zero words, as in RabbitMQ: only "#" matches it. */
+    for (; b->key_len > 0;) {
         const char *dot = memchr(p, '.', (size_t)(end - p));
         size_t len = dot ? (size_t)(dot - p) : (size_t)(end - p);
         bool is_hash = len == 1 && p[0] == '#';
@@ -206,7 +206,7 @@ topic_route(void *index, const struct msg *m, struct route_ctx *rc)
     wk.rc = rc;
     wk.epoch = ++t->epoch;
     wk.nw = 0;
-    for (;;) {
+    for (; m->rkey_len > 0;) {
         const char *dot = memchr(p, '.', (size_t)(end - p));
         size_t len = dot ? (size_t)(dot - p) : (size_t)(end - p);
         wk.w[wk.nw] = p;

@@ -118,8 +118,21 @@ start_ok(struct conn *c, const struct amqp_connection_start_ok *a)
     conn_send_method(c, 0, &m);
 }
 
-/* 0-9-1 §1.4.2.6: the client may lower what the server offered; 0 means
- * "no limit", which we read as the server's own limit. */
+/*
+ * 0-9-1 (connection.tune-ok): a client asking for more channels or larger
+ * frames than offered must see the connection closed "without attempting
+ * a negotiated close", which is what RabbitMQ does too; 0 means "no limit
+ * of the client's own", so the server's offer stands.
+ */
+static void
+tune_refused(struct conn *c, const char *what, uint32_t got, uint32_t limit)
+{
+    log_warnx("conn=%016" PRIx64 " %s: tune-ok %s=%u outside what was "
+              "offered (%u); closing the socket", c->id, c->peer, what, got,
+              limit);
+    conn_close_now(c, false);
+}
+
 static void
 tune_ok(struct conn *c, const struct amqp_connection_tune_ok *a)
 {
@@ -127,21 +140,15 @@ tune_ok(struct conn *c, const struct amqp_connection_tune_ok *a)
     uint16_t server_channel_max = (uint16_t)broker.cfg.channel_max;
 
     if (a->frame_max != 0 && a->frame_max < AMQP_FRAME_MIN_SIZE) {
-        conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
-                  "frame_max=%u < %d min size", a->frame_max,
-                  AMQP_FRAME_MIN_SIZE);
+        tune_refused(c, "frame_max", a->frame_max, AMQP_FRAME_MIN_SIZE);
         return;
     }
     if (a->frame_max > server_frame_max) {
-        conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
-                  "frame_max=%u > %u max size", a->frame_max,
-                  server_frame_max);
+        tune_refused(c, "frame_max", a->frame_max, server_frame_max);
         return;
     }
     if (a->channel_max > server_channel_max) {
-        conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
-                  "channel_max=%u > %u max", a->channel_max,
-                  server_channel_max);
+        tune_refused(c, "channel_max", a->channel_max, server_channel_max);
         return;
     }
     c->frame_max = a->frame_max ? a->frame_max : server_frame_max;

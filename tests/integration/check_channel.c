@@ -1,22 +1,509 @@
-/* Placeholder: the channel integration suite is being written. */
+/*
+ * Channels against a real roostd: open, close and close-ok in both
+ * directions, channel_max, methods on channels that are not open (504),
+ * content frames out of order (505), what a channel error does to the
+ * channel's unacknowledged messages and to the connection's other
+ * channels, and channel.flow.
+ */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/rawsock.h"
 
-START_TEST(placeholder) { ck_assert(1); }
+static void
+raw_open(struct rawsock *rs, const struct rs_login *o)
+{
+    ck_assert_msg(rs_open(rs, H->host, H->port, o) == 0,
+                  "raw handshake failed (close %u \"%s\")", rs->close_code,
+                  rs->close_text);
+}
+
+/* queue.declare passive=true of a queue that does not exist: a 404. */
+static void
+raw_declare_missing(struct rawsock *rs, uint16_t ch)
+{
+    struct rs_buf b;
+    rb_init(&b);
+    rb_u16(&b, 0);
+    rb_shortstr(&b, "no-such-queue-for-roost");
+    rb_u8(&b, 1); /* passive */
+    rb_u32(&b, 0);
+    ck_assert_int_eq(rs_send_method(rs, ch, RS_QUEUE_DECLARE, b.p, b.len), 0);
+    rb_free(&b);
+}
+
+static void
+expect_raw_conn_close(struct rawsock *rs, int code, const char *prefix)
+{
+    int got = rs_expect_close(rs, 5000);
+    ck_assert_msg(got == code, "expected connection.close %d, got %s %d \"%s\"",
+                  code,
+                  got == 0  ? "EOF"
+                  : got < 0 ? "timeout"
+                            : "close",
+                  got, rs->close_text);
+    if (prefix)
+        ck_assert_msg(strncmp(rs->close_text, prefix, strlen(prefix)) == 0,
+                      "text \"%s\" does not start with \"%s\"", rs->close_text,
+                      prefix);
+}
+
+/* ---- open and close ---- */
+
+START_TEST(open_close_reopen)
+{
+    amqp_connection_state_t c = h_connect(H);
+
+    for (amqp_channel_t ch = 2; ch <= 4; ch++) {
+        amqp_channel_open(c, ch);
+        EXPECT_OK(c, "channel.open");
+    }
+    h_expect_ok_at(__FILE__, __LINE__,
+                   amqp_channel_close(c, 3, AMQP_REPLY_SUCCESS),
+                   "channel.close 3");
+    /* The number is free again. */
+    amqp_channel_open(c, 3);
+    EXPECT_OK(c, "channel.open 3 again");
+    for (amqp_channel_t ch = 1; ch <= 4; ch++)
+        ck_assert_int_eq(SYNC(c, ch, NULL, 0), 0);
+    h_close(c);
+}
+END_TEST
+
+START_TEST(close_by_server_then_reopen)
+{
+    amqp_connection_state_t c = h_connect(H);
+
+    amqp_queue_declare(c, 1, amqp_cstring_bytes("no-such-queue-for-roost"), 1,
+                       0, 0, 0, amqp_empty_table);
+    EXPECT_CHANNEL_CLOSE(c, 1, 404,
+                         "NOT_FOUND - no queue 'no-such-queue-for-roost' "
+                         "in vhost '/'");
+    amqp_channel_open(c, 1);
+    EXPECT_OK(c, "channel.open after a server close");
+    ck_assert_int_eq(SYNC(c, 1, NULL, 0), 0);
+    h_close(c);
+}
+END_TEST
+
+START_TEST(methods_after_server_close_ignored)
+{
+    /* Until close-ok, the broker drops whatever else comes on the
+     * channel; after it, the channel can be opened again. */
+    struct rawsock rs;
+    struct rs_frame f;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    raw_declare_missing(&rs, 1);
+    ck_assert_int_eq(rs_expect_method(&rs, 1, RS_CHANNEL_CLOSE, 5000, NULL), 0);
+    ck_assert_int_eq(rs.close_code, 404);
+    raw_declare_missing(&rs, 1);
+    ck_assert_int_eq(rs_basic_publish(&rs, 1, "", "x", "body", 4), 0);
+    ck_assert_int_eq(rs_send_method(&rs, 1, RS_CHANNEL_CLOSE_OK, NULL, 0), 0);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    /* Nothing else arrived in between (rs_channel_open would have failed),
+     * and nothing follows. */
+    ck_assert_int_eq(rs_read_frame(&rs, &f, 300), -1);
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(second_open_is_504)
+{
+    struct rawsock rs;
+    uint8_t reserved = 0;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    ck_assert_int_eq(rs_send_method(&rs, 1, RS_CHANNEL_OPEN, &reserved, 1), 0);
+    expect_raw_conn_close(&rs, 504,
+                          "CHANNEL_ERROR - second 'channel.open' seen");
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(unsolicited_close_ok_is_503)
+{
+    /* RabbitMQ 3.10: channel.close-ok for a close it never sent is
+     * "COMMAND_INVALID - unimplemented method" (connection). */
+    struct rawsock rs;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    ck_assert_int_eq(rs_send_method(&rs, 1, RS_CHANNEL_CLOSE_OK, NULL, 0), 0);
+    expect_raw_conn_close(&rs, 503, "COMMAND_INVALID");
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(server_only_method_503)
+{
+    /* docs/compatibility.md: a server-only method from a client is 503
+     * (RabbitMQ ignores it). */
+    struct rawsock rs;
+    struct rs_buf b;
+
+    SKIP_IF_REMOTE("documented difference: RabbitMQ ignores it");
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    rb_init(&b);
+    rb_shortstr(&b, "ctag");
+    rb_u64(&b, 1);
+    rb_u8(&b, 0);
+    rb_shortstr(&b, "");
+    rb_shortstr(&b, "k");
+    ck_assert_int_eq(rs_send_method(&rs, 1, RS_BASIC_DELIVER, b.p, b.len), 0);
+    rb_free(&b);
+    expect_raw_conn_close(&rs, 503, "COMMAND_INVALID");
+    rs_close(&rs);
+}
+END_TEST
+
+/* ---- channel_max ---- */
+
+START_TEST(channel_max_negotiated_by_client)
+{
+    struct hconn_opts o = { .channel_max = 3 };
+    amqp_connection_state_t c = h_connect_opts(H, &o, NULL);
+
+    amqp_channel_open(c, 2);
+    EXPECT_OK(c, "channel.open 2");
+    amqp_channel_open(c, 3);
+    EXPECT_OK(c, "channel.open 3");
+    h_close(c);
+    /* rabbitmq-c refuses to send above its channel_max: go raw. */
+
+    struct rawsock rs;
+    struct rs_login lo = { .channel_max = 3 };
+    raw_open(&rs, &lo);
+    for (uint16_t ch = 1; ch <= 3; ch++)
+        ck_assert_int_eq(rs_channel_open(&rs, ch), 0);
+    uint8_t reserved = 0;
+    ck_assert_int_eq(rs_send_method(&rs, 4, RS_CHANNEL_OPEN, &reserved, 1), 0);
+    expect_raw_conn_close(&rs, 530, "NOT_ALLOWED - ");
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(channel_number_above_max)
+{
+    /* docs/compatibility.md: a channel number above channel_max is 530,
+     * even with few channels open (RabbitMQ counts channels instead). */
+    struct rawsock rs;
+    struct rs_login lo = { .channel_max = 3 };
+    uint8_t reserved = 0;
+
+    SKIP_IF_REMOTE("documented difference: RabbitMQ opens the channel");
+    raw_open(&rs, &lo);
+    ck_assert_int_eq(rs_send_method(&rs, 10, RS_CHANNEL_OPEN, &reserved, 1), 0);
+    expect_raw_conn_close(&rs, 530, "NOT_ALLOWED - ");
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(channel_max_configured)
+{
+    struct harness h;
+    struct rawsock rs;
+    uint8_t reserved = 0;
+
+    if (!harness_start(&h, ARGS("--set", "channel_max=2")))
+        return;
+    amqp_connection_state_t c = h_connect(&h);
+    ck_assert_int_eq(amqp_get_channel_max(c), 2);
+    amqp_channel_open(c, 2);
+    EXPECT_OK(c, "channel.open 2");
+    h_close(c);
+    ck_assert_int_eq(rs_open(&rs, h.host, h.port, NULL), 0);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    ck_assert_int_eq(rs_channel_open(&rs, 2), 0);
+    ck_assert_int_eq(rs_send_method(&rs, 3, RS_CHANNEL_OPEN, &reserved, 1), 0);
+    ck_assert_int_eq(rs_expect_close(&rs, 5000), 530);
+    rs_close(&rs);
+    harness_stop(&h);
+}
+END_TEST
+
+/* ---- channels that are not open ---- */
+
+START_TEST(method_on_unopened_channel_504)
+{
+    struct rawsock rs;
+
+    raw_open(&rs, NULL);
+    raw_declare_missing(&rs, 5);
+    expect_raw_conn_close(&rs, 504, "CHANNEL_ERROR - expected 'channel.open'");
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(method_on_closed_channel_504)
+{
+    struct rawsock rs;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 2), 0);
+    struct rs_buf b;
+    rb_init(&b);
+    rb_u16(&b, 200);
+    rb_shortstr(&b, "");
+    rb_u16(&b, 0);
+    rb_u16(&b, 0);
+    ck_assert_int_eq(rs_send_method(&rs, 2, RS_CHANNEL_CLOSE, b.p, b.len), 0);
+    rb_free(&b);
+    ck_assert_int_eq(rs_expect_method(&rs, 2, RS_CHANNEL_CLOSE_OK, 5000, NULL),
+                     0);
+    raw_declare_missing(&rs, 2);
+    expect_raw_conn_close(&rs, 504, "CHANNEL_ERROR - expected 'channel.open'");
+    rs_close(&rs);
+}
+END_TEST
+
+/* ---- content frames out of order ---- */
+
+static void
+send_header(struct rawsock *rs, uint16_t ch, uint64_t size)
+{
+    struct rs_buf b;
+    rb_init(&b);
+    rb_u16(&b, 60);
+    rb_u16(&b, 0);
+    rb_u64(&b, size);
+    rb_u16(&b, 0);
+    ck_assert_int_eq(rs_send_frame(rs, RS_FRAME_HEADER, ch, b.p, b.len), 0);
+    rb_free(&b);
+}
+
+static void
+send_publish(struct rawsock *rs, uint16_t ch, const char *key)
+{
+    struct rs_buf b;
+    rb_init(&b);
+    rb_u16(&b, 0);
+    rb_shortstr(&b, "");
+    rb_shortstr(&b, key);
+    rb_u8(&b, 0);
+    ck_assert_int_eq(rs_send_method(rs, ch, RS_BASIC_PUBLISH, b.p, b.len), 0);
+    rb_free(&b);
+}
+
+START_TEST(body_without_publish_505)
+{
+    struct rawsock rs;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    ck_assert_int_eq(rs_send_frame(&rs, RS_FRAME_BODY, 1, "stray", 5), 0);
+    expect_raw_conn_close(&rs, 505, "UNEXPECTED_FRAME - ");
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(header_without_publish_505)
+{
+    struct rawsock rs;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    send_header(&rs, 1, 5);
+    expect_raw_conn_close(&rs, 505, "UNEXPECTED_FRAME - ");
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(method_instead_of_header_505)
+{
+    struct rawsock rs;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    send_publish(&rs, 1, "k");
+    raw_declare_missing(&rs, 1);
+    expect_raw_conn_close(&rs, 505,
+                          "UNEXPECTED_FRAME - expected content header "
+                          "for class 60, got non content header frame "
+                          "instead");
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(method_instead_of_body_505)
+{
+    struct rawsock rs;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    send_publish(&rs, 1, "k");
+    send_header(&rs, 1, 10);
+    ck_assert_int_eq(rs_send_frame(&rs, RS_FRAME_BODY, 1, "12345", 5), 0);
+    raw_declare_missing(&rs, 1);
+    expect_raw_conn_close(&rs, 505,
+                          "UNEXPECTED_FRAME - expected content body, "
+                          "got non content body frame instead");
+    rs_close(&rs);
+}
+END_TEST
+
+START_TEST(interleaved_content_on_two_channels)
+{
+    /* Content is assembled per channel: frames of two publishes on two
+     * channels may interleave. */
+    struct rawsock rs;
+    char q[64];
+    struct rs_frame f;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    ck_assert_int_eq(rs_channel_open(&rs, 2), 0);
+    ck_assert_int_eq(rs_queue_declare(&rs, 1, h_name(q, sizeof(q), "il"), false,
+                                      true, false),
+                     0);
+    ck_assert_int_eq(rs_expect_method(&rs, 1, RS_QUEUE_DECLARE_OK, 5000, NULL),
+                     0);
+    send_publish(&rs, 1, q);
+    send_publish(&rs, 2, q);
+    send_header(&rs, 2, 3);
+    send_header(&rs, 1, 3);
+    ck_assert_int_eq(rs_send_frame(&rs, RS_FRAME_BODY, 1, "one", 3), 0);
+    ck_assert_int_eq(rs_send_frame(&rs, RS_FRAME_BODY, 2, "two", 3), 0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(rs_basic_get(&rs, 1, q, true), 0);
+        ck_assert_int_eq(rs_expect_method(&rs, 1, RS_BASIC_GET_OK, 5000, NULL),
+                         0);
+        ck_assert_int_eq(rs_read_frame(&rs, &f, 5000), 1);
+        ck_assert_int_eq(f.type, RS_FRAME_HEADER);
+        rs_frame_free(&f);
+        ck_assert_int_eq(rs_read_frame(&rs, &f, 5000), 1);
+        ck_assert_int_eq(f.type, RS_FRAME_BODY);
+        ck_assert_msg(f.size == 3 &&
+                          memcmp(f.payload, i == 0 ? "one" : "two", 3) == 0,
+                      "message %d has the wrong body", i);
+        rs_frame_free(&f);
+    }
+    rs_close(&rs);
+}
+END_TEST
+
+/* ---- after a channel error ---- */
+
+START_TEST(channel_error_requeues_unacked)
+{
+    amqp_connection_state_t c = h_connect(H);
+    char q[256];
+    struct h_event e;
+
+    amqp_channel_open(c, 2);
+    EXPECT_OK(c, "channel.open 2");
+    DECLARE_QUEUE(c, 2, "", false, true, false, q);
+    PUBLISH(c, 2, "", q, "m1");
+    PUBLISH(c, 2, "", q, "m2");
+    PUBLISH(c, 2, "", q, "m3");
+    WAIT_COUNT(c, 2, q, 3);
+    CONSUME(c, 1, q, "ctag", false, NULL);
+    EXPECT_DELIVERY(c, "m1", NULL);
+    EXPECT_DELIVERY(c, "m2", NULL);
+    EXPECT_DELIVERY(c, "m3", NULL);
+    /* An unknown delivery tag is a channel error (406). */
+    amqp_basic_ack(c, 1, 999, 0);
+    EXPECT_ASYNC_CHANNEL_CLOSE(
+        c, 1, 406, "PRECONDITION_FAILED - unknown delivery tag 999");
+    /* The other channel goes on, and finds the messages back in order,
+     * marked redelivered. */
+    static const char *const bodies[] = { "m1", "m2", "m3" };
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(GET(c, 2, q, false, &e), 1);
+        ck_assert_str_eq(e.body, bodies[i]);
+        ck_assert_msg(e.redelivered, "%s is not marked redelivered", bodies[i]);
+        ck_assert_uint_eq(e.message_count, (unsigned)(2 - i));
+        h_event_free(&e);
+    }
+    ck_assert_int_eq(GET(c, 2, q, false, &e), 0);
+    amqp_basic_ack(c, 2, 0, 1);
+    ck_assert_int_eq(SYNC(c, 2, NULL, 0), 0);
+    h_close(c);
+}
+END_TEST
+
+START_TEST(channel_error_leaves_other_channels_consuming)
+{
+    amqp_connection_state_t c = h_connect(H);
+    char q[256];
+
+    amqp_channel_open(c, 2);
+    EXPECT_OK(c, "channel.open 2");
+    DECLARE_QUEUE(c, 2, "", false, true, false, q);
+    CONSUME(c, 2, q, "c2", true, NULL);
+    amqp_queue_declare(c, 1, amqp_cstring_bytes("no-such-queue-for-roost"), 1,
+                       0, 0, 0, amqp_empty_table);
+    EXPECT_CHANNEL_CLOSE(c, 1, 404, "NOT_FOUND - ");
+    PUBLISH(c, 2, "", q, "after");
+    EXPECT_DELIVERY(c, "after", NULL);
+    h_close(c);
+}
+END_TEST
+
+/* ---- channel.flow ---- */
+
+START_TEST(flow_active_true)
+{
+    amqp_connection_state_t c = h_connect(H);
+    amqp_channel_flow_ok_t *ok = amqp_channel_flow(c, 1, 1);
+
+    EXPECT_OK(c, "channel.flow active=true");
+    ck_assert(ok != NULL && ok->active);
+    h_close(c);
+}
+END_TEST
+
+START_TEST(flow_active_false_540)
+{
+    amqp_connection_state_t c = h_connect(H);
+
+    amqp_channel_flow(c, 1, 0);
+    EXPECT_CONN_CLOSE(c, 540, "NOT_IMPLEMENTED - active=false");
+}
 END_TEST
 
 int
 main(void)
 {
     Suite *s = suite_create("channel");
-    TCase *tc = tcase_create("placeholder");
-    tcase_add_test(tc, placeholder);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    TCase *tc;
+
+    tc = h_tcase(s, "open and close", 20, true);
+    tcase_add_test(tc, open_close_reopen);
+    tcase_add_test(tc, close_by_server_then_reopen);
+    tcase_add_test(tc, methods_after_server_close_ignored);
+    tcase_add_test(tc, second_open_is_504);
+    tcase_add_test(tc, unsolicited_close_ok_is_503);
+    tcase_add_test(tc, server_only_method_503);
+
+    tc = h_tcase(s, "channel_max", 20, true);
+    tcase_add_test(tc, channel_max_negotiated_by_client);
+    tcase_add_test(tc, channel_number_above_max);
+    tcase_add_test(tc, channel_max_configured);
+
+    tc = h_tcase(s, "not open", 20, true);
+    tcase_add_test(tc, method_on_unopened_channel_504);
+    tcase_add_test(tc, method_on_closed_channel_504);
+
+    tc = h_tcase(s, "content order", 20, true);
+    tcase_add_test(tc, body_without_publish_505);
+    tcase_add_test(tc, header_without_publish_505);
+    tcase_add_test(tc, method_instead_of_header_505);
+    tcase_add_test(tc, method_instead_of_body_505);
+    tcase_add_test(tc, interleaved_content_on_two_channels);
+
+    tc = h_tcase(s, "after a channel error", 20, true);
+    tcase_add_test(tc, channel_error_requeues_unacked);
+    tcase_add_test(tc, channel_error_leaves_other_channels_consuming);
+
+    tc = h_tcase(s, "channel.flow", 20, true);
+    tcase_add_test(tc, flow_active_true);
+    tcase_add_test(tc, flow_active_false_540);
+
+    return h_run(s);
 }
