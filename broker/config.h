@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct config {
     /* listener */
@@ -36,6 +37,10 @@ struct config {
     /* buffers */
     int64_t consumer_output_high_watermark;
     int64_t consumer_output_low_watermark;
+    /* limits */
+    int64_t connection_max;
+    int64_t consumer_max_per_channel;
+    int64_t max_queues;
     /* resource alarms */
     double mem_high_watermark_relative;
     int64_t mem_high_watermark_absolute;    /* 0: use the relative one */
@@ -78,6 +83,10 @@ int config_set(struct config *c, const char *key, const char *value,
  */
 int config_load_file(struct config *c, const char *path, char *errs,
                      size_t errlen);
+
+/* Write conf/roost.conf: every option, its help, type, bounds and
+ * default, commented out. */
+void config_dump(FILE *fp);
 
 /* Cross-option checks (low watermark below high, ...). 0 or -1 + message. */
 int config_validate(const struct config *c, char *err, size_t errlen);

@@ -33,6 +33,7 @@
 static TAILQ_HEAD(, conn) conns = TAILQ_HEAD_INITIALIZER(conns);
 static TAILQ_HEAD(, conn) dead = TAILQ_HEAD_INITIALIZER(dead);
 static size_t nconns;
+static size_t nopen;        /* in CONN_OPEN or later, not yet released */
 static uint64_t next_id = 1;
 static struct event *reaper;
 
@@ -51,6 +52,10 @@ conn_state_name(enum conn_state s)
 void
 conn_set_state(struct conn *c, enum conn_state next)
 {
+    if (next == CONN_OPEN)
+        nopen++;
+    if (c->state == CONN_OPEN && next != CONN_OPEN)
+        nopen--;
     log_debug("conn=%016" PRIx64 " %s -> %s", c->id, conn_state_name(c->state),
               conn_state_name(next));
     c->state = next;
@@ -60,6 +65,12 @@ size_t
 conn_count(void)
 {
     return nconns;
+}
+
+size_t
+conn_open_count(void)
+{
+    return nopen;
 }
 
 struct evbuffer *
@@ -741,6 +752,18 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
 
     if (reaper == NULL)
         reaper = event_new(broker.base, -1, 0, reap_cb, NULL);
+    /* Sockets still in the handshake count too, with some slack, so that
+     * a flood of half-open connections cannot exhaust descriptors. */
+    if (nconns >= (size_t)broker.cfg.connection_max + 128) {
+        static uint64_t last_log;
+        if (now_ms() - last_log > 10000) {
+            log_warnx("connection_max (%lld) reached: refusing new sockets",
+                      (long long)broker.cfg.connection_max);
+            last_log = now_ms();
+        }
+        close(fd);
+        return;
+    }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     c = xcalloc(1, sizeof(*c));
     c->id = next_id++;

@@ -117,6 +117,9 @@ void reply_format(char *out, size_t outlen, uint16_t code, const char *fmt,
 void conn_close_all(const char *reason);
 size_t conn_count(void);
 
+/* Connections past connection.open. */
+size_t conn_open_count(void);
+
 /* A publish arrived during a resource alarm: stop reading this
  * connection and tell the client (connection.blocked) if it asked. */
 void conn_block(struct conn *c, const char *reason);

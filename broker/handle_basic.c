@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker/alarm.h"
+#include "broker/broker.h"
 #include "broker/conn.h"
 #include "broker/exchange.h"
 #include "broker/handlers.h"
@@ -63,6 +64,12 @@ consume(struct channel *ch, const struct amqp_basic_consume *a)
         conn_fail(ch->conn, AMQP_NOT_ALLOWED, mid,
                   "attempt to reuse consumer tag '%s'",
                   channel_esc(esc, sizeof(esc), tag));
+        return;
+    }
+    if (ch->consumers.count >= (size_t)broker.cfg.consumer_max_per_channel) {
+        conn_fail(ch->conn, AMQP_NOT_ALLOWED, mid,
+                  "reached maximum (%lld) of consumers per channel",
+                  (long long)broker.cfg.consumer_max_per_channel);
         return;
     }
     if (has_exclusive_consumer(q) || (a->exclusive && q->nconsumers > 0)) {

@@ -172,6 +172,13 @@ open_vhost(struct conn *c, const struct amqp_connection_open *a)
                   "vhost %s not found", name);
         return;
     }
+    if (conn_open_count() >= (size_t)broker.cfg.connection_max) {
+        conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
+                  "access to vhost '%s' refused for user '%s': connection "
+                  "limit (%lld) is reached", vh->name, c->user,
+                  (long long)broker.cfg.connection_max);
+        return;
+    }
     c->vh = vh;
     struct amqp_method m = { .id = AMQP_CONNECTION_OPEN_OK };
     conn_send_method(c, 0, &m);

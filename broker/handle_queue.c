@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "amqp/table.h"
+#include "broker/broker.h"
 #include "broker/conn.h"
 #include "broker/exchange.h"
 #include "broker/handlers.h"
@@ -104,6 +105,14 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
         }
         queue_touch(q);
         declare_ok(ch, q, a->nowait);
+        return;
+    }
+    if (vh->queues.count >= (size_t)broker.cfg.max_queues) {
+        qargs_free(&qa);
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                     "cannot declare queue '%s': queue limit in vhost '%s' "
+                     "(%lld) is reached", esc, vh->name,
+                     (long long)broker.cfg.max_queues);
         return;
     }
     q = queue_new(vh, name, a->durable, a->exclusive, a->auto_delete,

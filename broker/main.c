@@ -47,6 +47,7 @@ usage(FILE *fp)
             "      --log-file FILE   log file (default standard error)\n"
             "      --set KEY=VALUE   set any configuration key\n"
             "  -t, --test-config     check the configuration and exit\n"
+            "      --dump-config     print every key with its default (roost.conf)\n"
             "      --version         print the version and exit\n"
             "  -h, --help            this help\n");
 }
@@ -106,6 +107,7 @@ parse_args(int argc, char **argv, struct config *cfg, bool *test_only)
         { "log-file", required_argument, NULL, 'L' },
         { "set", required_argument, NULL, 's' },
         { "test-config", no_argument, NULL, 't' },
+        { "dump-config", no_argument, NULL, 'D' },
         { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -121,6 +123,9 @@ parse_args(int argc, char **argv, struct config *cfg, bool *test_only)
             break;
         case 'V':
             printf("%s %s\n", ROOST_PRODUCT, ROOST_VERSION);
+            exit(0);
+        case 'D':
+            config_dump(stdout);
             exit(0);
         case 'h':
             usage(stdout);
