@@ -12,6 +12,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 node_dir=${NODE_DIR:-$here}
+# Compare directories by their resolved paths ("../../tests/interop" and
+# "/abs/tests/interop" are one place).
+node_dir=$(mkdir -p "$node_dir" && cd "$node_dir" && pwd)
 check_only=0
 [ "${1:-}" = "--check" ] && check_only=1
 
