@@ -251,12 +251,23 @@ channel_track(struct channel *ch, struct queue *q, struct consumer *c,
     return tag;
 }
 
-/* Index of the entry with 'tag', or ua_len if none (binary search: tags
- * increase along the ring). */
+/* Index of the entry with 'tag', or ua_len if none. Tags increase along
+ * the ring, and are contiguous unless no-ack deliveries took some numbers
+ * in between: so look where a contiguous ring would have it first (O(1),
+ * the common case), and search only if that misses. */
 static size_t
 ua_find(const struct channel *ch, uint64_t tag)
 {
     size_t lo = 0, hi = ch->ua_len;
+
+    if (ch->ua_len == 0)
+        return 0;
+    uint64_t first = ua_at(ch, 0)->tag;
+    if (tag >= first && tag - first < ch->ua_len &&
+        ua_at(ch, (size_t)(tag - first))->tag == tag) {
+        lo = (size_t)(tag - first);
+        hi = lo;
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (ua_at(ch, mid)->tag < tag)

@@ -5,6 +5,10 @@
  * can match instead of every binding. A per-route memo of (node, word
  * position) pairs keeps patterns like "#.a.#.a.#" from exploding: each
  * pair is visited at most once.
+ *
+ * Routing results are cached by routing key (up to TOPIC_CACHE_MAX keys)
+ * and the cache is dropped whenever a binding is added or removed, so a
+ * stable set of bindings routes each known key with one hash lookup.
  */
 #include "broker/exchange.h"
 
@@ -17,6 +21,8 @@
 
 /* A routing key is at most 255 bytes, so it has at most 256 words. */
 #define MAX_WORDS 256
+
+#define TOPIC_CACHE_MAX 4096
 
 struct tnode {
     struct tnode *parent;
@@ -31,16 +37,38 @@ struct tnode {
     uint64_t memo[MAX_WORDS / 64 + 1];
 };
 
+/* The bindings one routing key matched. */
+struct cached {
+    struct binding **v;
+    size_t n;
+};
+
 struct topic {
     struct tnode root;
     uint64_t epoch;
+    struct hmap cache;          /* routing key -> struct cached */
 };
+
+static void
+cache_clear(struct topic *t)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    while ((s = hmap_next(&t->cache, &pos)) != NULL) {
+        struct cached *c = s->val;
+        free(c->v);
+        free(c);
+    }
+    hmap_destroy(&t->cache);
+    hmap_init(&t->cache);
+}
 
 static void *
 topic_create(void)
 {
     struct topic *t = xcalloc(1, sizeof(*t));
     hmap_init(&t->root.kids);
+    hmap_init(&t->cache);
     return t;
 }
 
@@ -66,6 +94,7 @@ static void
 topic_destroy(void *index)
 {
     struct topic *t = index;
+    cache_clear(t);
     node_free(&t->root);
     free(t);
 }
@@ -105,6 +134,7 @@ topic_add(void *index, struct binding *b, char *err, size_t errlen)
     (void)err;
     (void)errlen;
 
+    cache_clear(t);
     /* An empty key is zero words, as in RabbitMQ: only "#" matches it. */
     for (; b->key_len > 0;) {
         const char *dot = memchr(p, '.', (size_t)(end - p));
@@ -137,8 +167,8 @@ static void
 topic_remove(void *index, struct binding *b)
 {
     struct tnode *n = b->index_data;
-    (void)index;
 
+    cache_clear(index);
     for (size_t i = 0; i < n->n; i++)
         if (n->v[i] == b) {
             memmove(&n->v[i], &n->v[i + 1], (n->n - i - 1) * sizeof(*n->v));
@@ -163,7 +193,8 @@ topic_remove(void *index, struct binding *b)
 }
 
 struct walk {
-    struct route_ctx *rc;
+    struct cached *out;
+    size_t cap;
     uint64_t epoch;
     const char *w[MAX_WORDS];
     size_t wl[MAX_WORDS];
@@ -185,8 +216,13 @@ match(struct walk *wk, struct tnode *n, size_t i)
         for (size_t j = i; j <= wk->nw; j++)
             match(wk, n->hash, j);
     if (i == wk->nw) {
-        for (size_t k = 0; k < n->n; k++)
-            route_emit(wk->rc, n->v[k]);
+        for (size_t k = 0; k < n->n; k++) {
+            if (wk->out->n == wk->cap) {
+                wk->cap = wk->cap ? wk->cap * 2 : 4;
+                wk->out->v = xrealloc(wk->out->v, wk->cap * sizeof(*wk->out->v));
+            }
+            wk->out->v[wk->out->n++] = n->v[k];
+        }
         return;
     }
     struct tnode *k = hmap_get(&n->kids, wk->w[i], wk->wl[i]);
@@ -202,8 +238,20 @@ topic_route(void *index, const struct msg *m, struct route_ctx *rc)
     struct topic *t = index;
     struct walk wk;
     const char *p = m->rkey, *end = m->rkey + m->rkey_len;
+    struct cached *c = hmap_get(&t->cache, m->rkey, m->rkey_len);
 
-    wk.rc = rc;
+    if (c == NULL) {
+        if (t->cache.count >= TOPIC_CACHE_MAX)
+            cache_clear(t);
+        c = xcalloc(1, sizeof(*c));
+        hmap_put(&t->cache, m->rkey, m->rkey_len, c);
+    } else {
+        for (size_t k = 0; k < c->n; k++)
+            route_emit(rc, c->v[k]);
+        return;
+    }
+    wk.out = c;
+    wk.cap = 0;
     wk.epoch = ++t->epoch;
     wk.nw = 0;
     for (; m->rkey_len > 0;) {
@@ -217,6 +265,8 @@ topic_route(void *index, const struct msg *m, struct route_ctx *rc)
         p = dot + 1;
     }
     match(&wk, &t->root, 0);
+    for (size_t k = 0; k < c->n; k++)
+        route_emit(rc, c->v[k]);
 }
 
 const struct exchange_ops exchange_topic_ops = {
