@@ -1,9 +1,2356 @@
-/* Placeholder: roost-perf is being written. */
+/*
+ * roost-perf: a load generator for AMQP 0-9-1 brokers, in the spirit of
+ * RabbitMQ's PerfTest, on rabbitmq-c. It drives Roost and RabbitMQ alike
+ * (bench/compare runs it against both).
+ *
+ * Shape. The main thread parses the options, declares the topology
+ * (exchange, queues, bindings) on its own connection, starts one thread per
+ * consumer and one per producer, each with its own connection and channel
+ * 1, releases them together once all are set up, watches the clock and the
+ * counters, and prints the report. Threads share nothing but the per-queue
+ * sequence trackers and a few counters; everything else a thread touches
+ * per message was allocated before the start.
+ *
+ * Each body starts with a 16-byte stamp: the send time (CLOCK_MONOTONIC,
+ * ns, valid because producers and consumers run on one machine) and a
+ * 16-bit producer id with a 48-bit sequence number, both big-endian. A
+ * consumer turns the stamp into an end-to-end latency sample (log-bucketed
+ * histogram) and sets the sequence's bit in the bitmap of its (queue,
+ * producer) pair: a bit already set is a duplicate, a sequence lower than
+ * the last one this consumer saw from that producer is a reordering, and
+ * whatever the producers sent to a queue but nobody received is lost.
+ *
+ * Writes. Over plain TCP the producer encodes basic.publish, the content
+ * header and the body frames itself from a per-producer template and
+ * gathers them into one sendmsg() per batch (--batch bytes, flushed early
+ * whenever the producer is about to wait); manual acks are gathered the same
+ * way and flushed before the consumer blocks for input. rabbitmq-c still
+ * does the handshake and decodes everything the broker sends. With --tls,
+ * or --batch 0, every publish and ack goes through amqp_basic_publish /
+ * amqp_basic_ack, one message at a time, like a typical application.
+ *
+ * Exit status: 0 done (see the report for lost messages, or use
+ * --fail-on-loss), 1 usage or internal error, 2 cannot connect or log in,
+ * 3 the broker refused a feature with 540 NOT_IMPLEMENTED (e.g.
+ * "confirm.select refused: 540 NOT_IMPLEMENTED - ..."), 4 any other broker
+ * error or a connection lost during the run, 5 --fail-on-loss and messages
+ * were lost, duplicated or reordered.
+ */
+#define _GNU_SOURCE
+#include <amqp.h>
+#include <amqp_ssl_socket.h>
+#include <amqp_tcp_socket.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 1
+#define EXIT_CONNECT 2
+#define EXIT_REFUSED 3
+#define EXIT_BROKER 4
+#define EXIT_INTEGRITY 5
+
+#define CH 1                    /* every connection works on channel 1 */
+#define STAMP_LEN 16
+#define MAX_PRODUCERS 1024      /* producer ids tracked per queue */
+#define SEQ_CHUNK_BITS 20       /* 2^20 sequence bits (128 KiB) per chunk */
+#define SEQ_CHUNKS 4096         /* so sequences below 2^32 are tracked */
+#define OUT_IOV 64
+#define COPY_TAIL_MAX 512       /* body tails up to this are copied, not referenced */
+#define RPC_TIMEOUT_S 60
+
+/* ---- options ---- */
+
+enum xtype { X_DEFAULT, X_DIRECT, X_FANOUT, X_TOPIC };
+static const char *const xtype_names[] = { "default", "direct", "fanout",
+                                           "topic" };
+
+static struct opts {
+    char *host, *user, *pass, *vhost;
+    int port;
+    bool tls, insecure;
+    char *cacert, *cert, *key;
+    int producers, consumers, queues, fanout;
+    size_t size;
+    double rate;                /* msgs/s per producer, 0 = unlimited */
+    double duration;            /* seconds, 0 = until --count */
+    uint64_t count;             /* per producer; consume-only: total */
+    int confirm;                /* outstanding confirms per producer */
+    bool persistent;
+    int prefetch;
+    bool autoack;
+    int multi_ack;
+    enum xtype exchange;
+    bool publish_only, consume_only;
+    bool json, quiet, keep, fail_on_loss;
+    char *prefix;
+    size_t batch;
+    double drain_timeout;       /* no-progress limit once producers stop */
+    double interval;            /* progress lines on stderr */
+    int frame_max;
+} o = {
+    .host = "localhost", .user = "guest", .pass = "guest", .vhost = "/",
+    .port = 0, .producers = 1, .consumers = 1, .queues = 1, .size = 1024,
+    .multi_ack = 1, .exchange = X_DIRECT, .prefix = "roost-perf-",
+    .batch = 16384, .drain_timeout = 10, .interval = 1, .frame_max = 131072,
+};
+
+/* Derived topology. */
+static int nqueues;
+static bool broadcast;          /* every message goes to every queue */
+static char xname[300];         /* exchange to publish to ("" = default) */
+
+/* ---- clock ---- */
+
+static uint64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void
+sleep_until(uint64_t t)
+{
+    struct timespec ts = { (time_t)(t / 1000000000u),
+                           (long)(t % 1000000000u) };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static double
+cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+/* ---- failure: the first one wins and stops everything ---- */
+
+static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_exit;
+static char g_err[1024];
+static atomic_bool g_abort;
+
+static void fail(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&err_mu);
+    if (g_exit == 0) {
+        g_exit = code;
+        va_start(ap, fmt);
+        vsnprintf(g_err, sizeof(g_err), fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&err_mu);
+    atomic_store(&g_abort, true);
+}
+
+static void *
+xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (p == NULL) {
+        fprintf(stderr, "roost-perf: out of memory\n");
+        exit(EXIT_USAGE);
+    }
+    return p;
+}
+
+/* ---- latency histogram: 64 linear sub-buckets per power of two ---- */
+
+#define H_SUB_BITS 6
+#define H_SUB (1u << H_SUB_BITS)
+#define H_BUCKETS ((64 - H_SUB_BITS + 1) * H_SUB)
+
+struct hist {
+    uint64_t n, sum, min, max;
+    uint64_t b[H_BUCKETS];
+};
+
+static unsigned
+hist_index(uint64_t v)
+{
+    unsigned e, shift;
+    if (v < H_SUB)
+        return (unsigned)v;
+    e = 63u - (unsigned)__builtin_clzll(v);
+    shift = e - H_SUB_BITS;
+    return (shift + 1) * H_SUB + (unsigned)((v >> shift) - H_SUB);
+}
+
+/* The highest value that falls in bucket 'i' (HdrHistogram's convention). */
+static uint64_t
+hist_upper(unsigned i)
+{
+    unsigned shift;
+    if (i < H_SUB)
+        return i;
+    shift = i / H_SUB - 1;
+    return (((uint64_t)H_SUB + i % H_SUB) << shift) + ((uint64_t)1 << shift) - 1;
+}
+
+static void
+hist_add(struct hist *h, uint64_t v)
+{
+    h->b[hist_index(v)]++;
+    if (h->n == 0 || v < h->min)
+        h->min = v;
+    if (v > h->max)
+        h->max = v;
+    h->n++;
+    h->sum += v;
+}
+
+static void
+hist_merge(struct hist *into, const struct hist *h)
+{
+    if (h->n == 0)
+        return;
+    for (unsigned i = 0; i < H_BUCKETS; i++)
+        into->b[i] += h->b[i];
+    if (into->n == 0 || h->min < into->min)
+        into->min = h->min;
+    if (h->max > into->max)
+        into->max = h->max;
+    into->n += h->n;
+    into->sum += h->sum;
+}
+
+static uint64_t
+hist_pct(const struct hist *h, double q)
+{
+    uint64_t rank, seen = 0;
+    if (h->n == 0)
+        return 0;
+    rank = (uint64_t)ceil(q * (double)h->n);
+    if (rank < 1)
+        rank = 1;
+    for (unsigned i = 0; i < H_BUCKETS; i++) {
+        seen += h->b[i];
+        if (seen >= rank) {
+            uint64_t v = hist_upper(i);
+            return v > h->max ? h->max : v < h->min ? h->min : v;
+        }
+    }
+    return h->max;
+}
+
+/* ---- sequence tracking per (queue, producer) ---- */
+
+struct seqtrack {
+    _Atomic(uint64_t *) chunk[SEQ_CHUNKS];
+    atomic_uint_fast64_t dups, reordered;
+};
+
+struct pq {                     /* per queue */
+    char name[256];
+    char bind_key[256];
+    uint64_t initial;           /* consume-only: message count at start */
+    _Atomic(struct seqtrack *) trk[MAX_PRODUCERS];
+};
+static struct pq *pqs;
+
+/* Returns the tracker, allocating it on first use (rare: once per pair). */
+static struct seqtrack *
+trk_get(struct pq *q, unsigned pid)
+{
+    struct seqtrack *t = atomic_load_explicit(&q->trk[pid],
+                                              memory_order_acquire);
+    if (t == NULL) {
+        struct seqtrack *nt = xcalloc(1, sizeof(*nt));
+        if (atomic_compare_exchange_strong(&q->trk[pid], &t, nt))
+            t = nt;
+        else
+            free(nt);           /* another consumer won; 't' is theirs */
+    }
+    return t;
+}
+
+/* Sets the bit of 'seq'; returns true if it was already set (duplicate). */
+static bool
+trk_mark(struct seqtrack *t, uint64_t seq)
+{
+    size_t ci = (size_t)(seq >> SEQ_CHUNK_BITS);
+    uint64_t *c = atomic_load_explicit(&t->chunk[ci], memory_order_acquire);
+    uint64_t bit, old, off;
+    if (c == NULL) {
+        uint64_t *nc = xcalloc((size_t)1 << (SEQ_CHUNK_BITS - 6), 8);
+        if (atomic_compare_exchange_strong(&t->chunk[ci], &c, nc))
+            c = nc;
+        else
+            free(nc);
+    }
+    off = seq & (((uint64_t)1 << SEQ_CHUNK_BITS) - 1);
+    bit = (uint64_t)1 << (off & 63);
+    old = atomic_fetch_or_explicit((_Atomic uint64_t *)&c[off >> 6], bit,
+                                   memory_order_relaxed);
+    return (old & bit) != 0;
+}
+
+/* Counts the distinct sequences seen and the highest one plus one. */
+static void
+trk_count(struct seqtrack *t, uint64_t *unique, uint64_t *high)
+{
+    *unique = 0;
+    *high = 0;
+    if (t == NULL)
+        return;
+    for (size_t ci = 0; ci < SEQ_CHUNKS; ci++) {
+        uint64_t *c = atomic_load(&t->chunk[ci]);
+        size_t words = (size_t)1 << (SEQ_CHUNK_BITS - 6);
+        if (c == NULL)
+            continue;
+        for (size_t w = 0; w < words; w++) {
+            if (c[w] == 0)
+                continue;
+            *unique += (uint64_t)__builtin_popcountll(c[w]);
+            *high = ((uint64_t)ci << SEQ_CHUNK_BITS) + w * 64 +
+                    (64 - (uint64_t)__builtin_clzll(c[w]));
+        }
+    }
+}
+
+static void
+trk_free(struct seqtrack *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t ci = 0; ci < SEQ_CHUNKS; ci++)
+        free(atomic_load(&t->chunk[ci]));
+    free(t);
+}
+
+/* ---- big-endian helpers ---- */
+
+static uint8_t *
+put8(uint8_t *p, uint8_t v)
+{
+    *p = v;
+    return p + 1;
+}
+
+static uint8_t *
+put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+    return p + 2;
+}
+
+static uint8_t *
+put32(uint8_t *p, uint32_t v)
+{
+    p = put16(p, (uint16_t)(v >> 16));
+    return put16(p, (uint16_t)v);
+}
+
+static uint8_t *
+put64(uint8_t *p, uint64_t v)
+{
+    p = put32(p, (uint32_t)(v >> 32));
+    return put32(p, (uint32_t)v);
+}
+
+static uint64_t
+get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void
+stamp_put(uint8_t *p, uint64_t ts, unsigned pid, uint64_t seq)
+{
+    p = put64(p, ts);
+    put64(p, (uint64_t)pid << 48 | (seq & 0xffffffffffffu));
+}
+
+/* ---- connections ---- */
+
+struct link {
+    amqp_connection_state_t st;
+    int fd;                     /* for gathered writes; -1 when not allowed */
+    size_t frame_max;
+    bool closed;                /* the broker closed it; skip the goodbye */
+    char who[32];
+};
+
+static const char *
+reply_name(unsigned code)
+{
+    switch (code) {
+    case 200: return "REPLY_SUCCESS";
+    case 311: return "CONTENT_TOO_LARGE";
+    case 312: return "NO_ROUTE";
+    case 313: return "NO_CONSUMERS";
+    case 320: return "CONNECTION_FORCED";
+    case 402: return "INVALID_PATH";
+    case 403: return "ACCESS_REFUSED";
+    case 404: return "NOT_FOUND";
+    case 405: return "RESOURCE_LOCKED";
+    case 406: return "PRECONDITION_FAILED";
+    case 501: return "FRAME_ERROR";
+    case 502: return "SYNTAX_ERROR";
+    case 503: return "COMMAND_INVALID";
+    case 504: return "CHANNEL_ERROR";
+    case 505: return "UNEXPECTED_FRAME";
+    case 506: return "RESOURCE_ERROR";
+    case 530: return "NOT_ALLOWED";
+    case 540: return "NOT_IMPLEMENTED";
+    case 541: return "INTERNAL_ERROR";
+    default: return "UNKNOWN";
+    }
+}
+
+/*
+ * The broker closed the connection or the channel while 'what' ran:
+ * answer with the close-ok it expects and record the failure. 540 means
+ * "not implemented" and gets its own exit status so that scripts can tell
+ * a missing feature from a broken run.
+ */
+static void
+server_closed(struct link *l, const char *what, bool conn_level,
+              uint16_t code, amqp_bytes_t text, int other_exit)
+{
+    const char *name = reply_name(code);
+    char t[512];
+    int n = (int)(text.len < 400 ? text.len : 400);
+
+    /* RabbitMQ and Roost both start the text with the code's name. */
+    if (text.len >= strlen(name) && memcmp(text.bytes, name, strlen(name)) == 0)
+        snprintf(t, sizeof(t), "%u %.*s", code, n, (const char *)text.bytes);
+    else
+        snprintf(t, sizeof(t), "%u %s - %.*s", code, name, n,
+                 (const char *)text.bytes);
+    if (code == 540)
+        fail(EXIT_REFUSED, "%s refused: %s (%s)", what, t, l->who);
+    else if (code == 403 || code == 530 || code == 402)
+        fail(other_exit == EXIT_CONNECT ? EXIT_CONNECT : EXIT_BROKER,
+             "%s refused: %s (%s)", what, t, l->who);
+    else
+        fail(other_exit, "%s failed: broker closed the %s: %s (%s)", what,
+             conn_level ? "connection" : "channel", t, l->who);
+
+    if (conn_level) {
+        amqp_connection_close_ok_t ok;
+        memset(&ok, 0, sizeof(ok));
+        amqp_send_method(l->st, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+        l->closed = true;
+    } else {
+        amqp_channel_close_ok_t ok;
+        memset(&ok, 0, sizeof(ok));
+        amqp_send_method(l->st, CH, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+    }
+}
+
+/* Returns 0 if the RPC 'what' succeeded, else records why and returns -1. */
+static int
+rpc_check(struct link *l, const char *what, int lib_exit)
+{
+    amqp_rpc_reply_t r = amqp_get_rpc_reply(l->st);
+
+    switch (r.reply_type) {
+    case AMQP_RESPONSE_NORMAL:
+        return 0;
+    case AMQP_RESPONSE_NONE:
+        fail(EXIT_BROKER, "%s failed: no reply from the broker (%s)", what,
+             l->who);
+        break;
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+        fail(lib_exit, "%s failed: %s (%s)", what,
+             amqp_error_string2(r.library_error), l->who);
+        l->closed = true;
+        break;
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+        if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+            const amqp_connection_close_t *m = r.reply.decoded;
+            server_closed(l, what, true, m->reply_code, m->reply_text,
+                          lib_exit);
+        } else if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+            const amqp_channel_close_t *m = r.reply.decoded;
+            server_closed(l, what, false, m->reply_code, m->reply_text,
+                          EXIT_BROKER);
+        } else {
+            fail(EXIT_BROKER, "%s failed: unexpected method 0x%08x (%s)",
+                 what, r.reply.id, l->who);
+        }
+        break;
+    }
+    return -1;
+}
+
+/*
+ * rabbitmq-c reports a refused or unreachable address as "a socket error
+ * occurred" and loses errno on the way; one plain connect() tells why.
+ */
+static const char *
+connect_reason(void)
+{
+    struct addrinfo hints, *ai = NULL, *a;
+    char port[16];
+    static __thread char why[128];
+    int err = 0;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(port, sizeof(port), "%d", o.port);
+    if (getaddrinfo(o.host, port, &hints, &ai) != 0)
+        return "hostname lookup failed";
+    for (a = ai; a != NULL; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK,
+                        a->ai_protocol);
+        struct pollfd pfd;
+        socklen_t len = sizeof(err);
+        if (fd < 0)
+            continue;
+        err = 0;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            err = errno;
+            if (err == EINPROGRESS) {
+                pfd.fd = fd;
+                pfd.events = POLLOUT;
+                err = poll(&pfd, 1, 3000) == 1 &&
+                      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0
+                          ? err : ETIMEDOUT;
+            }
+        }
+        close(fd);
+        if (err == 0)
+            break;
+    }
+    freeaddrinfo(ai);
+    if (err == 0)
+        return "connected on a second try";
+    snprintf(why, sizeof(why), "%s", strerror(err));
+    return why;
+}
+
+/* OpenSSL set-up inside rabbitmq-c is not safe to run in parallel. */
+static pthread_mutex_t tls_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int
+link_open(struct link *l, const char *who)
+{
+    amqp_socket_t *sock;
+    struct timeval tv = { 10, 0 };
+    int r;
+
+    memset(l, 0, sizeof(*l));
+    l->fd = -1;
+    snprintf(l->who, sizeof(l->who), "%s", who);
+    if ((l->st = amqp_new_connection()) == NULL) {
+        fail(EXIT_USAGE, "out of memory");
+        return -1;
+    }
+    if (o.tls) {
+        pthread_mutex_lock(&tls_mu);
+        sock = amqp_ssl_socket_new(l->st);
+        if (sock == NULL) {
+            pthread_mutex_unlock(&tls_mu);
+            fail(EXIT_CONNECT, "cannot create a TLS socket (%s)", who);
+            return -1;
+        }
+        amqp_ssl_socket_set_verify_peer(sock, !o.insecure);
+        amqp_ssl_socket_set_verify_hostname(sock, !o.insecure);
+        if (o.cacert && amqp_ssl_socket_set_cacert(sock, o.cacert) != 0) {
+            pthread_mutex_unlock(&tls_mu);
+            fail(EXIT_CONNECT, "cannot load CA certificate %s", o.cacert);
+            return -1;
+        }
+        if (o.cert &&
+            amqp_ssl_socket_set_key(sock, o.cert, o.key ? o.key : o.cert) != 0) {
+            pthread_mutex_unlock(&tls_mu);
+            fail(EXIT_CONNECT, "cannot load client certificate %s / key %s",
+                 o.cert, o.key ? o.key : o.cert);
+            return -1;
+        }
+    } else {
+        sock = amqp_tcp_socket_new(l->st);
+        if (sock == NULL) {
+            fail(EXIT_USAGE, "out of memory");
+            return -1;
+        }
+    }
+    r = amqp_socket_open_noblock(sock, o.host, o.port, &tv);
+    if (o.tls)
+        pthread_mutex_unlock(&tls_mu);
+    if (r != AMQP_STATUS_OK) {
+        fail(EXIT_CONNECT, "cannot connect to %s:%d: %s (%s)", o.host, o.port,
+             r == AMQP_STATUS_SOCKET_ERROR ? connect_reason()
+                                           : amqp_error_string2(r), who);
+        l->closed = true;
+        return -1;
+    }
+    tv.tv_sec = RPC_TIMEOUT_S;
+    amqp_set_rpc_timeout(l->st, &tv);
+    {
+        amqp_rpc_reply_t lr = amqp_login(l->st, o.vhost, 0, o.frame_max, 0,
+                                         AMQP_SASL_METHOD_PLAIN, o.user,
+                                         o.pass);
+        if (lr.reply_type != AMQP_RESPONSE_NORMAL) {
+            if (lr.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+                lr.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+                const amqp_connection_close_t *m = lr.reply.decoded;
+                server_closed(l, "login", true, m->reply_code, m->reply_text,
+                              EXIT_CONNECT);
+            } else if (lr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+                fail(EXIT_CONNECT, "login to %s:%d as '%s' failed: %s (%s)",
+                     o.host, o.port, o.user,
+                     amqp_error_string2(lr.library_error), who);
+                l->closed = true;
+            } else {
+                fail(EXIT_CONNECT, "login to %s:%d failed (%s)", o.host,
+                     o.port, who);
+            }
+            return -1;
+        }
+    }
+    l->frame_max = (size_t)amqp_get_frame_max(l->st);
+    if (!o.tls && o.batch > 0)
+        l->fd = amqp_get_sockfd(l->st);
+    amqp_channel_open(l->st, CH);
+    return rpc_check(l, "channel.open", EXIT_BROKER);
+}
+
+static void
+link_close(struct link *l)
+{
+    if (l->st == NULL)
+        return;
+    if (!l->closed) {
+        struct timeval tv = { 5, 0 };
+        amqp_set_rpc_timeout(l->st, &tv);
+        amqp_connection_close(l->st, AMQP_REPLY_SUCCESS);
+    }
+    amqp_destroy_connection(l->st);
+    l->st = NULL;
+}
+
+/* ---- gathered output (plain TCP only) ---- */
+
+struct outq {
+    struct iovec iov[OUT_IOV];
+    int niov;
+    size_t bytes;
+    uint64_t first_ns;          /* stamp of the oldest queued message */
+    uint8_t *stage;
+    size_t used, cap;
+};
+
+static void
+outq_init(struct outq *q, size_t cap)
+{
+    memset(q, 0, sizeof(*q));
+    q->cap = cap;
+    q->stage = xcalloc(1, cap);
+}
+
+static bool
+outq_fits(const struct outq *q, size_t copy, int refs)
+{
+    return q->used + copy <= q->cap && q->niov + 1 + refs <= OUT_IOV;
+}
+
+static void
+outq_copy(struct outq *q, const void *p, size_t n)
+{
+    uint8_t *dst = q->stage + q->used;
+    struct iovec *last = q->niov > 0 ? &q->iov[q->niov - 1] : NULL;
+
+    memcpy(dst, p, n);
+    q->used += n;
+    q->bytes += n;
+    if (last != NULL && (uint8_t *)last->iov_base + last->iov_len == dst) {
+        last->iov_len += n;
+    } else {
+        q->iov[q->niov].iov_base = dst;
+        q->iov[q->niov].iov_len = n;
+        q->niov++;
+    }
+}
+
+static void
+outq_ref(struct outq *q, const void *p, size_t n)
+{
+    q->iov[q->niov].iov_base = (void *)p;
+    q->iov[q->niov].iov_len = n;
+    q->niov++;
+    q->bytes += n;
+}
+
+/*
+ * Writes everything queued. While the socket is full it keeps reading what
+ * the broker sends (confirms, a close) through 'on_input', so that neither
+ * side can wait on the other forever. Returns 0, or -1 after a failure was
+ * recorded.
+ */
+static int
+outq_flush(struct link *l, struct outq *q, int (*on_input)(void *), void *arg)
+{
+    struct iovec *iov = q->iov;
+    int n = q->niov;
+
+    while (n > 0) {
+        struct msghdr mh;
+        ssize_t w;
+
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)n;
+        w = sendmsg(l->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0) {
+            struct pollfd pfd;
+            int e = errno;
+            if (e == EINTR)
+                continue;
+            if (e != EAGAIN && e != EWOULDBLOCK) {
+                /* The broker may have said why before closing. */
+                if (on_input != NULL)
+                    (void)on_input(arg);
+                fail(EXIT_BROKER, "write to the broker failed: %s (%s)",
+                     strerror(e), l->who);
+                l->closed = true;
+                return -1;
+            }
+            pfd.fd = l->fd;
+            pfd.events = POLLOUT | (on_input != NULL ? POLLIN : 0);
+            pfd.revents = 0;
+            (void)poll(&pfd, 1, 100);
+            if (atomic_load_explicit(&g_abort, memory_order_relaxed))
+                return -1;
+            if ((pfd.revents & POLLIN) && on_input != NULL && on_input(arg) != 0)
+                return -1;
+            continue;
+        }
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    q->niov = 0;
+    q->bytes = 0;
+    q->used = 0;
+    q->first_ns = 0;
+    return 0;
+}
+
+/* ---- start line ---- */
+
+static pthread_mutex_t go_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t go_cv = PTHREAD_COND_INITIALIZER;
+static int g_ready;
+static bool g_go;
+static uint64_t g_start_ns;
+
+/* Reports the caller ready and waits for the start; false on abort. */
+static bool
+ready_and_wait(void)
+{
+    bool go;
+    pthread_mutex_lock(&go_mu);
+    g_ready++;
+    pthread_cond_broadcast(&go_cv);
+    while (!g_go && !atomic_load(&g_abort)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&go_cv, &go_mu, &ts);
+    }
+    go = g_go && !atomic_load(&g_abort);
+    pthread_mutex_unlock(&go_mu);
+    return go;
+}
+
+/* Waits until 'n' threads are ready; false on abort. */
+static bool
+wait_ready(int n)
+{
+    bool ok;
+    pthread_mutex_lock(&go_mu);
+    while (g_ready < n && !atomic_load(&g_abort)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&go_cv, &go_mu, &ts);
+    }
+    ok = g_ready >= n && !atomic_load(&g_abort);
+    pthread_mutex_unlock(&go_mu);
+    return ok;
+}
+
+static void
+go(void)
+{
+    pthread_mutex_lock(&go_mu);
+    g_start_ns = now_ns();
+    g_go = true;
+    pthread_cond_broadcast(&go_cv);
+    pthread_mutex_unlock(&go_mu);
+}
+
+static atomic_bool g_stop_producers, g_stop_consumers;
+
+/* ---- producers ---- */
+
+struct confirm_slot {
+    uint64_t ts;
+    bool done;
+};
+
+struct producer {
+    unsigned id;
+    pthread_t thr;
+    struct link l;
+    int queue;                  /* partition mode: the queue it feeds */
+    char rkey[256];
+    /* the frames of one message, stamp at 'stamp_off' */
+    uint8_t *tmpl;
+    size_t tmpl_len, stamp_off;
+    uint8_t *body;              /* for amqp_basic_publish */
+    struct outq out;
+    /* confirms */
+    struct confirm_slot *ring;
+    uint64_t next_tag, low_tag;
+    struct hist *clat;
+    /* results, read by the main thread */
+    atomic_uint_fast64_t published;
+    uint64_t confirmed, nacked, blocked;
+    uint64_t last_send_ns, last_confirm_ns, last_check_ns;
+    atomic_bool finished;
+};
+
+static struct producer *prods;
+
+static void
+tmpl_build(struct producer *p)
+{
+    size_t exl = strlen(xname), rkl = strlen(p->rkey);
+    size_t mlen = 4 + 2 + 1 + exl + 1 + rkl + 1;
+    size_t hlen = 2 + 2 + 8 + 2 + (o.persistent ? 1 : 0);
+    size_t chunk = p->l.frame_max - 8;
+    size_t left = o.size, nframes = (o.size + chunk - 1) / chunk;
+    uint8_t *w;
+
+    p->tmpl_len = (7 + mlen + 1) + (7 + hlen + 1) + nframes * 8 + o.size;
+    p->tmpl = w = xcalloc(1, p->tmpl_len);
+    /* basic.publish (0-9-1 §4.2.3 frame layout) */
+    w = put8(w, AMQP_FRAME_METHOD);
+    w = put16(w, CH);
+    w = put32(w, (uint32_t)mlen);
+    w = put32(w, AMQP_BASIC_PUBLISH_METHOD);
+    w = put16(w, 0);
+    w = put8(w, (uint8_t)exl);
+    memcpy(w, xname, exl);
+    w += exl;
+    w = put8(w, (uint8_t)rkl);
+    memcpy(w, p->rkey, rkl);
+    w += rkl;
+    w = put8(w, 0);             /* mandatory=false, immediate=false */
+    w = put8(w, AMQP_FRAME_END);
+    /* content header */
+    w = put8(w, AMQP_FRAME_HEADER);
+    w = put16(w, CH);
+    w = put32(w, (uint32_t)hlen);
+    w = put16(w, AMQP_BASIC_CLASS);
+    w = put16(w, 0);
+    w = put64(w, o.size);
+    if (o.persistent) {
+        w = put16(w, AMQP_BASIC_DELIVERY_MODE_FLAG);
+        w = put8(w, AMQP_DELIVERY_PERSISTENT);
+    } else {
+        w = put16(w, 0);
+    }
+    w = put8(w, AMQP_FRAME_END);
+    /* body frames; the body is zeros but for the stamp */
+    p->stamp_off = (size_t)(w - p->tmpl) + 7;
+    while (left > 0) {
+        size_t n = left < chunk ? left : chunk;
+        w = put8(w, AMQP_FRAME_BODY);
+        w = put16(w, CH);
+        w = put32(w, (uint32_t)n);
+        w += n;
+        w = put8(w, AMQP_FRAME_END);
+        left -= n;
+    }
+    p->body = xcalloc(1, o.size);
+}
+
+static void
+prod_ack(struct producer *p, uint64_t tag, bool multiple, bool nack,
+         uint64_t now)
+{
+    uint64_t from = multiple ? p->low_tag : tag;
+    size_t n = (size_t)o.confirm;
+
+    if (tag >= p->next_tag) {
+        fail(EXIT_BROKER, "broker confirmed delivery tag %" PRIu64
+             " that was never published (%s)", tag, p->l.who);
+        return;
+    }
+    for (uint64_t t = from < p->low_tag ? p->low_tag : from; t <= tag; t++) {
+        struct confirm_slot *s = &p->ring[t % n];
+        if (s->done)
+            continue;
+        s->done = true;
+        if (nack)
+            p->nacked++;
+        else
+            p->confirmed++;
+        hist_add(p->clat, now > s->ts ? now - s->ts : 0);
+    }
+    while (p->low_tag < p->next_tag && p->ring[p->low_tag % n].done)
+        p->low_tag++;
+    p->last_confirm_ns = now;
+}
+
+/*
+ * Handles what the broker sent a producer, waiting up to 'timeout_ms' for
+ * the first frame and taking only what is already there after it.
+ */
+static int
+prod_input(struct producer *p, int timeout_ms)
+{
+    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+
+    for (;;) {
+        amqp_frame_t f;
+        int r = amqp_simple_wait_frame_noblock(p->l.st, &f, &tv);
+        if (r == AMQP_STATUS_TIMEOUT)
+            return 0;
+        if (r != AMQP_STATUS_OK) {
+            fail(EXIT_BROKER, "connection to the broker lost: %s (%s)",
+                 amqp_error_string2(r), p->l.who);
+            p->l.closed = true;
+            return -1;
+        }
+        if (f.frame_type == AMQP_FRAME_METHOD) {
+            amqp_method_t *m = &f.payload.method;
+            switch (m->id) {
+            case AMQP_BASIC_ACK_METHOD: {
+                const amqp_basic_ack_t *a = m->decoded;
+                prod_ack(p, a->delivery_tag, a->multiple, false, now_ns());
+                break;
+            }
+            case AMQP_BASIC_NACK_METHOD: {
+                const amqp_basic_nack_t *a = m->decoded;
+                prod_ack(p, a->delivery_tag, a->multiple, true, now_ns());
+                break;
+            }
+            case AMQP_CONNECTION_CLOSE_METHOD: {
+                const amqp_connection_close_t *c = m->decoded;
+                server_closed(&p->l, "basic.publish", true, c->reply_code,
+                              c->reply_text, EXIT_BROKER);
+                return -1;
+            }
+            case AMQP_CHANNEL_CLOSE_METHOD: {
+                const amqp_channel_close_t *c = m->decoded;
+                server_closed(&p->l, "basic.publish", false, c->reply_code,
+                              c->reply_text, EXIT_BROKER);
+                return -1;
+            }
+            case AMQP_CONNECTION_BLOCKED_METHOD:
+                p->blocked++;
+                break;
+            default:
+                break;          /* basic.return and its content, unblocked */
+            }
+        }
+        amqp_maybe_release_buffers(p->l.st);
+        if (atomic_load_explicit(&g_abort, memory_order_relaxed))
+            return -1;
+        tv.tv_sec = 0;
+        tv.tv_usec = 0;
+    }
+}
+
+static int
+prod_input_cb(void *arg)
+{
+    return prod_input(arg, 0);
+}
+
+static bool
+readable(struct link *l)
+{
+    struct pollfd pfd = { amqp_get_sockfd(l->st), POLLIN, 0 };
+    return amqp_data_in_buffer(l->st) || poll(&pfd, 1, 0) > 0;
+}
+
+static int
+prod_flush(struct producer *p)
+{
+    if (p->out.niov > 0 && outq_flush(&p->l, &p->out, prod_input_cb, p) != 0)
+        return -1;
+    /*
+     * Look for confirms (each time) or a close from the broker (every
+     * 10 ms is soon enough): one poll() when nothing came.
+     */
+    if (o.confirm == 0) {
+        uint64_t t = now_ns();
+        if (t - p->last_check_ns < 10000000)
+            return 0;
+        p->last_check_ns = t;
+    }
+    if (readable(&p->l))
+        return prod_input(p, 0);
+    return 0;
+}
+
+static int
+prod_publish(struct producer *p, uint64_t seq)
+{
+    uint64_t ts = now_ns();
+
+    if (p->l.fd >= 0) {
+        size_t head = p->stamp_off + STAMP_LEN;
+        size_t tail = p->tmpl_len - head;
+        bool copy_tail = tail <= COPY_TAIL_MAX;
+        uint8_t *s;
+
+        if (!outq_fits(&p->out, head + (copy_tail ? tail : 0),
+                       copy_tail ? 0 : 1) && prod_flush(p) != 0)
+            return -1;
+        s = p->out.stage + p->out.used + p->stamp_off;
+        outq_copy(&p->out, p->tmpl, head);
+        stamp_put(s, ts, p->id, seq);
+        if (copy_tail)
+            outq_copy(&p->out, p->tmpl + head, tail);
+        else
+            outq_ref(&p->out, p->tmpl + head, tail);
+        if (p->out.first_ns == 0)
+            p->out.first_ns = ts;
+    } else {
+        amqp_basic_properties_t props;
+        amqp_bytes_t body = { o.size, p->body };
+        int r;
+
+        memset(&props, 0, sizeof(props));
+        if (o.persistent) {
+            props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
+            props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+        }
+        stamp_put(p->body, ts, p->id, seq);
+        r = amqp_basic_publish(p->l.st, CH, amqp_cstring_bytes(xname),
+                               amqp_cstring_bytes(p->rkey), 0, 0, &props,
+                               body);
+        if (r != AMQP_STATUS_OK) {
+            (void)prod_input(p, 0);
+            fail(EXIT_BROKER, "basic.publish failed: %s (%s)",
+                 amqp_error_string2(r), p->l.who);
+            return -1;
+        }
+    }
+    if (o.confirm > 0) {
+        struct confirm_slot *s = &p->ring[p->next_tag % (size_t)o.confirm];
+        s->ts = ts;
+        s->done = false;
+        p->next_tag++;
+    }
+    p->last_send_ns = ts;
+    return 0;
+}
+
+static void *
+producer_main(void *arg)
+{
+    struct producer *p = arg;
+    char who[32];
+    uint64_t seq = 0, base_ns = 0, base_seq = 0, burst_ns = 0, stop_ns = 0, t;
+    double period_ns = o.rate > 0 ? 1e9 / o.rate : 0;
+
+    snprintf(who, sizeof(who), "producer %u", p->id);
+    if (link_open(&p->l, who) != 0)
+        goto out;
+    if (o.confirm > 0) {
+        amqp_confirm_select(p->l.st, CH);
+        if (rpc_check(&p->l, "confirm.select", EXIT_BROKER) != 0)
+            goto out;
+        p->ring = xcalloc((size_t)o.confirm, sizeof(*p->ring));
+        p->clat = xcalloc(1, sizeof(*p->clat));
+    }
+    p->next_tag = p->low_tag = 1;
+    tmpl_build(p);
+    if (p->l.fd >= 0)
+        outq_init(&p->out, o.batch + p->tmpl_len + COPY_TAIL_MAX + 64);
+    if (!ready_and_wait())
+        goto out;
+
+    /*
+     * Token bucket on an absolute schedule: message k is due at
+     * base + k * period, so sleeping late never accumulates drift. A
+     * producer held back (by the broker) for longer than the bucket depth
+     * (50 ms, at least one message) gives up the excess instead of
+     * bursting to catch up.
+     */
+    base_ns = g_start_ns;
+    /* Stop on time here rather than when the monitor looks (20 ms). */
+    if (o.duration > 0)
+        stop_ns = g_start_ns + (uint64_t)(o.duration * 1e9);
+    if (period_ns > 0) {
+        burst_ns = (uint64_t)(period_ns > 5e7 ? period_ns : 5e7);
+    }
+    for (;;) {
+        if (atomic_load_explicit(&g_stop_producers, memory_order_relaxed) ||
+            atomic_load_explicit(&g_abort, memory_order_relaxed) ||
+            (stop_ns != 0 && p->last_send_ns >= stop_ns))
+            break;
+        if (o.count > 0 && seq >= o.count)
+            break;
+        if (period_ns > 0) {
+            uint64_t due = base_ns + (uint64_t)((double)(seq - base_seq) *
+                                                period_ns);
+            t = now_ns();
+            if (stop_ns != 0 && due >= stop_ns)
+                break;
+            if (t < due) {
+                if (prod_flush(p) != 0)
+                    goto out;
+                /* sleep in slices so that a stop is seen in time */
+                while ((t = now_ns()) < due &&
+                       !atomic_load(&g_stop_producers) &&
+                       !atomic_load(&g_abort))
+                    sleep_until(due - t > 100000000 ? t + 100000000 : due);
+                continue;       /* re-check stop */
+            } else if (t - due > burst_ns) {
+                base_ns = t - burst_ns;
+                base_seq = seq;
+            }
+        }
+        if (o.confirm > 0) {
+            while (p->next_tag - p->low_tag >= (uint64_t)o.confirm) {
+                /* The flush may read the confirm we wait for; block only
+                 * if it did not. */
+                if (prod_flush(p) != 0)
+                    goto out;
+                if (p->next_tag - p->low_tag >= (uint64_t)o.confirm &&
+                    prod_input(p, 100) != 0)
+                    goto out;
+                if (atomic_load(&g_stop_producers) || atomic_load(&g_abort))
+                    break;
+            }
+            if (p->next_tag - p->low_tag >= (uint64_t)o.confirm)
+                break;
+        }
+        if (prod_publish(p, seq) != 0)
+            goto out;
+        seq++;
+        atomic_store_explicit(&p->published, seq, memory_order_relaxed);
+        if (p->l.fd >= 0 && (p->out.bytes >= o.batch ||
+                             p->last_send_ns - p->out.first_ns > 1000000)) {
+            if (prod_flush(p) != 0)
+                goto out;
+        } else if (p->l.fd < 0 && (seq & 255) == 0 && readable(&p->l)) {
+            if (prod_input(p, 0) != 0)
+                goto out;
+        }
+    }
+    if (prod_flush(p) != 0)
+        goto out;
+    /* Wait for the last confirms, as long as they keep coming. */
+    if (o.confirm > 0) {
+        uint64_t last = now_ns(), low = p->low_tag;
+        while (p->low_tag < p->next_tag && !atomic_load(&g_abort)) {
+            if (prod_input(p, 100) != 0)
+                goto out;
+            if (p->low_tag != low) {
+                low = p->low_tag;
+                last = now_ns();
+            } else if (now_ns() - last > (uint64_t)(o.drain_timeout * 1e9)) {
+                break;
+            }
+        }
+    }
+out:
+    atomic_store(&p->finished, true);
+    return NULL;
+}
+
+/* ---- consumers ---- */
+
+struct consumer {
+    unsigned id;
+    pthread_t thr;
+    struct link l;
+    int queue;
+    struct outq out;            /* gathered acks */
+    struct hist *lat;
+    uint64_t *last;             /* per producer: last sequence seen + 1 */
+    uint64_t pending, last_tag; /* manual acks not sent yet */
+    atomic_uint_fast64_t received;
+    atomic_uint_fast64_t last_recv_ns;
+    uint64_t dups, reordered, malformed, redelivered;
+    atomic_bool finished;
+};
+
+static struct consumer *cons;
+
+static int
+cons_send_ack(struct consumer *c, uint64_t tag, bool multiple)
+{
+    if (c->l.fd >= 0) {
+        uint8_t f[21], *w = f;
+        if (!outq_fits(&c->out, sizeof(f), 0) &&
+            outq_flush(&c->l, &c->out, NULL, NULL) != 0)
+            return -1;
+        w = put8(w, AMQP_FRAME_METHOD);
+        w = put16(w, CH);
+        w = put32(w, 13);
+        w = put32(w, AMQP_BASIC_ACK_METHOD);
+        w = put64(w, tag);
+        w = put8(w, multiple ? 1 : 0);
+        put8(w, AMQP_FRAME_END);
+        outq_copy(&c->out, f, sizeof(f));
+        return 0;
+    }
+    if (amqp_basic_ack(c->l.st, CH, tag, multiple) != AMQP_STATUS_OK) {
+        fail(EXIT_BROKER, "basic.ack failed (%s)", c->l.who);
+        return -1;
+    }
+    return 0;
+}
+
+/* Acknowledges what is pending (the idle path of --multi-ack). */
+static int
+cons_ack_pending(struct consumer *c)
+{
+    if (c->pending > 0) {
+        if (cons_send_ack(c, c->last_tag, c->pending > 1) != 0)
+            return -1;
+        c->pending = 0;
+    }
+    if (c->l.fd >= 0 && c->out.niov > 0)
+        return outq_flush(&c->l, &c->out, NULL, NULL);
+    return 0;
+}
+
+static int
+cons_message(struct consumer *c, const uint8_t *stamp, size_t len,
+             uint64_t tag, bool redelivered)
+{
+    uint64_t t = now_ns();
+    uint64_t n = atomic_load_explicit(&c->received, memory_order_relaxed);
+
+    atomic_store_explicit(&c->received, n + 1, memory_order_relaxed);
+    atomic_store_explicit(&c->last_recv_ns, t, memory_order_relaxed);
+    if (redelivered)
+        c->redelivered++;
+    if (len >= STAMP_LEN) {
+        uint64_t ts = get64(stamp), idseq = get64(stamp + 8);
+        unsigned pid = (unsigned)(idseq >> 48);
+        uint64_t seq = idseq & 0xffffffffffffu;
+
+        hist_add(c->lat, t > ts ? t - ts : 0);
+        if (pid < MAX_PRODUCERS &&
+            seq < ((uint64_t)SEQ_CHUNKS << SEQ_CHUNK_BITS)) {
+            struct seqtrack *tr = trk_get(&pqs[c->queue], pid);
+            if (trk_mark(tr, seq)) {
+                c->dups++;
+                atomic_fetch_add_explicit(&tr->dups, 1, memory_order_relaxed);
+            } else if (seq + 1 < c->last[pid]) {
+                c->reordered++;
+                atomic_fetch_add_explicit(&tr->reordered, 1,
+                                          memory_order_relaxed);
+            }
+            if (seq + 1 > c->last[pid])
+                c->last[pid] = seq + 1;
+        } else {
+            c->malformed++;
+        }
+    } else {
+        c->malformed++;
+    }
+    if (!o.autoack) {
+        c->pending++;
+        c->last_tag = tag;
+        if (c->pending >= (uint64_t)o.multi_ack) {
+            if (cons_send_ack(c, tag, o.multi_ack > 1) != 0)
+                return -1;
+            c->pending = 0;
+        }
+    }
+    return 0;
+}
+
+static void *
+consumer_main(void *arg)
+{
+    struct consumer *c = arg;
+    char who[32];
+    uint64_t tag = 0, body_left = 0, got = 0;
+    bool in_msg = false, redelivered = false;
+    uint8_t stamp[STAMP_LEN];
+
+    snprintf(who, sizeof(who), "consumer %u", c->id);
+    c->lat = xcalloc(1, sizeof(*c->lat));
+    c->last = xcalloc(MAX_PRODUCERS, sizeof(*c->last));
+    if (link_open(&c->l, who) != 0)
+        goto out;
+    if (c->l.fd >= 0)
+        outq_init(&c->out, 65536);
+    if (o.prefetch > 0) {
+        amqp_basic_qos(c->l.st, CH, 0, (uint16_t)o.prefetch, 0);
+        if (rpc_check(&c->l, "basic.qos", EXIT_BROKER) != 0)
+            goto out;
+    }
+    amqp_basic_consume(c->l.st, CH, amqp_cstring_bytes(pqs[c->queue].name),
+                       amqp_empty_bytes, 0, o.autoack, 0, amqp_empty_table);
+    if (rpc_check(&c->l, "basic.consume", EXIT_BROKER) != 0)
+        goto out;
+    if (!ready_and_wait())
+        goto out;
+
+    while (!atomic_load_explicit(&g_stop_consumers, memory_order_relaxed) &&
+           !atomic_load_explicit(&g_abort, memory_order_relaxed)) {
+        amqp_frame_t f;
+        struct timeval tv = { 0, 100000 };
+        int r;
+
+        /* About to block: send the acks gathered from the last read. */
+        if (c->l.fd >= 0 && c->out.niov > 0 &&
+            !amqp_data_in_buffer(c->l.st) &&
+            outq_flush(&c->l, &c->out, NULL, NULL) != 0)
+            goto out;
+        r = amqp_simple_wait_frame_noblock(c->l.st, &f, &tv);
+        if (r == AMQP_STATUS_TIMEOUT) {
+            if (cons_ack_pending(c) != 0)
+                goto out;
+            continue;
+        }
+        if (r != AMQP_STATUS_OK) {
+            fail(EXIT_BROKER, "connection to the broker lost: %s (%s)",
+                 amqp_error_string2(r), c->l.who);
+            c->l.closed = true;
+            goto out;
+        }
+        switch (f.frame_type) {
+        case AMQP_FRAME_METHOD:
+            switch (f.payload.method.id) {
+            case AMQP_BASIC_DELIVER_METHOD: {
+                const amqp_basic_deliver_t *d = f.payload.method.decoded;
+                tag = d->delivery_tag;
+                redelivered = d->redelivered;
+                in_msg = true;
+                body_left = 0;
+                got = 0;
+                break;
+            }
+            case AMQP_CONNECTION_CLOSE_METHOD: {
+                const amqp_connection_close_t *m = f.payload.method.decoded;
+                server_closed(&c->l, "basic.consume", true, m->reply_code,
+                              m->reply_text, EXIT_BROKER);
+                goto out;
+            }
+            case AMQP_CHANNEL_CLOSE_METHOD: {
+                const amqp_channel_close_t *m = f.payload.method.decoded;
+                server_closed(&c->l, "basic.consume", false, m->reply_code,
+                              m->reply_text, EXIT_BROKER);
+                goto out;
+            }
+            case AMQP_BASIC_CANCEL_METHOD:
+                fail(EXIT_BROKER, "the broker cancelled the consumer on "
+                     "queue %s (%s)", pqs[c->queue].name, c->l.who);
+                goto out;
+            default:
+                break;
+            }
+            break;
+        case AMQP_FRAME_HEADER:
+            if (!in_msg)
+                break;
+            body_left = f.payload.properties.body_size;
+            if (body_left == 0) {
+                in_msg = false;
+                if (cons_message(c, stamp, 0, tag, redelivered) != 0)
+                    goto out;
+            }
+            break;
+        case AMQP_FRAME_BODY: {
+            amqp_bytes_t b = f.payload.body_fragment;
+            if (!in_msg)
+                break;
+            if (got < STAMP_LEN) {
+                size_t n = STAMP_LEN - got < b.len ? STAMP_LEN - got : b.len;
+                memcpy(stamp + got, b.bytes, n);
+            }
+            got += b.len;
+            body_left = b.len < body_left ? body_left - b.len : 0;
+            if (body_left == 0) {
+                in_msg = false;
+                if (cons_message(c, stamp, got, tag, redelivered) != 0)
+                    goto out;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+        amqp_maybe_release_buffers(c->l.st);
+    }
+    if (!atomic_load(&g_abort))
+        (void)cons_ack_pending(c);
+out:
+    atomic_store(&c->finished, true);
+    return NULL;
+}
+
+/* ---- topology ---- */
+
+static int
+setup_topology(struct link *l)
+{
+    static const char *const types[] = { "", "direct", "fanout", "topic" };
+
+    if (o.exchange != X_DEFAULT) {
+        snprintf(xname, sizeof(xname), "%s%s", o.prefix, types[o.exchange]);
+        if (!o.consume_only) {
+            amqp_exchange_declare(l->st, CH, amqp_cstring_bytes(xname),
+                                  amqp_cstring_bytes(types[o.exchange]), 0,
+                                  0, 0, 0, amqp_empty_table);
+            if (rpc_check(l, "exchange.declare", EXIT_BROKER) != 0)
+                return -1;
+        }
+    }
+    for (int i = 0; i < nqueues; i++) {
+        struct pq *q = &pqs[i];
+        amqp_queue_declare_ok_t *ok;
+
+        snprintf(q->name, sizeof(q->name), "%s%d", o.prefix, i);
+        /* Consume-only looks the queue up (passive) to learn its backlog. */
+        ok = amqp_queue_declare(l->st, CH, amqp_cstring_bytes(q->name),
+                                o.consume_only, o.persistent, 0, 0,
+                                amqp_empty_table);
+        if (rpc_check(l, "queue.declare", EXIT_BROKER) != 0)
+            return -1;
+        if (o.consume_only) {
+            q->initial = ok->message_count;
+            continue;
+        }
+        if (o.exchange != X_DEFAULT) {
+            if (o.exchange == X_FANOUT)
+                q->bind_key[0] = '\0';
+            else if (o.exchange == X_TOPIC)
+                snprintf(q->bind_key, sizeof(q->bind_key),
+                         broadcast ? "perf.#" : "perf.%d.#", i);
+            else
+                snprintf(q->bind_key, sizeof(q->bind_key), "%s",
+                         broadcast ? "perf" : q->name);
+            amqp_queue_bind(l->st, CH, amqp_cstring_bytes(q->name),
+                            amqp_cstring_bytes(xname),
+                            amqp_cstring_bytes(q->bind_key), amqp_empty_table);
+            if (rpc_check(l, "queue.bind", EXIT_BROKER) != 0)
+                return -1;
+        }
+        /* A fresh run: leftovers would show up as duplicates. */
+        amqp_queue_purge(l->st, CH, amqp_cstring_bytes(q->name));
+        if (rpc_check(l, "queue.purge", EXIT_BROKER) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void
+routing_key(int pid, char *out, size_t len)
+{
+    int qi = pid % nqueues;
+    switch (o.exchange) {
+    case X_DEFAULT:
+        snprintf(out, len, "%s", pqs[qi].name);
+        break;
+    case X_DIRECT:
+        snprintf(out, len, "%s", broadcast ? "perf" : pqs[qi].name);
+        break;
+    case X_FANOUT:
+        out[0] = '\0';
+        break;
+    case X_TOPIC:
+        snprintf(out, len, "perf.%d.%d", broadcast ? 0 : qi, pid);
+        break;
+    }
+}
+
+/*
+ * Deletes what setup_topology declared. Failing here does not spoil a run
+ * that has been measured, so problems are only warnings.
+ */
+static void
+teardown_topology(struct link *l, bool quiet)
+{
+    for (int i = 0; i < nqueues && !l->closed; i++) {
+        amqp_rpc_reply_t r;
+        amqp_queue_delete(l->st, CH, amqp_cstring_bytes(pqs[i].name), 0, 0);
+        r = amqp_get_rpc_reply(l->st);
+        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+            if (!quiet)
+                fprintf(stderr, "roost-perf: warning: could not delete queue "
+                        "%s\n", pqs[i].name);
+            l->closed = r.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION ||
+                        r.reply.id == AMQP_CONNECTION_CLOSE_METHOD;
+            return;
+        }
+    }
+    if (xname[0] != '\0' && !o.consume_only && !l->closed) {
+        amqp_exchange_delete(l->st, CH, amqp_cstring_bytes(xname), 0);
+        if (amqp_get_rpc_reply(l->st).reply_type != AMQP_RESPONSE_NORMAL &&
+            !quiet)
+            fprintf(stderr, "roost-perf: warning: could not delete exchange "
+                    "%s\n", xname);
+    }
+}
+
+/*
+ * Publish-only: the last write left the producer, but is it in the queues?
+ * Asks each queue for its depth (passive queue.declare) until it holds what
+ * was sent to it, and returns when that was, or 0 if the queues stopped
+ * growing short of it for --drain-timeout.
+ */
+static uint64_t
+wait_enqueued(struct link *l, uint64_t *enqueued)
+{
+    uint64_t last_total = UINT64_MAX, progress_t = now_ns();
+
+    for (;;) {
+        uint64_t total = 0, t;
+        bool all = true;
+        for (int q = 0; q < nqueues; q++) {
+            uint64_t want = 0;
+            amqp_queue_declare_ok_t *ok;
+            for (int p = 0; p < o.producers; p++)
+                if (broadcast || p % nqueues == q)
+                    want += atomic_load(&prods[p].published);
+            ok = amqp_queue_declare(l->st, CH, amqp_cstring_bytes(pqs[q].name),
+                                    1, 0, 0, 0, amqp_empty_table);
+            if (rpc_check(l, "queue.declare (passive)", EXIT_BROKER) != 0)
+                return 0;
+            total += ok->message_count;
+            if (ok->message_count < want)
+                all = false;
+        }
+        amqp_maybe_release_buffers(l->st);
+        *enqueued = total;
+        t = now_ns();
+        if (all)
+            return t;
+        if (total != last_total) {
+            last_total = total;
+            progress_t = t;
+        } else if (t - progress_t > (uint64_t)(o.drain_timeout * 1e9)) {
+            return 0;
+        }
+        sleep_until(t + 5000000);
+    }
+}
+
+/* ---- options ---- */
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+"usage: roost-perf [options]\n"
+"Connection:\n"
+"  --uri URI             amqp[s]://user:pass@host:port/vhost\n"
+"  --host H --port N     broker address (default localhost:5672, 5671 with --tls)\n"
+"  --user U --password P --vhost V   (default guest, guest, /)\n"
+"  --tls                 connect with TLS; --cacert FILE, --cert FILE, --key FILE\n"
+"  --insecure            with --tls: do not verify the broker's certificate\n"
+"  --frame-max N         frame_max to ask for (default 131072)\n"
+"Load:\n"
+"  --producers N --consumers N   threads, one connection each (default 1, 1)\n"
+"  --queues N            queues; producer i publishes to queue i %% N (default 1)\n"
+"  --exchange T          direct, fanout, topic or default (default direct)\n"
+"  --fanout M            M queues, each gets every message\n"
+"  --size BYTES          body size, at least 16 (default 1024)\n"
+"  --rate R              msgs/s per producer, 0 = unlimited (default 0)\n"
+"  --duration S          publish for S seconds (default 10 unless --count)\n"
+"  --count N             messages per producer; consume-only: messages in total\n"
+"  --confirm N           publisher confirms, N outstanding per producer\n"
+"  --persistent          durable queues, delivery mode 2\n"
+"  --prefetch N          basic.qos per consumer (default 0: none)\n"
+"  --autoack             no acks (default: manual acks)\n"
+"  --multi-ack N         ack every N messages with multiple=true (default 1)\n"
+"  --publish-only        publish, leave the messages queued and exit\n"
+"  --consume-only        drain the queues (until empty, or --count received)\n"
+"  --queue-prefix P      names: P0, P1... and exchange P<type> (default roost-perf-)\n"
+"  --keep                do not delete the queues and exchange at the end\n"
+"  --batch BYTES         gather writes up to BYTES (default 16384); 0 = one\n"
+"                        amqp_basic_publish / amqp_basic_ack per message\n"
+"  --drain-timeout S     stop waiting for messages after S s without any (10)\n"
+"Output:\n"
+"  --json                JSON report on standard output\n"
+"  --interval S          progress on standard error every S s (default 1)\n"
+"  --quiet               no progress lines\n"
+"  --fail-on-loss        exit 5 if messages were lost, duplicated or reordered\n"
+"Exit: 0 ok, 1 usage, 2 connect/login, 3 refused (540 NOT_IMPLEMENTED),\n"
+"      4 broker error, 5 loss (with --fail-on-loss)\n");
+}
+
+static double
+num_arg(const char *name, const char *s, double min, double max)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= min && v <= max)) {
+        fprintf(stderr, "roost-perf: %s: '%s' is not a number in [%g, %g]\n",
+                name, s, min, max);
+        exit(EXIT_USAGE);
+    }
+    return v;
+}
+
+static char *uri_copy;
+
+static void
+parse_args(int argc, char **argv)
+{
+    enum {
+        O_URI = 256, O_HOST, O_PORT, O_USER, O_PASS, O_VHOST, O_TLS, O_CACERT,
+        O_CERT, O_KEY, O_INSECURE, O_FRAME_MAX, O_PRODUCERS, O_CONSUMERS,
+        O_QUEUES, O_EXCHANGE, O_FANOUT, O_SIZE, O_RATE, O_DURATION, O_COUNT,
+        O_CONFIRM, O_PERSISTENT, O_PREFETCH, O_AUTOACK, O_MULTI_ACK,
+        O_PUBLISH_ONLY, O_CONSUME_ONLY, O_PREFIX, O_KEEP, O_BATCH, O_DRAIN,
+        O_JSON, O_INTERVAL, O_QUIET, O_FAIL_ON_LOSS, O_HELP,
+    };
+    static const struct option lo[] = {
+        { "uri", 1, 0, O_URI }, { "host", 1, 0, O_HOST },
+        { "port", 1, 0, O_PORT }, { "user", 1, 0, O_USER },
+        { "password", 1, 0, O_PASS }, { "vhost", 1, 0, O_VHOST },
+        { "tls", 0, 0, O_TLS }, { "cacert", 1, 0, O_CACERT },
+        { "cert", 1, 0, O_CERT }, { "key", 1, 0, O_KEY },
+        { "insecure", 0, 0, O_INSECURE }, { "frame-max", 1, 0, O_FRAME_MAX },
+        { "producers", 1, 0, O_PRODUCERS }, { "consumers", 1, 0, O_CONSUMERS },
+        { "queues", 1, 0, O_QUEUES }, { "exchange", 1, 0, O_EXCHANGE },
+        { "fanout", 1, 0, O_FANOUT }, { "size", 1, 0, O_SIZE },
+        { "rate", 1, 0, O_RATE }, { "duration", 1, 0, O_DURATION },
+        { "count", 1, 0, O_COUNT }, { "confirm", 1, 0, O_CONFIRM },
+        { "persistent", 0, 0, O_PERSISTENT },
+        { "prefetch", 1, 0, O_PREFETCH }, { "autoack", 0, 0, O_AUTOACK },
+        { "multi-ack", 1, 0, O_MULTI_ACK },
+        { "publish-only", 0, 0, O_PUBLISH_ONLY },
+        { "consume-only", 0, 0, O_CONSUME_ONLY },
+        { "queue-prefix", 1, 0, O_PREFIX }, { "keep", 0, 0, O_KEEP },
+        { "batch", 1, 0, O_BATCH }, { "drain-timeout", 1, 0, O_DRAIN },
+        { "json", 0, 0, O_JSON }, { "interval", 1, 0, O_INTERVAL },
+        { "quiet", 0, 0, O_QUIET }, { "fail-on-loss", 0, 0, O_FAIL_ON_LOSS },
+        { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+    };
+    bool have_duration = false, have_port = false;
+    int c;
+
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_URI: {
+            struct amqp_connection_info ci;
+            free(uri_copy);
+            uri_copy = strdup(optarg);
+            if (uri_copy == NULL || amqp_parse_url(uri_copy, &ci) != 0) {
+                fprintf(stderr, "roost-perf: --uri: cannot parse '%s'\n",
+                        optarg);
+                exit(EXIT_USAGE);
+            }
+            o.host = ci.host;
+            o.port = ci.port;
+            o.user = ci.user;
+            o.pass = ci.password;
+            o.vhost = ci.vhost;
+            o.tls = ci.ssl;
+            have_port = true;
+            break;
+        }
+        case O_HOST: o.host = optarg; break;
+        case O_PORT:
+            o.port = (int)num_arg("--port", optarg, 1, 65535);
+            have_port = true;
+            break;
+        case O_USER: o.user = optarg; break;
+        case O_PASS: o.pass = optarg; break;
+        case O_VHOST: o.vhost = optarg; break;
+        case O_TLS: o.tls = true; break;
+        case O_CACERT: o.cacert = optarg; break;
+        case O_CERT: o.cert = optarg; break;
+        case O_KEY: o.key = optarg; break;
+        case O_INSECURE: o.insecure = true; break;
+        case O_FRAME_MAX:
+            o.frame_max = (int)num_arg("--frame-max", optarg, 4096, 1 << 24);
+            break;
+        case O_PRODUCERS:
+            o.producers = (int)num_arg("--producers", optarg, 0,
+                                       MAX_PRODUCERS);
+            break;
+        case O_CONSUMERS:
+            o.consumers = (int)num_arg("--consumers", optarg, 0, 4096);
+            break;
+        case O_QUEUES:
+            o.queues = (int)num_arg("--queues", optarg, 1, 4096);
+            break;
+        case O_EXCHANGE: {
+            bool found = false;
+            for (int i = 0; i < 4; i++)
+                if (strcmp(optarg, xtype_names[i]) == 0) {
+                    o.exchange = (enum xtype)i;
+                    found = true;
+                }
+            if (!found) {
+                fprintf(stderr, "roost-perf: --exchange: '%s' is not direct, "
+                        "fanout, topic or default\n", optarg);
+                exit(EXIT_USAGE);
+            }
+            break;
+        }
+        case O_FANOUT:
+            o.fanout = (int)num_arg("--fanout", optarg, 1, 4096);
+            break;
+        case O_SIZE:
+            o.size = (size_t)num_arg("--size", optarg, STAMP_LEN, 1 << 27);
+            break;
+        case O_RATE: o.rate = num_arg("--rate", optarg, 0, 1e9); break;
+        case O_DURATION:
+            o.duration = num_arg("--duration", optarg, 0, 1e7);
+            have_duration = true;
+            break;
+        case O_COUNT: o.count = (uint64_t)num_arg("--count", optarg, 0, 4e9); break;
+        case O_CONFIRM:
+            o.confirm = (int)num_arg("--confirm", optarg, 0, 1 << 20);
+            break;
+        case O_PERSISTENT: o.persistent = true; break;
+        case O_PREFETCH:
+            o.prefetch = (int)num_arg("--prefetch", optarg, 0, 65535);
+            break;
+        case O_AUTOACK: o.autoack = true; break;
+        case O_MULTI_ACK:
+            o.multi_ack = (int)num_arg("--multi-ack", optarg, 1, 1 << 20);
+            break;
+        case O_PUBLISH_ONLY: o.publish_only = true; break;
+        case O_CONSUME_ONLY: o.consume_only = true; break;
+        case O_PREFIX: o.prefix = optarg; break;
+        case O_KEEP: o.keep = true; break;
+        case O_BATCH:
+            o.batch = (size_t)num_arg("--batch", optarg, 0, 1 << 24);
+            break;
+        case O_DRAIN:
+            o.drain_timeout = num_arg("--drain-timeout", optarg, 0.1, 1e6);
+            break;
+        case O_JSON: o.json = true; break;
+        case O_INTERVAL: o.interval = num_arg("--interval", optarg, 0, 1e6); break;
+        case O_QUIET: o.quiet = true; break;
+        case O_FAIL_ON_LOSS: o.fail_on_loss = true; break;
+        case 'h':
+        case O_HELP:
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            exit(EXIT_USAGE);
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "roost-perf: unexpected argument '%s'\n", argv[optind]);
+        exit(EXIT_USAGE);
+    }
+#define USAGE_IF(cond, ...) do { if (cond) { \
+        fprintf(stderr, "roost-perf: " __VA_ARGS__); fputc('\n', stderr); \
+        exit(EXIT_USAGE); } } while (0)
+    if (!have_port)
+        o.port = o.tls ? 5671 : 5672;
+    USAGE_IF(o.publish_only && o.consume_only,
+             "--publish-only and --consume-only exclude each other");
+    if (o.publish_only)
+        o.consumers = 0;
+    if (o.consume_only)
+        o.producers = 0;
+    if (o.consumers == 0)
+        o.publish_only = true;
+    if (o.producers == 0)
+        o.consume_only = true;
+    USAGE_IF(o.publish_only && o.consume_only,
+             "nothing to do: no producers and no consumers");
+    if (!have_duration && o.count == 0 && !o.consume_only)
+        o.duration = 10;
+    if (o.publish_only && o.duration == 0 && o.count == 0)
+        USAGE_IF(true, "--publish-only needs --duration or --count");
+    USAGE_IF((o.cert != NULL || o.key != NULL || o.cacert != NULL) && !o.tls,
+             "--cacert, --cert and --key need --tls");
+    USAGE_IF(o.fanout > 0 && o.exchange == X_DEFAULT,
+             "--fanout needs a direct, fanout or topic exchange");
+    USAGE_IF(!o.autoack && o.prefetch > 0 && o.multi_ack > o.prefetch,
+             "--multi-ack %d > --prefetch %d would stall the consumers",
+             o.multi_ack, o.prefetch);
+    nqueues = o.fanout > 0 ? o.fanout : o.queues;
+    broadcast = o.fanout > 0 || o.exchange == X_FANOUT;
+    USAGE_IF(!o.publish_only && o.consumers < nqueues,
+             "%d queue(s) need at least as many consumers (have %d)", nqueues,
+             o.consumers);
+    USAGE_IF(strlen(o.prefix) > 200, "--queue-prefix is too long");
+#undef USAGE_IF
+}
+
+/* ---- report ---- */
+
+struct result {
+    double elapsed, pub_s, cons_s, cpu;
+    uint64_t published, consumed, confirmed, nacked, unconfirmed, blocked;
+    uint64_t enqueued;          /* publish-only: messages in the queues */
+    uint64_t lost, dups, reordered, malformed, redelivered;
+    double pub_rate, cons_rate, confirm_rate;
+    struct hist lat, clat;
+};
+
+static void
+json_hist(FILE *f, const char *name, const struct hist *h)
+{
+    fprintf(f, "  \"%s\": {\"count\": %" PRIu64 ", \"min\": %.1f, "
+            "\"mean\": %.1f, \"p50\": %.1f, \"p95\": %.1f, \"p99\": %.1f, "
+            "\"p99_9\": %.1f, \"max\": %.1f},\n", name, h->n,
+            h->min / 1e3, h->n ? (double)h->sum / (double)h->n / 1e3 : 0.0,
+            hist_pct(h, 0.50) / 1e3, hist_pct(h, 0.95) / 1e3,
+            hist_pct(h, 0.99) / 1e3, hist_pct(h, 0.999) / 1e3,
+            h->max / 1e3);
+}
+
+static void
+json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static const char *
+mode_name(void)
+{
+    return o.publish_only ? "publish-only" : o.consume_only ? "consume-only"
+                                                             : "both";
+}
+
+static void
+report_json(const struct result *r)
+{
+    FILE *f = stdout;
+    fprintf(f, "{\n  \"tool\": \"roost-perf\",\n  \"broker\": ");
+    json_str(f, o.host);
+    fprintf(f, ",\n  \"port\": %d,\n  \"mode\": \"%s\",\n", o.port,
+            mode_name());
+    fprintf(f, "  \"config\": {\"producers\": %d, \"consumers\": %d, "
+            "\"queues\": %d, \"broadcast\": %s, \"exchange\": \"%s\", "
+            "\"size\": %zu, \"rate\": %g, \"duration\": %g, \"count\": %"
+            PRIu64 ", \"confirm\": %d, \"persistent\": %s, \"prefetch\": %d, "
+            "\"autoack\": %s, \"multi_ack\": %d, \"tls\": %s, \"batch\": %zu},\n",
+            o.producers, o.consumers, nqueues, broadcast ? "true" : "false",
+            xtype_names[o.exchange], o.size, o.rate, o.duration, o.count,
+            o.confirm, o.persistent ? "true" : "false", o.prefetch,
+            o.autoack ? "true" : "false", o.multi_ack,
+            o.tls ? "true" : "false", o.batch);
+    fprintf(f, "  \"elapsed_s\": %.3f,\n", r->elapsed);
+    fprintf(f, "  \"published\": %" PRIu64 ",\n", r->published);
+    fprintf(f, "  \"publish_s\": %.3f,\n", r->pub_s);
+    fprintf(f, "  \"publish_rate\": %.1f,\n", r->pub_rate);
+    if (o.publish_only)
+        fprintf(f, "  \"enqueued\": %" PRIu64 ",\n", r->enqueued);
+    fprintf(f, "  \"confirmed\": %" PRIu64 ",\n", r->confirmed);
+    fprintf(f, "  \"nacked\": %" PRIu64 ",\n", r->nacked);
+    fprintf(f, "  \"unconfirmed\": %" PRIu64 ",\n", r->unconfirmed);
+    fprintf(f, "  \"confirm_rate\": %.1f,\n", r->confirm_rate);
+    fprintf(f, "  \"consumed\": %" PRIu64 ",\n", r->consumed);
+    fprintf(f, "  \"consume_s\": %.3f,\n", r->cons_s);
+    fprintf(f, "  \"consume_rate\": %.1f,\n", r->cons_rate);
+    json_hist(f, "latency_us", &r->lat);
+    if (o.confirm > 0)
+        json_hist(f, "confirm_latency_us", &r->clat);
+    fprintf(f, "  \"lost\": %" PRIu64 ",\n", r->lost);
+    fprintf(f, "  \"duplicated\": %" PRIu64 ",\n", r->dups);
+    fprintf(f, "  \"reordered\": %" PRIu64 ",\n", r->reordered);
+    fprintf(f, "  \"redelivered\": %" PRIu64 ",\n", r->redelivered);
+    fprintf(f, "  \"malformed\": %" PRIu64 ",\n", r->malformed);
+    fprintf(f, "  \"blocked\": %" PRIu64 ",\n", r->blocked);
+    fprintf(f, "  \"client_cpu_s\": %.3f,\n", r->cpu);
+    fprintf(f, "  \"per_queue\": [");
+    for (int q = 0; q < nqueues; q++) {
+        uint64_t exp = 0, uniq = 0, dup = 0, reo = 0;
+        for (int p = 0; p < MAX_PRODUCERS; p++) {
+            struct seqtrack *t = atomic_load(&pqs[q].trk[p]);
+            uint64_t u, h;
+            trk_count(t, &u, &h);
+            uniq += u;
+            if (t != NULL) {
+                dup += atomic_load(&t->dups);
+                reo += atomic_load(&t->reordered);
+            }
+            if (o.consume_only)
+                exp += h;
+            else if (p < o.producers && (broadcast || p % nqueues == q))
+                exp += atomic_load(&prods[p].published);
+        }
+        if (o.consume_only && pqs[q].initial > exp)
+            exp = pqs[q].initial;
+        fprintf(f, "%s\n    {\"queue\": ", q ? "," : "");
+        json_str(f, pqs[q].name);
+        fprintf(f, ", \"expected\": %" PRIu64 ", \"received\": %" PRIu64
+                ", \"lost\": %" PRIu64 ", \"duplicated\": %" PRIu64
+                ", \"reordered\": %" PRIu64 "}", exp, uniq,
+                exp > uniq ? exp - uniq : 0, dup, reo);
+    }
+    fprintf(f, "%s],\n  \"ok\": %s\n}\n", nqueues ? "\n  " : "",
+            r->lost || r->dups || r->reordered ? "false" : "true");
+}
+
+static void
+fmt_us(char *out, size_t len, uint64_t ns)
+{
+    if (ns >= 10000000000u)
+        snprintf(out, len, "%.1f s", ns / 1e9);
+    else if (ns >= 10000000u)
+        snprintf(out, len, "%.1f ms", ns / 1e6);
+    else
+        snprintf(out, len, "%.0f us", ns / 1e3);
+}
+
+static void
+report_hist(FILE *f, const char *name, const struct hist *h)
+{
+    static const double qs[] = { 0.5, 0.95, 0.99, 0.999 };
+    static const char *const qn[] = { "p50", "p95", "p99", "p99.9" };
+    char b[32];
+
+    fprintf(f, "  %-12s", name);
+    for (int i = 0; i < 4; i++) {
+        fmt_us(b, sizeof(b), hist_pct(h, qs[i]));
+        fprintf(f, " %s %s ", qn[i], b);
+    }
+    fmt_us(b, sizeof(b), h->max);
+    fprintf(f, " max %s\n", b);
+}
+
+static void
+report_human(const struct result *r)
+{
+    FILE *f = o.json ? stderr : stdout;
+    char rate[32];
+
+    if (o.rate > 0)
+        snprintf(rate, sizeof(rate), "%g msg/s per producer", o.rate);
+    else
+        snprintf(rate, sizeof(rate), "unlimited rate");
+    fprintf(f, "roost-perf %s:%d  %s, %d producer(s), %d consumer(s), "
+            "%d queue(s)%s, %zu B, %s, %s%s%s\n", o.host, o.port, mode_name(),
+            o.producers, o.consumers, nqueues, broadcast ? " (fan-out)" : "",
+            o.size, rate, o.autoack ? "autoack" : "manual acks",
+            o.persistent ? ", persistent" : "",
+            o.confirm > 0 ? ", confirms" : "");
+    fprintf(f, "  %-12s %12s %12s\n", "", "published", "consumed");
+    fprintf(f, "  %-12s %12" PRIu64 " %12" PRIu64 "\n", "messages",
+            r->published, r->consumed);
+    fprintf(f, "  %-12s %12.0f %12.0f\n", "msg/s", r->pub_rate, r->cons_rate);
+    fprintf(f, "  %-12s %12.2f %12.2f\n", "seconds", r->pub_s, r->cons_s);
+    if (r->lat.n > 0)
+        report_hist(f, "latency", &r->lat);
+    if (o.confirm > 0) {
+        fprintf(f, "  confirms     %" PRIu64 " acked, %" PRIu64 " nacked, %"
+                PRIu64 " unconfirmed, %.0f/s\n", r->confirmed, r->nacked,
+                r->unconfirmed, r->confirm_rate);
+        if (r->clat.n > 0)
+            report_hist(f, "confirm lat.", &r->clat);
+    }
+    if (!o.publish_only)
+        fprintf(f, "  integrity    lost %" PRIu64 ", duplicated %" PRIu64
+                ", reordered %" PRIu64 "%s\n", r->lost, r->dups, r->reordered,
+                r->lost || r->dups || r->reordered ? "  <-- NOT OK" : "");
+    if (r->malformed || r->redelivered || r->blocked)
+        fprintf(f, "  also         malformed %" PRIu64 ", redelivered %" PRIu64
+                ", connection.blocked %" PRIu64 "\n", r->malformed,
+                r->redelivered, r->blocked);
+    fprintf(f, "  client CPU   %.2f s\n", r->cpu);
+}
+
+/* ---- main ---- */
+
+static volatile sig_atomic_t g_signals;
+
+static void
+on_signal(int sig)
+{
+    (void)sig;
+    g_signals++;
+}
+
+static uint64_t
+sum_published(void)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < o.producers; i++)
+        n += atomic_load_explicit(&prods[i].published, memory_order_relaxed);
+    return n;
+}
+
+static uint64_t
+sum_received(int queue)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < o.consumers; i++)
+        if (queue < 0 || cons[i].queue == queue)
+            n += atomic_load_explicit(&cons[i].received, memory_order_relaxed);
+    return n;
+}
+
+static uint64_t
+last_receive_ns(void)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < o.consumers; i++) {
+        uint64_t x = atomic_load(&cons[i].last_recv_ns);
+        if (x > t)
+            t = x;
+    }
+    return t;
+}
+
+static bool
+all_finished(bool producers)
+{
+    int n = producers ? o.producers : o.consumers;
+    for (int i = 0; i < n; i++)
+        if (!atomic_load(producers ? &prods[i].finished : &cons[i].finished))
+            return false;
+    return true;
+}
+
+/* Have the consumers received what they are owed? */
+static bool
+consumers_satisfied(void)
+{
+    if (o.consume_only) {
+        uint64_t want = 0;
+        if (o.count > 0)
+            return sum_received(-1) >= o.count;
+        for (int q = 0; q < nqueues; q++)
+            want += pqs[q].initial;
+        return sum_received(-1) >= want;
+    }
+    for (int q = 0; q < nqueues; q++) {
+        uint64_t want = 0;
+        for (int p = 0; p < o.producers; p++)
+            if (broadcast || p % nqueues == q)
+                want += atomic_load(&prods[p].published);
+        if (sum_received(q) < want)
+            return false;
+    }
+    return true;
+}
+
+static void
+monitor(void)
+{
+    uint64_t next_report = g_start_ns + (uint64_t)(o.interval * 1e9);
+    uint64_t prev_pub = 0, prev_recv = 0, prev_t = g_start_ns;
+    uint64_t progress_t = 0, progress_n = 0;
+    bool producers_done = o.producers == 0;
+
+    for (;;) {
+        uint64_t t;
+        struct timespec ts = { 0, 20000000 };
+        nanosleep(&ts, NULL);
+        t = now_ns();
+        if (atomic_load(&g_abort))
+            return;
+        if (g_signals > 0 && !atomic_load(&g_stop_producers)) {
+            if (!o.quiet)
+                fprintf(stderr, "roost-perf: interrupted, stopping\n");
+            atomic_store(&g_stop_producers, true);
+        }
+        if (g_signals > 1) {
+            fail(EXIT_USAGE, "interrupted twice, giving up");
+            return;
+        }
+        if (g_signals > 0 && producers_done)
+            break;              /* interrupted while draining */
+        if (!producers_done && o.duration > 0 &&
+            t - g_start_ns >= (uint64_t)(o.duration * 1e9))
+            atomic_store(&g_stop_producers, true);
+        if (!producers_done && all_finished(true)) {
+            producers_done = true;
+            progress_t = t;
+            progress_n = sum_received(-1);
+        }
+        if (o.interval > 0 && !o.quiet && t >= next_report) {
+            uint64_t pub = sum_published(), recv = sum_received(-1);
+            double dt = (double)(t - prev_t) / 1e9;
+            fprintf(stderr, "%7.1f s  sent %9.0f msg/s  received %9.0f msg/s"
+                    "  (total %" PRIu64 " / %" PRIu64 ")\n",
+                    (double)(t - g_start_ns) / 1e9,
+                    (double)(pub - prev_pub) / dt,
+                    (double)(recv - prev_recv) / dt, pub, recv);
+            prev_pub = pub;
+            prev_recv = recv;
+            prev_t = t;
+            next_report += (uint64_t)(o.interval * 1e9);
+        }
+        if (o.publish_only) {
+            if (producers_done)
+                return;
+            continue;
+        }
+        if (o.consume_only) {
+            uint64_t n = sum_received(-1);
+            if (n != progress_n) {
+                progress_n = n;
+                progress_t = t;
+            }
+            if (progress_t == 0)
+                progress_t = t;
+            if (consumers_satisfied() ||
+                (o.duration > 0 &&
+                 t - g_start_ns >= (uint64_t)(o.duration * 1e9)) ||
+                t - progress_t > (uint64_t)(o.drain_timeout * 1e9))
+                break;
+            continue;
+        }
+        if (producers_done) {
+            uint64_t n = sum_received(-1);
+            if (n != progress_n) {
+                progress_n = n;
+                progress_t = t;
+            }
+            if (consumers_satisfied() ||
+                t - progress_t > (uint64_t)(o.drain_timeout * 1e9))
+                break;
+        }
+    }
+    atomic_store(&g_stop_consumers, true);
+}
 
 int
-main(void)
+main(int argc, char **argv)
 {
-    fprintf(stderr, "roost-perf: not written yet\n");
-    return 1;
+    struct link setup;
+    struct result *r;
+    struct sigaction sa;
+    double cpu0 = 0;
+    int started_c = 0, started_p = 0;
+    uint64_t end_ns;
+    bool topology = false;
+    uint64_t enq_ns = 0, enqueued = 0;
+
+    parse_args(argc, argv);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    /* The default 50 us timer slack would blur the rate limiter. */
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+
+    pqs = xcalloc((size_t)nqueues, sizeof(*pqs));
+    prods = xcalloc((size_t)(o.producers ? o.producers : 1), sizeof(*prods));
+    cons = xcalloc((size_t)(o.consumers ? o.consumers : 1), sizeof(*cons));
+
+    if (link_open(&setup, "setup") != 0)
+        goto done;
+    topology = true;
+    if (setup_topology(&setup) != 0)
+        goto done;
+
+    for (int i = 0; i < o.consumers; i++) {
+        cons[i].id = (unsigned)i;
+        cons[i].queue = i % nqueues;
+        if (pthread_create(&cons[i].thr, NULL, consumer_main, &cons[i]) != 0) {
+            fail(EXIT_USAGE, "cannot start a thread");
+            goto join;
+        }
+        started_c++;
+    }
+    if (!wait_ready(o.consumers))
+        goto join;
+    for (int i = 0; i < o.producers; i++) {
+        prods[i].id = (unsigned)i;
+        prods[i].queue = i % nqueues;
+        routing_key(i, prods[i].rkey, sizeof(prods[i].rkey));
+        if (pthread_create(&prods[i].thr, NULL, producer_main, &prods[i]) != 0) {
+            fail(EXIT_USAGE, "cannot start a thread");
+            goto join;
+        }
+        started_p++;
+    }
+    if (!wait_ready(o.consumers + o.producers))
+        goto join;
+    cpu0 = cpu_seconds();
+    go();
+    monitor();
+join:
+    atomic_store(&g_stop_producers, true);
+    atomic_store(&g_stop_consumers, true);
+    if (!g_go) {
+        atomic_store(&g_abort, true);   /* wake threads waiting to start */
+        pthread_mutex_lock(&go_mu);
+        pthread_cond_broadcast(&go_cv);
+        pthread_mutex_unlock(&go_mu);
+    }
+    for (int i = 0; i < started_p; i++)
+        pthread_join(prods[i].thr, NULL);
+    for (int i = 0; i < started_c; i++)
+        pthread_join(cons[i].thr, NULL);
+    end_ns = now_ns();
+    for (int i = 0; i < started_p; i++)
+        link_close(&prods[i].l);
+    for (int i = 0; i < started_c; i++)
+        link_close(&cons[i].l);
+    if (g_exit == 0 && g_go && o.publish_only) {
+        enq_ns = wait_enqueued(&setup, &enqueued);
+        if (enq_ns == 0 && g_exit == 0)
+            fprintf(stderr, "roost-perf: warning: the queues hold only %"
+                    PRIu64 " of the messages published\n", enqueued);
+    }
+    if (g_exit != 0 || !g_go)
+        goto done;
+
+    r = xcalloc(1, sizeof(*r));
+    r->enqueued = enqueued;
+    r->cpu = cpu_seconds() - cpu0;
+    r->elapsed = (double)(end_ns - g_start_ns) / 1e9;
+    for (int i = 0; i < o.producers; i++) {
+        struct producer *p = &prods[i];
+        double s = p->last_send_ns > g_start_ns
+                       ? (double)(p->last_send_ns - g_start_ns) / 1e9 : 0;
+        r->published += atomic_load(&p->published);
+        r->confirmed += p->confirmed;
+        r->nacked += p->nacked;
+        r->blocked += p->blocked;
+        if (o.confirm > 0) {
+            r->unconfirmed += p->next_tag - p->low_tag;
+            hist_merge(&r->clat, p->clat);
+            if (p->last_confirm_ns > g_start_ns &&
+                (double)(p->last_confirm_ns - g_start_ns) / 1e9 > r->confirm_rate)
+                r->confirm_rate = (double)(p->last_confirm_ns - g_start_ns) / 1e9;
+        }
+        if (s > r->pub_s)
+            r->pub_s = s;
+    }
+    /* Publish-only: count until the broker has queued them all. */
+    if (enq_ns > g_start_ns)
+        r->pub_s = (double)(enq_ns - g_start_ns) / 1e9;
+    r->confirm_rate = r->confirm_rate > 0
+                          ? (double)(r->confirmed + r->nacked) / r->confirm_rate
+                          : 0;
+    r->pub_rate = r->pub_s > 0 ? (double)r->published / r->pub_s : 0;
+    for (int i = 0; i < o.consumers; i++) {
+        struct consumer *c = &cons[i];
+        r->consumed += atomic_load(&c->received);
+        r->dups += c->dups;
+        r->reordered += c->reordered;
+        r->malformed += c->malformed;
+        r->redelivered += c->redelivered;
+        hist_merge(&r->lat, c->lat);
+    }
+    {
+        uint64_t last = last_receive_ns();
+        r->cons_s = last > g_start_ns ? (double)(last - g_start_ns) / 1e9 : 0;
+        r->cons_rate = r->cons_s > 0 ? (double)r->consumed / r->cons_s : 0;
+    }
+    if (!o.publish_only) {
+        for (int q = 0; q < nqueues; q++) {
+            uint64_t exp = 0, uniq = 0;
+            for (int p = 0; p < MAX_PRODUCERS; p++) {
+                uint64_t u, h;
+                trk_count(atomic_load(&pqs[q].trk[p]), &u, &h);
+                uniq += u;
+                if (o.consume_only)
+                    exp += h;
+                else if (p < o.producers && (broadcast || p % nqueues == q))
+                    exp += atomic_load(&prods[p].published);
+            }
+            if (o.consume_only && o.count == 0 && pqs[q].initial > exp)
+                exp = pqs[q].initial;
+            r->lost += exp > uniq ? exp - uniq : 0;
+        }
+        if (o.consume_only && o.count > 0 && r->consumed < o.count &&
+            o.count - r->consumed > r->lost)
+            r->lost = o.count - r->consumed;
+    }
+    report_human(r);
+    if (o.json)
+        report_json(r);
+    if (o.fail_on_loss && (r->lost || r->dups || r->reordered))
+        g_exit = EXIT_INTEGRITY;
+    free(r);
+
+done:
+    if (g_exit != 0 && g_exit != EXIT_INTEGRITY) {
+        fprintf(stderr, "roost-perf: %s\n", g_err);
+        if (o.json) {
+            printf("{\n  \"tool\": \"roost-perf\",\n  \"error\": ");
+            json_str(stdout, g_err);
+            printf(",\n  \"exit_code\": %d\n}\n", g_exit);
+        }
+    }
+    if (topology && !o.keep && !o.publish_only && !setup.closed)
+        teardown_topology(&setup, g_exit != 0 && g_exit != EXIT_INTEGRITY);
+    link_close(&setup);
+    for (int q = 0; q < nqueues; q++)
+        for (int p = 0; p < MAX_PRODUCERS; p++)
+            trk_free(atomic_load(&pqs[q].trk[p]));
+    for (int i = 0; i < o.producers; i++) {
+        free(prods[i].tmpl);
+        free(prods[i].body);
+        free(prods[i].out.stage);
+        free(prods[i].ring);
+        free(prods[i].clat);
+    }
+    for (int i = 0; i < o.consumers; i++) {
+        free(cons[i].out.stage);
+        free(cons[i].lat);
+        free(cons[i].last);
+    }
+    free(pqs);
+    free(prods);
+    free(cons);
+    free(uri_copy);
+    return g_exit;
 }
