@@ -781,7 +781,24 @@ body_frame(struct channel *ch, const struct frame *f)
         return;
     }
     memcpy(m->body + m->body_filled, f->payload, f->size);
-    m->body_filled += f->size;
+    channel_body_filled(ch, f->size);
+}
+
+uint8_t *
+channel_body_dest(struct channel *ch, uint32_t size)
+{
+    struct msg *m = ch->pub_msg;
+    if (ch->state != CH_OPEN || ch->content != CA_AWAIT_BODY || m == NULL ||
+        size > m->body_len - m->body_filled)
+        return NULL;
+    return m->body + m->body_filled;
+}
+
+void
+channel_body_filled(struct channel *ch, uint32_t size)
+{
+    struct msg *m = ch->pub_msg;
+    m->body_filled += size;
     if (msg_is_complete(m)) {
         ch->pub_msg = NULL;
         ch->content = CA_IDLE;

@@ -542,6 +542,36 @@ read_protocol_header(struct conn *c, struct evbuffer *in)
     return true;
 }
 
+/*
+ * A whole body frame for a message being published: copy its payload
+ * straight from the input buffer into the message, instead of making the
+ * frame contiguous first and copying it again. False when the frame must
+ * take the normal path (errors included, which that path reports).
+ */
+static bool
+body_direct(struct conn *c, struct evbuffer *in, const uint8_t *hdr,
+            size_t need)
+{
+    uint16_t number = wire_load16(hdr + 1);
+    uint32_t size = frame_peek_size(hdr);
+    uint8_t end, *dest;
+    struct channel *ch;
+
+    if (c->state != CONN_OPEN || number >= c->channels_cap ||
+        (ch = c->channels[number]) == NULL ||
+        (dest = channel_body_dest(ch, size)) == NULL)
+        return false;
+    struct evbuffer_ptr at;
+    if (evbuffer_ptr_set(in, &at, need - 1, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(in, &at, &end, 1) != 1 || end != AMQP_FRAME_END)
+        return false;
+    evbuffer_drain(in, AMQP_FRAME_HEADER_LEN);
+    evbuffer_remove(in, dest, size);
+    evbuffer_drain(in, 1);
+    channel_body_filled(ch, size);
+    return true;
+}
+
 static void
 read_cb(struct bufferevent *bev, void *arg)
 {
@@ -568,6 +598,8 @@ read_cb(struct bufferevent *bev, void *arg)
             size_t need = (size_t)frame_peek_size(p) + AMQP_FRAME_OVERHEAD;
             if (len < need)
                 break;
+            if (p[0] == AMQP_FRAME_BODY && body_direct(c, in, p, need))
+                continue;
             p = evbuffer_pullup(in, (ev_ssize_t)need);
             st = frame_decode(p, need, frame_max, &f);
         }
@@ -780,6 +812,10 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
         return;
     }
     bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+    /* libevent reads and writes at most 16 KiB per loop turn by default:
+     * a 64 KiB message would take four turns each way. */
+    bufferevent_set_max_single_read(c->bev, 256 * 1024);
+    bufferevent_set_max_single_write(c->bev, 256 * 1024);
     bufferevent_setwatermark(c->bev, EV_READ, 0, 64 * 1024);
     bufferevent_setwatermark(c->bev, EV_WRITE,
                              (size_t)broker.cfg.consumer_output_low_watermark, 0);

@@ -172,6 +172,17 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
         channel_send_content(ch, &ret, m);
     }
     bool refused = false;
+    /*
+     * Roost keeps messages in memory only until persistence lands. A
+     * confirm for a persistent message in a durable queue would promise
+     * what a restart breaks, so in confirm mode such a message is refused
+     * (not enqueued anywhere) and nacked: nothing confirmed is ever lost.
+     */
+    if (seq && m->persistent)
+        for (size_t i = 0; i < rr.n && !refused; i++)
+            refused = rr.qs[i]->durable;
+    if (refused)
+        rr.n = 0;
     for (size_t i = 0; i < rr.n; i++)
         refused |= !queue_push(rr.qs[i], m);
     if (seq && refused)
