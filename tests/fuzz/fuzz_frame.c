@@ -38,199 +38,14 @@
 #include "amqp/props.h"
 #include "amqp/status.h"
 #include "amqp/wire.h"
+#include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 const char fuzz_target_name[] = "fuzz_frame";
 
-#define CHECK(cond)                                                       \
-    do {                                                                  \
-        if (!(cond))                                                      \
-            check_failed(#cond, __LINE__);                                \
-    } while (0)
-
-static void
-check_failed(const char *what, int line)
-{
-    fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, line, what);
-    abort();
-}
-
-static void *
-xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (p == NULL)
-        abort();
-    return p;
-}
-
-static bool
-bytes_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
-{
-    return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
-}
-
 /* ---- comparing decoded structs ---- */
 
-/* As codec.c reads it: CODEC_ALL, or bit (15 - i) of the property flags. */
-static bool
-is_present(uint32_t present, size_t i)
-{
-    return present == CODEC_ALL || (present >> (15 - i) & 1);
-}
-
-/* Compare two decoded method argument or property structs field by field
- * (they have padding, and their strings borrow different buffers). */
-static bool
-fields_equal(const struct codec_field *f, size_t n, uint32_t present,
-             const void *a, const void *b)
-{
-    for (size_t i = 0; i < n; i++) {
-        const uint8_t *pa = (const uint8_t *)a + f[i].offset;
-        const uint8_t *pb = (const uint8_t *)b + f[i].offset;
-        const struct amqp_bytes *sa = (const void *)pa, *sb = (const void *)pb;
-        const struct amqp_table *ta = (const void *)pa, *tb = (const void *)pb;
-        bool same = false;
-
-        if (!is_present(present, i))
-            continue;
-        switch (f[i].type) {
-        case FIELD_OCTET:
-            same = *pa == *pb;
-            break;
-        case FIELD_SHORT:
-            same = *(const uint16_t *)(const void *)pa ==
-                   *(const uint16_t *)(const void *)pb;
-            break;
-        case FIELD_LONG:
-            same = *(const uint32_t *)(const void *)pa ==
-                   *(const uint32_t *)(const void *)pb;
-            break;
-        case FIELD_LONGLONG:
-        case FIELD_TIMESTAMP:
-            same = *(const uint64_t *)(const void *)pa ==
-                   *(const uint64_t *)(const void *)pb;
-            break;
-        case FIELD_BIT:
-            same = *(const bool *)(const void *)pa ==
-                   *(const bool *)(const void *)pb;
-            break;
-        case FIELD_SHORTSTR:
-        case FIELD_LONGSTR:
-            same = bytes_equal(sa->ptr, sa->len, sb->ptr, sb->len);
-            break;
-        case FIELD_TABLE:
-            same = bytes_equal(ta->ptr, ta->len, tb->ptr, tb->len);
-            break;
-        }
-        if (!same)
-            return false;
-    }
-    return true;
-}
-
-/*
- * Turn 'buf', a copy of the payload 'm' was decoded from, into what
- * method_encode() must write: clear the bits of each bit octet that no
- * argument uses. The layout is worked out here from the field list,
- * independently of the codec; false if it does not account for exactly
- * 'len' bytes.
- */
-static bool
-method_canon(const struct method_info *mi, const struct amqp_method *m,
-             uint8_t *buf, size_t len)
-{
-    size_t off = 4, bitpos = 0;
-    unsigned nbits = 8; /* bits used in the octet at bitpos; 8: none open */
-    uint8_t octet = 0, used = 0;
-
-    for (size_t i = 0; i < mi->nfields; i++) {
-        const struct codec_field *f = &mi->fields[i];
-        const uint8_t *src = (const uint8_t *)&m->a + f->offset;
-        const struct amqp_bytes *s = (const void *)src;
-        const struct amqp_table *t = (const void *)src;
-
-        if (f->type == FIELD_BIT) {
-            if (nbits == 8) {
-                if (off >= len)
-                    return false;
-                bitpos = off++;
-                octet = buf[bitpos];
-                nbits = 0;
-                used = 0;
-            }
-            used |= (uint8_t)(1u << nbits++);
-            buf[bitpos] = octet & used;
-            continue;
-        }
-        nbits = 8;
-        switch (f->type) {
-        case FIELD_OCTET:
-            off += 1;
-            break;
-        case FIELD_SHORT:
-            off += 2;
-            break;
-        case FIELD_LONG:
-            off += 4;
-            break;
-        case FIELD_LONGLONG:
-        case FIELD_TIMESTAMP:
-            off += 8;
-            break;
-        case FIELD_SHORTSTR:
-            off += 1 + s->len;
-            break;
-        case FIELD_LONGSTR:
-            off += 4 + s->len;
-            break;
-        case FIELD_TABLE:
-            off += 4 + t->len;
-            break;
-        }
-    }
-    return off == len;
-}
-
 /* class, weight, body size, first flag word */
-#define HEADER_FIXED_LEN 14
-
-/*
- * What content_header_encode() must write for a header decoded from
- * 'in': the input without its continuation flag words, and with the
- * continuation bit cleared. Returns a new buffer of *outlen bytes.
- */
-static uint8_t *
-header_canon(const uint8_t *in, size_t len, size_t *outlen)
-{
-    uint16_t word = wire_load16(in + 12);
-    size_t skip = 0;
-    uint8_t *canon;
-
-    /* The decoder accepted them, so the words are in the input. */
-    while (word & PROPS_FLAG_CONTINUE) {
-        CHECK(HEADER_FIXED_LEN + skip + 2 <= len);
-        word = wire_load16(in + HEADER_FIXED_LEN + skip);
-        skip += 2;
-    }
-    *outlen = len - skip;
-    canon = xmalloc(*outlen);
-    memcpy(canon, in, HEADER_FIXED_LEN);
-    wire_store16(canon + 12,
-                 (uint16_t)(wire_load16(in + 12) & ~PROPS_FLAG_CONTINUE));
-    memcpy(canon + HEADER_FIXED_LEN, in + HEADER_FIXED_LEN + skip,
-           len - HEADER_FIXED_LEN - skip);
-    return canon;
-}
-
-static bool
-header_equal(const struct content_header *a, const struct content_header *b)
-{
-    return a->class_id == b->class_id && a->weight == b->weight &&
-           a->body_size == b->body_size && a->props.flags == b->props.flags &&
-           fields_equal(basic_prop_fields, AMQP_BASIC_PROP_COUNT,
-                        a->props.flags, &a->props, &b->props);
-}
 
 /* ---- one frame ---- */
 
@@ -247,11 +62,11 @@ check_method_frame(const struct frame *f, const struct amqp_method *m)
     uint8_t *canon, *out;
 
     CHECK(mi != NULL);
-    canon = xmalloc(f->size);
+    canon = fuzz_xmalloc(f->size);
     memcpy(canon, f->payload, f->size);
     CHECK(method_canon(mi, m, canon, f->size));
 
-    out = xmalloc(f->wire_len);
+    out = fuzz_xmalloc(f->wire_len);
     wire_wr_init(&w, out, f->wire_len);
     CHECK(method_frame_put(&w, f->channel, m) == AMQP_OK);
     CHECK(w.len == f->wire_len);
@@ -278,7 +93,7 @@ check_header_frame(const struct frame *f, const struct content_header *h)
     size_t clen;
 
     canon = header_canon(f->payload, f->size, &clen);
-    out = xmalloc(clen);
+    out = fuzz_xmalloc(clen);
     wire_wr_init(&w, out, clen);
     CHECK(content_header_encode(h, &w) == AMQP_OK);
     CHECK(w.len == clen);
@@ -317,7 +132,7 @@ check_frame(const uint8_t *p, const struct frame *f, uint32_t frame_max)
           AMQP_INCOMPLETE);
 
     /* Framing the payload again gives the same bytes. */
-    out = xmalloc(f->wire_len);
+    out = fuzz_xmalloc(f->wire_len);
     wire_wr_init(&w, out, f->wire_len);
     if (f->type == AMQP_FRAME_HEARTBEAT)
         frame_put_heartbeat(&w);

@@ -38,162 +38,10 @@
 #include "amqp/status.h"
 #include "amqp/table.h"
 #include "amqp/wire.h"
+#include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 const char fuzz_target_name[] = "fuzz_table";
-
-#define CHECK(cond)                                                       \
-    do {                                                                  \
-        if (!(cond))                                                      \
-            check_failed(#cond, __LINE__);                                \
-    } while (0)
-
-static void
-check_failed(const char *what, int line)
-{
-    fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, line, what);
-    abort();
-}
-
-static void *
-xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (p == NULL)
-        abort();
-    return p;
-}
-
-static bool
-bytes_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
-{
-    return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
-}
-
-/* ---- tables: iterate everything, recursively ---- */
-
-/* Entries per table looked up again with table_get(); a bound keeps the
- * lookups linear in the input. */
-#define GET_CHECKS 8
-
-static void walk_table(struct amqp_table t, unsigned depth);
-static void walk_array(struct amqp_array a, unsigned depth);
-
-/* Values borrowed from the same bytes: strings, tables and arrays are
- * compared by address. */
-static bool
-field_equal(const struct amqp_field *a, const struct amqp_field *b)
-{
-    if (a->kind != b->kind)
-        return false;
-    switch (a->kind) {
-    case AMQP_FIELD_BOOL:
-        return a->v.b == b->v.b;
-    case AMQP_FIELD_I8:
-    case AMQP_FIELD_I16:
-    case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64:
-    case AMQP_FIELD_L64:
-        return a->v.i == b->v.i;
-    case AMQP_FIELD_U8:
-    case AMQP_FIELD_U16:
-    case AMQP_FIELD_U32:
-    case AMQP_FIELD_TIMESTAMP:
-        return a->v.u == b->v.u;
-    case AMQP_FIELD_FLOAT:
-        return memcmp(&a->v.f, &b->v.f, sizeof(a->v.f)) == 0;
-    case AMQP_FIELD_DOUBLE:
-        return memcmp(&a->v.d, &b->v.d, sizeof(a->v.d)) == 0;
-    case AMQP_FIELD_DECIMAL:
-        return a->v.decimal.scale == b->v.decimal.scale &&
-               a->v.decimal.value == b->v.decimal.value;
-    case AMQP_FIELD_LONGSTR:
-    case AMQP_FIELD_BYTES:
-        return a->v.str.ptr == b->v.str.ptr && a->v.str.len == b->v.str.len;
-    case AMQP_FIELD_TABLE:
-        return a->v.table.ptr == b->v.table.ptr &&
-               a->v.table.len == b->v.table.len;
-    case AMQP_FIELD_ARRAY:
-        return a->v.array.ptr == b->v.array.ptr &&
-               a->v.array.len == b->v.array.len;
-    case AMQP_FIELD_VOID:
-        return true;
-    }
-    return false;
-}
-
-static void
-walk_value(const struct amqp_field *v, unsigned depth)
-{
-    CHECK(field_kind_is_valid((uint8_t)v->kind));
-    if (v->kind == AMQP_FIELD_TABLE) {
-        /* The validator allows TABLE_MAX_DEPTH levels, no more. */
-        CHECK(depth < TABLE_MAX_DEPTH);
-        walk_table(v->v.table, depth + 1);
-    } else if (v->kind == AMQP_FIELD_ARRAY) {
-        CHECK(depth < TABLE_MAX_DEPTH);
-        walk_array(v->v.array, depth + 1);
-    }
-}
-
-/* Walk a validated table at nesting level 'depth' (1 for an argument). */
-static void
-walk_table(struct amqp_table t, unsigned depth)
-{
-    struct table_iter it;
-    struct amqp_bytes key;
-    struct amqp_field val, got;
-    struct {
-        struct amqp_bytes key;
-        struct amqp_field val;
-    } seen[GET_CHECKS];
-    char name[256];
-    size_t n = 0, first;
-
-    table_iter_init(&it, t);
-    while (table_next(&it, &key, &val)) {
-        CHECK(it.p <= it.end);
-        walk_value(&val, depth);
-        if (n < GET_CHECKS) {
-            seen[n].key = key;
-            seen[n].val = val;
-            /* table_get() takes a C string: keys with a NUL are skipped. */
-            if (key.len < sizeof(name) &&
-                (key.len == 0 || memchr(key.ptr, 0, key.len) == NULL)) {
-                if (key.len)
-                    memcpy(name, key.ptr, key.len);
-                name[key.len] = '\0';
-                for (first = 0; !bytes_equal(seen[first].key.ptr,
-                                             seen[first].key.len, key.ptr,
-                                             key.len);
-                     first++)
-                    ;
-                CHECK(table_get(t, name, &got));
-                CHECK(field_equal(&got, &seen[first].val));
-            }
-        }
-        n++;
-    }
-    CHECK(it.p == it.end);
-    CHECK(table_count(t) == n);
-}
-
-static void
-walk_array(struct amqp_array a, unsigned depth)
-{
-    struct table_iter it;
-    struct amqp_field val;
-    size_t n = 0;
-
-    array_iter_init(&it, a);
-    while (array_next(&it, &val)) {
-        CHECK(it.p <= it.end);
-        walk_value(&val, depth);
-        n++;
-    }
-    CHECK(it.p == it.end);
-    CHECK(array_count(a) == n);
-}
 
 /* ---- writing a validated table or array again ---- */
 
@@ -282,11 +130,11 @@ static unsigned
 check_rewrite(const uint8_t *body, size_t len, bool is_table)
 {
     struct rewrite rw;
-    uint8_t *out = xmalloc(len + 4);
+    uint8_t *out = fuzz_xmalloc(len + 4);
     size_t mark;
 
     rw.body = body;
-    rw.canon = xmalloc(len);
+    rw.canon = fuzz_xmalloc(len);
     if (len)
         memcpy(rw.canon, body, len);
     rw.nest = 0;
