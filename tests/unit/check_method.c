@@ -7,6 +7,7 @@
  * bad tables inside arguments; and the generated lookup tables.
  */
 #include "tests/unit/testutil.h"
+#include "tests/unit/codec_fields.h"
 
 #include <stdbool.h>
 
@@ -87,36 +88,6 @@ set_int(void *base, const struct codec_field *f, uint64_t v)
     case FIELD_LONG: memcpy(p, &u32, 4); break;
     default: memcpy(p, &v, 8); break;
     }
-}
-
-/* Strings and tables share a layout: a borrowed {ptr, len}. */
-static struct amqp_bytes
-get_range(const void *base, const struct codec_field *f)
-{
-    struct amqp_bytes b;
-    struct amqp_table t;
-
-    if (f->type == FIELD_TABLE) {
-        memcpy(&t, (const uint8_t *)base + f->offset, sizeof(t));
-        b.ptr = t.ptr;
-        b.len = t.len;
-    } else {
-        memcpy(&b, (const uint8_t *)base + f->offset, sizeof(b));
-    }
-    return b;
-}
-
-static void
-set_range(void *base, const struct codec_field *f, const uint8_t *p,
-          size_t len)
-{
-    struct amqp_bytes b = { p, len };
-    struct amqp_table t = { p, len };
-
-    if (f->type == FIELD_TABLE)
-        memcpy((uint8_t *)base + f->offset, &t, sizeof(t));
-    else
-        memcpy((uint8_t *)base + f->offset, &b, sizeof(b));
 }
 
 /* Compare every argument of two structs of method 'mi'. */
