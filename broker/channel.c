@@ -305,18 +305,53 @@ settle_one(struct channel *ch, struct unacked *u, bool requeue, bool rejected)
     ch->ua_live--;
 }
 
+/*
+ * The distinct queues that got messages back or whose consumers got credit,
+ * to dispatch once settling is over. Each holds a reference, so a queue
+ * deleted meanwhile, whose last reference was an unacked delivery, stays
+ * valid until then.
+ */
+struct qset {
+    struct queue **v;
+    size_t n, cap;
+};
+
+static void
+qset_add(struct qset *s, struct queue *q)
+{
+    for (size_t k = 0; k < s->n; k++)
+        if (s->v[k] == q)
+            return;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 8;
+        s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+    }
+    s->v[s->n++] = queue_ref(q);
+}
+
+static void
+qset_dispatch(struct qset *s)
+{
+    for (size_t k = 0; k < s->n; k++) {
+        queue_dispatch(s->v[k]);
+        queue_unref(s->v[k]);
+    }
+    free(s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}
+
 /* Drop settled entries from the front, then dispatch the queues that got
  * messages back or whose consumers got credit. */
 static void
-settle_done(struct channel *ch, struct queue **touched, size_t ntouched)
+settle_done(struct channel *ch, struct qset *touched)
 {
     while (ch->ua_len > 0 && ua_at(ch, 0)->e.m == NULL) {
         queue_unref(ua_at(ch, 0)->q);
         ch->ua_head = (ch->ua_head + 1) & (ch->ua_cap - 1);
         ch->ua_len--;
     }
-    for (size_t i = 0; i < ntouched; i++)
-        queue_dispatch(touched[i]);
+    qset_dispatch(touched);
     if (ch->state == CH_OPEN)
         channel_resume(ch);
 }
@@ -326,8 +361,7 @@ channel_settle(struct channel *ch, uint64_t tag, bool multiple, bool ack,
                bool requeue)
 {
     size_t first, last;
-    struct queue *touched[8];
-    size_t ntouched = 0;
+    struct qset touched = { 0 };
 
     if (multiple && tag == 0) {
         if (ch->ua_len == 0)
@@ -350,47 +384,27 @@ channel_settle(struct channel *ch, uint64_t tag, bool multiple, bool ack,
             u->tx_op = ack ? TX_ACK : requeue ? TX_REQUEUE : TX_DROP;
             continue;
         }
-        if (!ack && requeue && ntouched < NELEMS(touched)) {
-            bool seen = false;
-            for (size_t k = 0; k < ntouched; k++)
-                seen |= touched[k] == u->q;
-            if (!seen)
-                touched[ntouched++] = u->q;
-        }
+        if (!ack && requeue)
+            qset_add(&touched, u->q);
         settle_one(ch, u, !ack && requeue, !ack);
     }
-    settle_done(ch, touched, ntouched);
+    settle_done(ch, &touched);
     return true;
 }
 
 void
 channel_requeue_all(struct channel *ch)
 {
-    /* Queues touched: collect them all, since this runs when a channel
-     * goes away and every message must be offered again. */
-    struct queue **touched = xmalloc((ch->ua_len + 1) * sizeof(*touched));
-    size_t n = 0;
+    struct qset touched = { 0 };
 
     for (size_t i = 0; i < ch->ua_len; i++) {
         struct unacked *u = ua_at(ch, i);
         if (u->e.m == NULL)
             continue;
-        bool seen = false;
-        for (size_t k = 0; k < n && !seen; k++)
-            seen = touched[k] == u->q;
-        if (!seen)
-            touched[n++] = u->q;
+        qset_add(&touched, u->q);
         settle_one(ch, u, true, false);
     }
-    /* Keep the queues alive across dispatch: settle_done drops refs. */
-    for (size_t k = 0; k < n; k++)
-        queue_ref(touched[k]);
-    settle_done(ch, NULL, 0);
-    for (size_t k = 0; k < n; k++) {
-        queue_dispatch(touched[k]);
-        queue_unref(touched[k]);
-    }
-    free(touched);
+    settle_done(ch, &touched);
 }
 
 bool
@@ -503,22 +517,13 @@ void
 channel_resume(struct channel *ch)
 {
     size_t pos = 0;
-    struct hmap_slot *s;
-    struct queue *qs[16];
-    size_t n = 0;
+    struct hmap_slot *slot;
 
-    /* Dispatching may cancel nothing, but may delete nothing either: it
-     * only delivers. Collect first to keep iteration simple. */
-    while ((s = hmap_next(&ch->consumers, &pos)) != NULL && n < NELEMS(qs)) {
-        struct consumer *c = s->val;
-        bool seen = false;
-        for (size_t k = 0; k < n && !seen; k++)
-            seen = qs[k] == c->q;
-        if (!seen)
-            qs[n++] = c->q;
-    }
-    for (size_t k = 0; k < n; k++)
-        queue_dispatch(qs[k]);
+    /* Dispatch only delivers: it neither cancels consumers nor deletes
+     * queues, so the consumer map stays as it is while iterated. Runs after
+     * every ack, so it allocates nothing. */
+    while ((slot = hmap_next(&ch->consumers, &pos)) != NULL)
+        queue_dispatch(((struct consumer *)slot->val)->q);
 }
 
 /* ---- publisher confirms and transactions ---- */
@@ -581,8 +586,7 @@ channel_publish(struct channel *ch, struct msg *msg, bool mandatory)
 void
 channel_tx_commit(struct channel *ch)
 {
-    struct queue *touched[8];
-    size_t ntouched = 0;
+    struct qset touched = { 0 };
 
     /* Publishes first, in order, then the settlements. */
     for (size_t i = 0; i < ch->tx_npubs; i++) {
@@ -597,16 +601,11 @@ channel_tx_commit(struct channel *ch)
             continue;
         bool requeue = u->tx_op == TX_REQUEUE;
         bool rejected = u->tx_op == TX_DROP;
-        if (requeue && ntouched < NELEMS(touched)) {
-            bool seen = false;
-            for (size_t k = 0; k < ntouched; k++)
-                seen |= touched[k] == u->q;
-            if (!seen)
-                touched[ntouched++] = u->q;
-        }
+        if (requeue)
+            qset_add(&touched, u->q);
         settle_one(ch, u, requeue, rejected);
     }
-    settle_done(ch, touched, ntouched);
+    settle_done(ch, &touched);
 }
 
 void

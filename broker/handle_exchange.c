@@ -2,6 +2,7 @@
  * Methods of class exchange: declare, delete, bind, unbind. Reply codes
  * and texts follow RabbitMQ 3.x.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -135,6 +136,13 @@ delete(struct channel *ch, const struct amqp_exchange_delete *a)
 }
 
 /* exchange.bind and exchange.unbind share their arguments' layout. */
+_Static_assert(sizeof(struct amqp_exchange_bind) ==
+                   sizeof(struct amqp_exchange_unbind) &&
+               offsetof(struct amqp_exchange_bind, arguments) ==
+                   offsetof(struct amqp_exchange_unbind, arguments) &&
+               offsetof(struct amqp_exchange_bind, routing_key) ==
+                   offsetof(struct amqp_exchange_unbind, routing_key),
+               "exchange.bind and exchange.unbind differ");
 static void
 bind_or_unbind(struct channel *ch, uint32_t mid,
                const struct amqp_exchange_bind *a, bool bind)

@@ -1014,6 +1014,53 @@ START_TEST(unacked_back_on_socket_drop)
 }
 END_TEST
 
+/*
+ * A nack that requeues messages from many queues at once must offer every
+ * one of them again at once, to consumers on other connections too: an
+ * early version dispatched only the first eight queues it touched.
+ */
+START_TEST(nack_requeue_many_queues_redelivers_all)
+{
+    enum { NQ = 12 };
+    amqp_connection_state_t getter = h_connect(H), worker = h_connect(H);
+    char name[64], q[NQ][256], body[16];
+    struct h_event e;
+    bool seen[NQ] = { false };
+
+    for (int i = 0; i < NQ; i++) {
+        snprintf(body, sizeof(body), "many%d", i);
+        DECLARE_QUEUE(getter, 1, h_name(name, sizeof(name), body), false,
+                      false, false, q[i]);
+        PUBLISH(getter, 1, "", q[i], body);
+    }
+    /* One unacked message from each queue on the getter's channel... */
+    for (int i = 0; i < NQ; i++) {
+        ck_assert_int_eq(GET(getter, 1, q[i], false, &e), 1);
+        h_event_free(&e);
+    }
+    /* ...a consumer on each queue on another connection... */
+    for (int i = 0; i < NQ; i++)
+        CONSUME(worker, 1, q[i], "", true, NULL);
+    /* ...then all of them back at once. */
+    amqp_basic_nack(getter, 1, 0, 1, 1);
+    for (int i = 0; i < NQ; i++) {
+        EXPECT_DELIVERY(worker, NULL, &e);
+        ck_assert_msg(e.redelivered, "\"%s\" not marked redelivered", e.body);
+        int k = atoi(e.body + 4);
+        ck_assert_msg(k >= 0 && k < NQ && !seen[k], "unexpected \"%s\"",
+                      e.body);
+        seen[k] = true;
+        h_event_free(&e);
+    }
+    h_close(worker);
+    for (int i = 0; i < NQ; i++) {
+        amqp_queue_delete(getter, 1, amqp_cstring_bytes(q[i]), 0, 0);
+        EXPECT_OK(getter, "queue.delete");
+    }
+    h_close(getter);
+}
+END_TEST
+
 START_TEST(unacked_back_ahead_of_newer_messages)
 {
     amqp_connection_state_t admin = h_connect(H), c = h_connect(H);
@@ -1216,6 +1263,7 @@ main(void)
     tcase_add_test(tc, unacked_back_on_channel_close);
     tcase_add_test(tc, unacked_back_on_connection_close);
     tcase_add_test(tc, unacked_back_on_socket_drop);
+    tcase_add_test(tc, nack_requeue_many_queues_redelivers_all);
     tcase_add_test(tc, unacked_back_ahead_of_newer_messages);
 
     tc = h_tcase(s, "dispatch", 20, true);
