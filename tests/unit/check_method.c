@@ -36,42 +36,6 @@ fixed_size(uint8_t type)
     return 0;
 }
 
-static bool
-is_range(uint8_t type)
-{
-    return type == FIELD_SHORTSTR || type == FIELD_LONGSTR ||
-           type == FIELD_TABLE;
-}
-
-/* Integers and bits. A bit is read as its storage octet so that a bool
- * left unset by the decoder fails the comparison instead of tripping
- * UBSan's bool check. */
-static uint64_t
-get_int(const void *base, const struct codec_field *f)
-{
-    const uint8_t *p = (const uint8_t *)base + f->offset;
-    uint8_t u8;
-    uint16_t u16;
-    uint32_t u32;
-    uint64_t u64;
-
-    switch (f->type) {
-    case FIELD_OCTET:
-    case FIELD_BIT:
-        memcpy(&u8, p, 1);
-        return u8;
-    case FIELD_SHORT:
-        memcpy(&u16, p, 2);
-        return u16;
-    case FIELD_LONG:
-        memcpy(&u32, p, 4);
-        return u32;
-    default:
-        memcpy(&u64, p, 8);
-        return u64;
-    }
-}
-
 static void
 set_int(void *base, const struct codec_field *f, uint64_t v)
 {

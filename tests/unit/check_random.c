@@ -523,39 +523,6 @@ rewrite_table(struct amqp_table t, uint8_t *buf, size_t cap)
 
 /* ---- generic access to method and property structs ---- */
 
-static bool
-is_range(uint8_t type)
-{
-    return type == FIELD_SHORTSTR || type == FIELD_LONGSTR ||
-           type == FIELD_TABLE;
-}
-
-static uint64_t
-get_int(const void *base, const struct codec_field *f)
-{
-    const uint8_t *p = (const uint8_t *)base + f->offset;
-    uint8_t u8;
-    uint16_t u16;
-    uint32_t u32;
-    uint64_t u64;
-
-    switch (f->type) {
-    case FIELD_OCTET:
-    case FIELD_BIT: /* as its storage octet: 0 or 1 */
-        memcpy(&u8, p, 1);
-        return u8;
-    case FIELD_SHORT:
-        memcpy(&u16, p, 2);
-        return u16;
-    case FIELD_LONG:
-        memcpy(&u32, p, 4);
-        return u32;
-    default:
-        memcpy(&u64, p, 8);
-        return u64;
-    }
-}
-
 static void
 set_int(void *base, const struct codec_field *f, uint64_t v)
 {
