@@ -11,6 +11,7 @@
 
 #include "broker/log.h"
 #include "broker/util.h"
+#include "broker/version.h"
 
 #define OPT(name, type, def, min, max, reload, field, help) \
     { name, type, def, min, max, reload, offsetof(struct config, field), help }
@@ -48,6 +49,12 @@ const struct opt_def config_opts[] = {
         "password of the default user"),
     OPT("default_vhost", OPT_STRING, "/", 0, 0, false, default_vhost,
         "virtual host created at first start"),
+    OPT("server_properties.rabbitmq", OPT_BOOL, "true", 0, 0, false,
+        announce_rabbitmq,
+        "true: connection.start says product RabbitMQ, version "
+        ROOST_RABBITMQ_VERSION " (the behaviour Roost follows), so kombu "
+        "and Celery pick the basic.qos semantics Roost implements; false: "
+        "product Roost"),
     OPT("loopback_users.guest", OPT_BOOL, "true", 0, 0, false, loopback_guest,
         "true: user guest may log in only from a loopback address"),
     OPT("consumer_output_high_watermark", OPT_INT64, "4194304", 4096,

@@ -34,6 +34,7 @@ struct config {
     char *default_pass;
     char *default_vhost;
     bool loopback_guest;        /* loopback_users.guest */
+    bool announce_rabbitmq;     /* server_properties.rabbitmq */
     /* buffers */
     int64_t consumer_output_high_watermark;
     int64_t consumer_output_low_watermark;

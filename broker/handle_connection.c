@@ -18,9 +18,12 @@
 
 /*
  * connection.start's server properties. kombu (and so Celery) decides the
- * 'global' flag of basic.qos from product and version, giving RabbitMQ at
- * 3.3 or later global=True; see docs/compatibility.md for why Roost
- * announces its own name.
+ * 'global' flag of basic.qos from product and version: only RabbitMQ 3.3
+ * or later gets global=True, because only there does global=false mean
+ * "per consumer". Roost implements RabbitMQ's meaning, so by default it
+ * says so the one way kombu understands (server_properties.rabbitmq);
+ * "information" and "roost_version" still name Roost.
+ * docs/compatibility.md has the details.
  */
 void
 conn_send_start(struct conn *c)
@@ -43,12 +46,20 @@ conn_send_start(struct conn *c)
     (void)table_put_bool(&w, "authentication_failure_close", true);
     (void)table_put_bool(&w, "per_consumer_qos", true);
     table_end(&w, caps);
-    (void)table_put_str(&w, "product", ROOST_PRODUCT);
-    (void)table_put_str(&w, "version", ROOST_VERSION);
+    if (broker.cfg.announce_rabbitmq) {
+        (void)table_put_str(&w, "product", "RabbitMQ");
+        (void)table_put_str(&w, "version", ROOST_RABBITMQ_VERSION);
+    } else {
+        (void)table_put_str(&w, "product", ROOST_PRODUCT);
+        (void)table_put_str(&w, "version", ROOST_VERSION);
+    }
+    (void)table_put_str(&w, "roost_version", ROOST_VERSION);
     (void)table_put_str(&w, "platform", "C/libevent");
     (void)table_put_str(&w, "copyright", "Copyright (c) the Roost developers");
     (void)table_put_str(&w, "information",
-                        "Roost, an AMQP 0-9-1 broker. Licensed under the MIT license");
+                        "Roost " ROOST_VERSION ", an AMQP 0-9-1 broker "
+                        "compatible with RabbitMQ. Licensed under the MIT "
+                        "license");
     table_end(&w, outer);
     if (wire_wr_overflowed(&w))
         fatalx("server properties do not fit in %zu bytes", sizeof(buf));

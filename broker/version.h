@@ -1,5 +1,8 @@
-/* The version Roost reports on the command line and, later, in
- * connection.start. */
+/*
+ * The version Roost reports on the command line and in connection.start,
+ * and the RabbitMQ release whose observable behaviour Roost follows (and
+ * announces when server_properties.rabbitmq is true).
+ */
 #ifndef ROOST_BROKER_VERSION_H
 #define ROOST_BROKER_VERSION_H
 
@@ -7,5 +10,6 @@
 
 #define ROOST_PRODUCT "Roost"
 #define ROOST_VERSION PACKAGE_VERSION
+#define ROOST_RABBITMQ_VERSION "3.10.8"
 
 #endif

@@ -122,11 +122,37 @@ START_TEST(start_server_properties)
                       "server property '%s' is not a non-empty long string",
                       keys[i]);
     }
-    /* docs/compatibility.md: Roost announces its own name. */
+    /* docs/compatibility.md: by default Roost announces the RabbitMQ
+     * release whose behaviour it follows, so kombu picks global=True. */
+    ck_assert_msg(str_eq(find(props, "product"), "RabbitMQ"),
+                  "product is not RabbitMQ");
     ck_assert_msg(harness_is_remote() ||
-                      str_eq(find(props, "product"), "Roost"),
-                  "product is not Roost");
+                      str_eq(find(props, "version"), "3.10.8"),
+                  "version is not 3.10.8");
+    ck_assert_msg(harness_is_remote() ||
+                      find(props, "roost_version") != NULL,
+                  "roost_version missing");
     h_close(c);
+}
+END_TEST
+
+START_TEST(start_server_properties_own_name)
+{
+    struct harness h;
+    amqp_connection_state_t c;
+    amqp_table_t *props;
+
+    SKIP_IF_REMOTE("a roostd setting");
+    if (!harness_start(&h, ARGS("--set", "server_properties.rabbitmq=false")))
+        return;
+    c = h_connect(&h);
+    props = amqp_get_server_properties(c);
+    ck_assert_msg(str_eq(find(props, "product"), "Roost"),
+                  "product is not Roost with server_properties.rabbitmq=false");
+    ck_assert_msg(!str_eq(find(props, "version"), "3.10.8"),
+                  "version is RabbitMQ's with server_properties.rabbitmq=false");
+    h_close(c);
+    harness_stop(&h);
 }
 END_TEST
 
@@ -859,6 +885,7 @@ main(void)
 
     tc = h_tcase(s, "connection.start", 20, true);
     tcase_add_test(tc, start_server_properties);
+    tcase_add_test(tc, start_server_properties_own_name);
     tcase_add_test(tc, start_capabilities_exact);
     tcase_add_test(tc, start_mechanisms);
 
