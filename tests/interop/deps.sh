@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what the interop tests need, and only what is missing:
-#   Debian packages python3-pika python3-kombu ruby-bunny amqp-tools
-#   php-cli php-amqplib (and nodejs/npm only when no node/npm is on PATH,
+#   Debian packages python3-pika python3-kombu python3-celery ruby-bunny
+#   amqp-tools php-cli php-amqplib (and nodejs/npm only when no node/npm is on PATH,
 #   since node may come from elsewhere), then the npm package amqplib into
 #   tests/interop/node_modules from the committed package-lock.json.
 # Run as root (or with sudo available). Exits 0 when everything is there.
@@ -18,7 +18,7 @@ node_dir=$(mkdir -p "$node_dir" && cd "$node_dir" && pwd)
 check_only=0
 [ "${1:-}" = "--check" ] && check_only=1
 
-pkgs=(python3-pika python3-kombu ruby-bunny amqp-tools php-cli php-amqplib)
+pkgs=(python3-pika python3-kombu python3-celery ruby-bunny amqp-tools php-cli php-amqplib)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 

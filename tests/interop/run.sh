@@ -13,7 +13,11 @@
 #   tests/interop/run.sh --port 5699 [NAME...]   against a running broker
 #                                                (e.g. RabbitMQ), no roostd
 # NAME picks scripts: pika-blocking pika-select kombu amqplib bunny
-# amqp-tools php-amqplib. INTEROP_TIMEOUT (default 60) bounds each script.
+# amqp-tools php-amqplib, and the job-queue scripts (issue 5): celery
+# jobs-pika jobs-kombu jobs-amqplib jobs-bunny jobs-php. INTEROP_TIMEOUT
+# (default 60; celery 240) bounds each script. Each script gets the port as
+# its first argument and ROOSTD_LOG (roostd's log file, when run.sh started
+# roostd) in its environment.
 set -u
 srcdir=${srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 here=$srcdir/tests/interop
@@ -25,7 +29,8 @@ if [ "${1:-}" = "--port" ]; then
     shift 2
 fi
 
-all_names=(pika-blocking pika-select kombu amqplib bunny amqp-tools php-amqplib)
+all_names=(pika-blocking pika-select kombu amqplib bunny amqp-tools php-amqplib
+           celery jobs-pika jobs-kombu jobs-amqplib jobs-bunny jobs-php)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${all_names[@]}")
 
@@ -61,15 +66,17 @@ fi
 # has_client NAME: is the client library that script NAME uses installed?
 has_client() {
     case $1 in
-    pika-blocking|pika-select)
+    pika-blocking|pika-select|jobs-pika)
         /usr/bin/python3 -c 'import pika' 2>/dev/null ;;
-    kombu)
+    kombu|jobs-kombu)
         /usr/bin/python3 -c 'import kombu, amqp' 2>/dev/null ;;
-    amqplib)
+    celery)
+        /usr/bin/python3 -c 'import celery, kombu, amqp' 2>/dev/null ;;
+    amqplib|jobs-amqplib)
         command -v node >/dev/null &&
             NODE_PATH=$node_dir/node_modules node -e 'require("amqplib")' \
                 2>/dev/null ;;
-    bunny)
+    bunny|jobs-bunny)
         [ -x /usr/bin/ruby ] && /usr/bin/ruby -e 'require "bunny"' 2>/dev/null ;;
     amqp-tools)
         command -v amqp-declare-queue >/dev/null &&
@@ -77,7 +84,7 @@ has_client() {
             command -v amqp-get >/dev/null &&
             command -v amqp-consume >/dev/null &&
             command -v amqp-delete-queue >/dev/null ;;
-    php-amqplib)
+    php-amqplib|jobs-php)
         [ -x /usr/bin/php ] && [ -f /usr/share/php/PhpAmqpLib/autoload.php ] ;;
     *) return 1 ;;
     esac
@@ -117,6 +124,7 @@ if [ -z "$port" ]; then
         fi
         sleep 0.05
     done
+    roostd_log=$tmp/roostd.log
     echo "interop: roostd pid $roost_pid ready on port $port"
 else
     echo "interop: using the broker already on 127.0.0.1:$port"
@@ -135,20 +143,28 @@ run_script() {
     bunny)         cmd=(/usr/bin/ruby "$here/bunny_test.rb") ;;
     amqp-tools)    cmd=(bash "$here/amqp_tools.sh") ;;
     php-amqplib)   cmd=(/usr/bin/php "$here/php_amqplib_test.php") ;;
+    celery)        cmd=(/usr/bin/python3 "$here/celery_test.py") ;;
+    jobs-pika)     cmd=(/usr/bin/python3 "$here/jobs_pika.py") ;;
+    jobs-kombu)    cmd=(/usr/bin/python3 "$here/jobs_kombu.py") ;;
+    jobs-amqplib)  cmd=(node "$here/jobs_amqplib.js") ;;
+    jobs-bunny)    cmd=(/usr/bin/ruby "$here/jobs_bunny.rb") ;;
+    jobs-php)      cmd=(/usr/bin/php "$here/jobs_php.php") ;;
     *) failure "$name" "no such interop script"; return ;;
     esac
     if ! has_client "$name"; then
         failure "$name" "client library not installed; run tests/interop/deps.sh"
         return
     fi
-    local start=$SECONDS rc
+    local start=$SECONDS rc limit=$per_script_timeout
+    [ "$name" = celery ] && limit=${INTEROP_TIMEOUT:-240}
     env -u PYTHONHOME -u PYTHONPATH NODE_PATH="$node_dir/node_modules" \
-        timeout -k 5 "$per_script_timeout" "${cmd[@]}" "$port" >"$log" 2>&1 </dev/null
+        ROOSTD_LOG="${roostd_log:-}" TMPDIR="$tmp" \
+        timeout -k 5 "$limit" "${cmd[@]}" "$port" >"$log" 2>&1 </dev/null
     rc=$?
     if [ $rc = 0 ]; then
         pass "$name"
     elif [ $rc = 124 ] || [ $rc = 137 ]; then
-        failure "$name" "timed out after ${per_script_timeout}s" "$log"
+        failure "$name" "timed out after ${limit}s" "$log"
     else
         failure "$name" "exit $rc, $((SECONDS - start))s" "$log"
     fi
