@@ -12,11 +12,13 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "amqp/frame.h"
@@ -29,6 +31,15 @@
 
 /* Before tune-ok, frames may be at most this large (RabbitMQ: 8192). */
 #define PRE_TUNE_FRAME_MAX 8192
+
+/*
+ * One read asks for between READ_MIN and READ_MAX bytes: twice as much
+ * after a read that filled its space, half as much after one that filled
+ * less than a quarter, so an idle connection holds a small buffer and a
+ * busy one reads 64 KiB messages in one call.
+ */
+#define READ_MIN (16 * 1024)
+#define READ_MAX (256 * 1024)
 
 static TAILQ_HEAD(, conn) conns = TAILQ_HEAD_INITIALIZER(conns);
 static TAILQ_HEAD(, conn) dead = TAILQ_HEAD_INITIALIZER(dead);
@@ -201,6 +212,8 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
     struct conn *c;
     while ((c = TAILQ_FIRST(&dead)) != NULL) {
         TAILQ_REMOVE(&dead, c, link);
+        event_free(c->rev);
+        evbuffer_free(c->in);
         bufferevent_free(c->bev);
         free(c->channels);
         free(c->excl);
@@ -224,7 +237,8 @@ conn_release(struct conn *c)
     conn_set_state(c, CONN_CLOSED);
     close_channels(c);
     delete_exclusive_queues(c);
-    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    conn_reading(c, false);
+    bufferevent_disable(c->bev, EV_WRITE);
     bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
     if (c->timer) {
         event_free(c->timer);
@@ -258,7 +272,7 @@ conn_close_now(struct conn *c, bool flush)
          * empty; the close timer drops it if the peer stops reading. */
         conn_set_state(c, CONN_CLOSED);
         shutdown_channels(c);
-        bufferevent_disable(c->bev, EV_READ);
+        conn_reading(c, false);
         bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
         set_close_deadline(c);
         return;
@@ -275,7 +289,7 @@ conn_linger(struct conn *c)
     shutdown_channels(c);
     c->lingering = true;
     c->blocked = false;
-    bufferevent_enable(c->bev, EV_READ);
+    conn_reading(c, true);
     set_close_deadline(c);
 }
 
@@ -344,7 +358,7 @@ conn_block(struct conn *c, const char *reason)
     if (c->blocked || c->state != CONN_OPEN)
         return;
     c->blocked = true;
-    bufferevent_disable(c->bev, EV_READ);
+    conn_reading(c, false);
     log_info("conn=%016" PRIx64 " %s: blocked (%s)", c->id, c->peer, reason);
     if (c->cap_connection_blocked) {
         struct amqp_method m = { .id = AMQP_CONNECTION_BLOCKED };
@@ -354,7 +368,7 @@ conn_block(struct conn *c, const char *reason)
     }
 }
 
-static void read_cb(struct bufferevent *bev, void *arg);
+static void process_input(struct conn *c);
 
 void
 conn_unblock_all(void)
@@ -374,9 +388,9 @@ conn_unblock_all(void)
             c->blocked_sent = false;
         }
         log_info("conn=%016" PRIx64 " %s: unblocked", c->id, c->peer);
-        bufferevent_enable(c->bev, EV_READ);
+        conn_reading(c, true);
         /* Frames that arrived before the block are already buffered. */
-        read_cb(c->bev, c);
+        process_input(c);
     }
 }
 
@@ -386,7 +400,7 @@ conn_buffer_bytes(void)
     uint64_t n = 0;
     struct conn *c;
     TAILQ_FOREACH(c, &conns, link)
-        n += evbuffer_get_length(bufferevent_get_input(c->bev)) +
+        n += evbuffer_get_length(c->in) +
              evbuffer_get_length(bufferevent_get_output(c->bev));
     return n;
 }
@@ -572,11 +586,11 @@ body_direct(struct conn *c, struct evbuffer *in, const uint8_t *hdr,
     return true;
 }
 
+/* Split and handle every whole frame in the input buffer. */
 static void
-read_cb(struct bufferevent *bev, void *arg)
+process_input(struct conn *c)
 {
-    struct conn *c = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer *in = c->in;
     struct frame f;
 
     c->last_recv_ms = now_ms();
@@ -614,7 +628,7 @@ read_cb(struct bufferevent *bev, void *arg)
                       frame_peek_size(p));
             /* The stream cannot be split any further: stop reading and
              * drop the socket at the close timeout. */
-            bufferevent_disable(bev, EV_READ);
+            conn_reading(c, false);
             evbuffer_drain(in, len);
             break;
         }
@@ -625,6 +639,77 @@ read_cb(struct bufferevent *bev, void *arg)
         evbuffer_drain(in, evbuffer_get_length(in));
     else
         flush_confirms(c);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg);
+
+/*
+ * The socket is readable. conn.c reads rather than the bufferevent,
+ * because libevent 2.1 reads at most 4 KiB per call whatever
+ * bufferevent_set_max_single_read says (EVBUFFER_MAX_READ), three system
+ * calls per 4 KiB.
+ */
+static void
+read_ready_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = c->in;
+    size_t held = evbuffer_get_length(in), want = c->read_size;
+    struct evbuffer_iovec vec[2];
+    int nvec;
+    ssize_t n;
+    (void)what;
+
+    /* The input holds at most two whole frames (conn_tuned); past that,
+     * frames are not being taken out, and reading waits. */
+    if (held >= c->input_max)
+        return;
+    if (want > c->input_max - held)
+        want = c->input_max - held;
+    nvec = evbuffer_reserve_space(in, (ev_ssize_t)want, vec, 2);
+    if (nvec < 0) {
+        log_warnx("conn=%016" PRIx64 " %s: no memory for input; dropping",
+                  c->id, c->peer);
+        conn_release(c);
+        return;
+    }
+    struct iovec iov[2];
+    size_t room = 0;
+    for (int i = 0; i < nvec; i++) {
+        iov[i].iov_base = vec[i].iov_base;
+        iov[i].iov_len = vec[i].iov_len;
+        room += vec[i].iov_len;
+    }
+    n = readv(fd, iov, nvec);
+    if (n <= 0) {
+        evbuffer_commit_space(in, vec, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        event_cb(c->bev, BEV_EVENT_READING |
+                 (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), c);
+        return;
+    }
+    for (int i = 0; i < nvec; i++) {
+        size_t take = (size_t)n < vec[i].iov_len ? (size_t)n : vec[i].iov_len;
+        vec[i].iov_len = take;
+        n -= (ssize_t)take;
+    }
+    evbuffer_commit_space(in, vec, nvec);
+    size_t got = evbuffer_get_length(in) - held;
+    if (got == room && c->read_size < READ_MAX)
+        c->read_size *= 2;
+    else if (got < c->read_size / 4 && c->read_size > READ_MIN)
+        c->read_size /= 2;
+    process_input(c);
+}
+
+void
+conn_reading(struct conn *c, bool on)
+{
+    if (on)
+        event_add(c->rev, NULL);
+    else
+        event_del(c->rev);
 }
 
 static void
@@ -719,9 +804,9 @@ conn_tuned(struct conn *c)
 {
     /* Let the input hold two whole frames before reading stops. */
     size_t high = (size_t)c->frame_max * 2 + 4096;
-    if (high < 256 * 1024)
-        high = 256 * 1024;
-    bufferevent_setwatermark(c->bev, EV_READ, 0, high);
+    if (high < READ_MAX)
+        high = READ_MAX;
+    c->input_max = high;
 }
 
 void
@@ -811,15 +896,28 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
         free(c);
         return;
     }
-    bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
-    /* libevent reads and writes at most 16 KiB per loop turn by default:
-     * a 64 KiB message would take four turns each way. */
-    bufferevent_set_max_single_read(c->bev, 256 * 1024);
-    bufferevent_set_max_single_write(c->bev, 256 * 1024);
-    bufferevent_setwatermark(c->bev, EV_READ, 0, 64 * 1024);
+    c->rev = event_new(broker.base, fd, EV_READ | EV_PERSIST, read_ready_cb, c);
+    c->in = evbuffer_new();
+    if (c->rev == NULL || c->in == NULL) {
+        log_warnx("cannot create a read event for %s", c->peer);
+        if (c->rev)
+            event_free(c->rev);
+        if (c->in)
+            evbuffer_free(c->in);
+        bufferevent_free(c->bev);
+        free(c);
+        return;
+    }
+    bufferevent_setcb(c->bev, NULL, write_cb, event_cb, c);
+    /* libevent writes at most 16 KiB per loop turn by default: a 64 KiB
+     * message would take four turns. */
+    bufferevent_set_max_single_write(c->bev, READ_MAX);
     bufferevent_setwatermark(c->bev, EV_WRITE,
                              (size_t)broker.cfg.consumer_output_low_watermark, 0);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    bufferevent_enable(c->bev, EV_WRITE);
+    c->read_size = READ_MIN;
+    c->input_max = 64 * 1024;
+    conn_reading(c, true);
     c->last_recv_ms = c->last_send_ms = now_ms();
     c->deadline_ms = c->last_recv_ms + (uint64_t)broker.cfg.handshake_timeout_ms;
     c->timer = event_new(broker.base, -1, EV_PERSIST, timer_cb, c);

@@ -37,7 +37,11 @@ enum conn_state {
 struct conn {
     uint64_t id;
     enum conn_state state;
-    struct bufferevent *bev;
+    struct bufferevent *bev;    /* the socket's output */
+    struct evbuffer *in;        /* input not yet split into frames */
+    struct event *rev;          /* readable: conn.c reads, not the bev */
+    size_t read_size;           /* bytes to ask for in the next read */
+    size_t input_max;           /* input held before reading pauses */
     char peer[64];              /* "127.0.0.1:53422" */
     bool peer_is_loopback;
     /* negotiated */
@@ -155,6 +159,9 @@ void conn_set_state(struct conn *c, enum conn_state next);
 
 /* After tune-ok: apply the negotiated limits to the socket. */
 void conn_tuned(struct conn *c);
+
+/* Start or stop reading the socket (flow control, alarms, closing). */
+void conn_reading(struct conn *c, bool on);
 
 /* After connection.open: stop the handshake timer, start heartbeats. */
 void conn_opened(struct conn *c);
