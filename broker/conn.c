@@ -7,7 +7,6 @@
 
 #include <arpa/inet.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -40,6 +39,9 @@
  */
 #define READ_MIN (16 * 1024)
 #define READ_MAX (256 * 1024)
+/* At most this much is written per call, so one connection cannot hold
+ * the loop for long. */
+#define WRITE_MAX (256 * 1024)
 
 static TAILQ_HEAD(, conn) conns = TAILQ_HEAD_INITIALIZER(conns);
 static TAILQ_HEAD(, conn) dead = TAILQ_HEAD_INITIALIZER(dead);
@@ -87,16 +89,30 @@ conn_open_count(void)
 struct evbuffer *
 conn_output(struct conn *c)
 {
-    return bufferevent_get_output(c->bev);
+    return c->out;
 }
+
+/*
+ * Output is written once per loop turn: conn_output_added() queues the
+ * connection, and flush_cb, activated at the same time, runs after every
+ * callback that was ready in this turn, so all the deliveries a turn
+ * makes for one connection leave in one writev.
+ */
+static TAILQ_HEAD(, conn) to_flush = TAILQ_HEAD_INITIALIZER(to_flush);
+static struct event *flusher;
 
 void
 conn_output_added(struct conn *c)
 {
     c->last_send_ms = now_ms();
-    if (!c->congested && evbuffer_get_length(conn_output(c)) >
+    if (!c->congested && evbuffer_get_length(c->out) >
                              (size_t)broker.cfg.consumer_output_high_watermark)
         c->congested = true;
+    if (!c->flush_queued && !c->reap_scheduled) {
+        c->flush_queued = true;
+        TAILQ_INSERT_TAIL(&to_flush, c, flush_link);
+        event_active(flusher, EV_TIMEOUT, 0);
+    }
 }
 
 void
@@ -213,8 +229,10 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
     while ((c = TAILQ_FIRST(&dead)) != NULL) {
         TAILQ_REMOVE(&dead, c, link);
         event_free(c->rev);
+        event_free(c->wev);
         evbuffer_free(c->in);
-        bufferevent_free(c->bev);
+        evbuffer_free(c->out);
+        close(c->fd);
         free(c->channels);
         free(c->excl);
         free(c->confirm_dirty);
@@ -238,8 +256,11 @@ conn_release(struct conn *c)
     close_channels(c);
     delete_exclusive_queues(c);
     conn_reading(c, false);
-    bufferevent_disable(c->bev, EV_WRITE);
-    bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+    event_del(c->wev);
+    if (c->flush_queued) {
+        TAILQ_REMOVE(&to_flush, c, flush_link);
+        c->flush_queued = false;
+    }
     if (c->timer) {
         event_free(c->timer);
         c->timer = NULL;
@@ -273,7 +294,6 @@ conn_close_now(struct conn *c, bool flush)
         conn_set_state(c, CONN_CLOSED);
         shutdown_channels(c);
         conn_reading(c, false);
-        bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
         set_close_deadline(c);
         return;
     }
@@ -401,7 +421,7 @@ conn_buffer_bytes(void)
     struct conn *c;
     TAILQ_FOREACH(c, &conns, link)
         n += evbuffer_get_length(c->in) +
-             evbuffer_get_length(bufferevent_get_output(c->bev));
+             evbuffer_get_length(c->out);
     return n;
 }
 
@@ -547,6 +567,7 @@ read_protocol_header(struct conn *c, struct evbuffer *in)
         /* 0-9-1 §4.2.2: answer with the header we accept, then close. */
         evbuffer_add(conn_output(c), amqp_protocol_header,
                      AMQP_PROTOCOL_HEADER_LEN);
+        conn_output_added(c);
         conn_close_now(c, true);
         return false;
     }
@@ -641,13 +662,13 @@ process_input(struct conn *c)
         flush_confirms(c);
 }
 
-static void event_cb(struct bufferevent *bev, short what, void *arg);
+static void socket_gone(struct conn *c, bool eof);
 
 /*
- * The socket is readable. conn.c reads rather than the bufferevent,
- * because libevent 2.1 reads at most 4 KiB per call whatever
- * bufferevent_set_max_single_read says (EVBUFFER_MAX_READ), three system
- * calls per 4 KiB.
+ * The socket is readable. conn.c does its own reading and writing rather
+ * than use a bufferevent: libevent 2.1 reads at most 4 KiB per call
+ * whatever bufferevent_set_max_single_read says (EVBUFFER_MAX_READ),
+ * three system calls per 4 KiB, and writes only on the next loop turn.
  */
 static void
 read_ready_cb(evutil_socket_t fd, short what, void *arg)
@@ -685,8 +706,7 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
         evbuffer_commit_space(in, vec, 0);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return;
-        event_cb(c->bev, BEV_EVENT_READING |
-                 (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), c);
+        socket_gone(c, n == 0);
         return;
     }
     for (int i = 0; i < nvec; i++) {
@@ -712,12 +732,27 @@ conn_reading(struct conn *c, bool on)
         event_del(c->rev);
 }
 
+/*
+ * Write what the output holds, up to WRITE_MAX bytes; wait for the socket
+ * to be writable if some is left. Then: a closed connection whose output
+ * is gone is released, and a congested one that drained below the low
+ * watermark gets deliveries again.
+ */
 static void
-write_cb(struct bufferevent *bev, void *arg)
+write_now(struct conn *c)
 {
-    struct conn *c = arg;
-    size_t len = evbuffer_get_length(bufferevent_get_output(bev));
+    int n = evbuffer_write_atmost(c->out, c->fd, WRITE_MAX);
+    size_t len;
 
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        socket_gone(c, false);
+        return;
+    }
+    len = evbuffer_get_length(c->out);
+    if (len > 0)
+        event_add(c->wev, NULL);
+    else
+        event_del(c->wev);
     if (c->state == CONN_CLOSED) {
         if (len == 0 && !c->lingering)
             conn_release(c);
@@ -733,19 +768,42 @@ write_cb(struct bufferevent *bev, void *arg)
 }
 
 static void
-event_cb(struct bufferevent *bev, short what, void *arg)
+write_ready_cb(evutil_socket_t fd, short what, void *arg)
 {
-    struct conn *c = arg;
-    (void)bev;
+    (void)fd;
+    (void)what;
+    write_now(arg);
+}
 
-    if (what & BEV_EVENT_EOF) {
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c;
+    (void)fd;
+    (void)what;
+    (void)arg;
+
+    while ((c = TAILQ_FIRST(&to_flush)) != NULL) {
+        TAILQ_REMOVE(&to_flush, c, flush_link);
+        c->flush_queued = false;
+        /* Waiting for writability already: the socket is full. */
+        if (!event_pending(c->wev, EV_WRITE, NULL))
+            write_now(c);
+    }
+}
+
+/* The peer closed the socket (eof) or it failed. */
+static void
+socket_gone(struct conn *c, bool eof)
+{
+    if (eof) {
         if (c->state == CONN_OPEN)
             log_warnx("conn=%016" PRIx64 " %s: client closed the socket "
                       "without connection.close", c->id, c->peer);
         else
             log_debug("conn=%016" PRIx64 " %s: socket closed in %s", c->id,
                       c->peer, conn_state_name(c->state));
-    } else if (what & BEV_EVENT_ERROR) {
+    } else {
         log_warn("conn=%016" PRIx64 " %s: socket error", c->id, c->peer);
     }
     conn_release(c);
@@ -867,8 +925,10 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
     int one = 1;
     (void)salen;
 
-    if (reaper == NULL)
+    if (reaper == NULL) {
         reaper = event_new(broker.base, -1, 0, reap_cb, NULL);
+        flusher = event_new(broker.base, -1, 0, flush_cb, NULL);
+    }
     /* Sockets still in the handshake count too, with some slack, so that
      * a flood of half-open connections cannot exhaust descriptors. */
     if (nconns >= (size_t)broker.cfg.connection_max + 128) {
@@ -889,32 +949,25 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
     c->peer_is_loopback = is_loopback(sa);
     c->frame_max = PRE_TUNE_FRAME_MAX;
     c->channel_max = (uint16_t)broker.cfg.channel_max;
-    c->bev = bufferevent_socket_new(broker.base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (c->bev == NULL) {
-        log_warnx("cannot create a bufferevent for %s", c->peer);
+    c->fd = fd;                 /* non-blocking: evconnlistener made it so */
+    c->rev = event_new(broker.base, fd, EV_READ | EV_PERSIST, read_ready_cb, c);
+    c->wev = event_new(broker.base, fd, EV_WRITE | EV_PERSIST, write_ready_cb, c);
+    c->in = evbuffer_new();
+    c->out = evbuffer_new();
+    if (c->rev == NULL || c->wev == NULL || c->in == NULL || c->out == NULL) {
+        log_warnx("out of memory for the connection from %s", c->peer);
+        if (c->rev)
+            event_free(c->rev);
+        if (c->wev)
+            event_free(c->wev);
+        if (c->in)
+            evbuffer_free(c->in);
+        if (c->out)
+            evbuffer_free(c->out);
         close(fd);
         free(c);
         return;
     }
-    c->rev = event_new(broker.base, fd, EV_READ | EV_PERSIST, read_ready_cb, c);
-    c->in = evbuffer_new();
-    if (c->rev == NULL || c->in == NULL) {
-        log_warnx("cannot create a read event for %s", c->peer);
-        if (c->rev)
-            event_free(c->rev);
-        if (c->in)
-            evbuffer_free(c->in);
-        bufferevent_free(c->bev);
-        free(c);
-        return;
-    }
-    bufferevent_setcb(c->bev, NULL, write_cb, event_cb, c);
-    /* libevent writes at most 16 KiB per loop turn by default: a 64 KiB
-     * message would take four turns. */
-    bufferevent_set_max_single_write(c->bev, READ_MAX);
-    bufferevent_setwatermark(c->bev, EV_WRITE,
-                             (size_t)broker.cfg.consumer_output_low_watermark, 0);
-    bufferevent_enable(c->bev, EV_WRITE);
     c->read_size = READ_MIN;
     c->input_max = 64 * 1024;
     conn_reading(c, true);

@@ -15,7 +15,6 @@
 
 #include "amqp/method.h"
 
-struct bufferevent;
 struct channel;
 struct event;
 struct evbuffer;
@@ -37,9 +36,13 @@ enum conn_state {
 struct conn {
     uint64_t id;
     enum conn_state state;
-    struct bufferevent *bev;    /* the socket's output */
+    int fd;
     struct evbuffer *in;        /* input not yet split into frames */
-    struct event *rev;          /* readable: conn.c reads, not the bev */
+    struct evbuffer *out;       /* output not yet written */
+    struct event *rev;          /* readable */
+    struct event *wev;          /* writable, while output is left over */
+    TAILQ_ENTRY(conn) flush_link; /* queued to write at the end of the turn */
+    bool flush_queued;
     size_t read_size;           /* bytes to ask for in the next read */
     size_t input_max;           /* input held before reading pauses */
     char peer[64];              /* "127.0.0.1:53422" */
@@ -87,10 +90,12 @@ void conn_accept(int fd, const struct sockaddr *sa, int salen);
 void conn_send_method(struct conn *c, uint16_t channel,
                       const struct amqp_method *m);
 
-/* The output buffer, for deliveries. */
+/* The output buffer, for deliveries. Whoever adds to it must call
+ * conn_output_added() before returning to the loop. */
 struct evbuffer *conn_output(struct conn *c);
 
-/* Called after output was added, to track congestion. */
+/* Called after output was added: tracks congestion and queues the
+ * connection to be written at the end of this loop turn. */
 void conn_output_added(struct conn *c);
 
 /*

@@ -2,7 +2,6 @@
  * Methods of class connection, on channel 0: the handshake (start-ok,
  * tune-ok, open) and the close handshake started by the client.
  */
-#include <event2/bufferevent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
