@@ -792,10 +792,13 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* The peer closed the socket (eof) or it failed. */
+/* The peer closed the socket (eof), reset it, or it failed (errno). */
 static void
 socket_gone(struct conn *c, bool eof)
 {
+    /* A reset is a peer going away, as a plain close is. */
+    if (!eof && (errno == ECONNRESET || errno == EPIPE))
+        eof = true;
     if (eof) {
         if (c->state == CONN_OPEN)
             log_warnx("conn=%016" PRIx64 " %s: client closed the socket "
