@@ -63,6 +63,14 @@ const struct opt_def config_opts[] = {
     OPT("consumer_output_low_watermark", OPT_INT64, "1048576", 0, 1073741824,
         false, consumer_output_low_watermark,
         "bytes of unsent output below which deliveries resume"),
+    OPT("flow_control.queue_length", OPT_INT64, "10000", 0, 1000000000, false,
+        flow_queue_length,
+        "ready messages above which a queue whose consumers' connections "
+        "are congested pauses its publishers; 0: no limit by count"),
+    OPT("flow_control.queue_bytes", OPT_INT64, "67108864", 0,
+        INT64_C(1) << 50, false, flow_queue_bytes,
+        "ready body bytes above which the same happens; 0: no limit by "
+        "bytes (both 0: no flow control)"),
     OPT("connection_max", OPT_INT64, "65536", 1, 10000000, false,
         connection_max,
         "open connections allowed; connection.open beyond it gets 530"),

@@ -35,6 +35,8 @@ struct config {
     char *default_vhost;
     bool loopback_guest;        /* loopback_users.guest */
     bool announce_rabbitmq;     /* server_properties.rabbitmq */
+    int64_t flow_queue_length;  /* flow_control.queue_length */
+    int64_t flow_queue_bytes;   /* flow_control.queue_bytes */
     /* buffers */
     int64_t consumer_output_high_watermark;
     int64_t consumer_output_low_watermark;

@@ -101,6 +101,14 @@ conn_output(struct conn *c)
 static TAILQ_HEAD(, conn) to_flush = TAILQ_HEAD_INITIALIZER(to_flush);
 static struct event *flusher;
 
+/* Publishers paused by flow control, and the timer that bounds a pause
+ * when no consumer connection drains (one stuck peer must not stall
+ * publishers until its heartbeat times out). */
+static TAILQ_HEAD(, conn) flow_paused = TAILQ_HEAD_INITIALIZER(flow_paused);
+static struct event *flow_timer;
+#define FLOW_MAX_PAUSE_MS 250
+static void flow_resume_all(void);
+
 void
 conn_output_added(struct conn *c)
 {
@@ -257,6 +265,13 @@ conn_release(struct conn *c)
     delete_exclusive_queues(c);
     conn_reading(c, false);
     event_del(c->wev);
+    if (c->flow) {
+        TAILQ_REMOVE(&flow_paused, c, flow_link);
+        c->flow = false;
+    }
+    /* Its consumers may be what paused others. */
+    if (c->congested)
+        flow_resume_all();
     if (c->flush_queued) {
         TAILQ_REMOVE(&to_flush, c, flush_link);
         c->flush_queued = false;
@@ -408,7 +423,8 @@ conn_unblock_all(void)
             c->blocked_sent = false;
         }
         log_info("conn=%016" PRIx64 " %s: unblocked", c->id, c->peer);
-        conn_reading(c, true);
+        if (!c->flow)
+            conn_reading(c, true);
         /* Frames that arrived before the block are already buffered. */
         process_input(c);
     }
@@ -434,7 +450,9 @@ conn_free_all(void)
     reap_cb(-1, 0, NULL);
     if (reaper) {
         event_free(reaper);
-        reaper = NULL;
+        event_free(flusher);
+        event_free(flow_timer);
+        reaper = flusher = flow_timer = NULL;
     }
 }
 
@@ -660,6 +678,53 @@ process_input(struct conn *c)
         evbuffer_drain(in, evbuffer_get_length(in));
     else
         flush_confirms(c);
+    if (c->flow && c->state == CONN_OPEN)
+        conn_reading(c, false);
+}
+
+bool
+conn_is_draining_slowly(const struct conn *c)
+{
+    return c->congested && now_ms() - c->wrote_ms < CONN_STUCK_MS;
+}
+
+void
+conn_flow(struct conn *c)
+{
+    struct timeval tv = { 0, FLOW_MAX_PAUSE_MS * 1000 };
+
+    if (c->flow || c->congested || c->state != CONN_OPEN)
+        return;
+    c->flow = true;
+    TAILQ_INSERT_TAIL(&flow_paused, c, flow_link);
+    if (!evtimer_pending(flow_timer, NULL))
+        evtimer_add(flow_timer, &tv);
+}
+
+/* Read every paused publisher again; each pauses anew if it publishes to
+ * a queue that is still backed up. */
+static void
+flow_resume_all(void)
+{
+    struct conn *c;
+
+    while ((c = TAILQ_FIRST(&flow_paused)) != NULL) {
+        TAILQ_REMOVE(&flow_paused, c, flow_link);
+        c->flow = false;
+        c->last_recv_ms = now_ms();
+        if (!c->blocked && c->state == CONN_OPEN)
+            conn_reading(c, true);
+    }
+    evtimer_del(flow_timer);
+}
+
+static void
+flow_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    flow_resume_all();
 }
 
 static void socket_gone(struct conn *c, bool eof);
@@ -748,6 +813,8 @@ write_now(struct conn *c)
         socket_gone(c, false);
         return;
     }
+    if (n > 0)
+        c->wrote_ms = now_ms();
     len = evbuffer_get_length(c->out);
     if (len > 0)
         event_add(c->wev, NULL);
@@ -764,6 +831,7 @@ write_now(struct conn *c)
         for (uint32_t i = 0; i < c->channels_cap && !c->congested; i++)
             if (c->channels[i])
                 channel_resume(c->channels[i]);
+        flow_resume_all();
     }
 }
 
@@ -836,7 +904,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
         return;
     uint64_t hb = (uint64_t)c->heartbeat * 1000;
     /* A connection we stopped reading cannot be blamed for silence. */
-    if (!c->blocked && now - c->last_recv_ms > 2 * hb) {
+    if (!c->blocked && !c->flow && now - c->last_recv_ms > 2 * hb) {
         log_warnx("conn=%016" PRIx64 " %s: missed heartbeats from client, "
                   "timeout: %us", c->id, c->peer, c->heartbeat);
         conn_release(c);
@@ -931,6 +999,7 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
     if (reaper == NULL) {
         reaper = event_new(broker.base, -1, 0, reap_cb, NULL);
         flusher = event_new(broker.base, -1, 0, flush_cb, NULL);
+        flow_timer = evtimer_new(broker.base, flow_timer_cb, NULL);
     }
     /* Sockets still in the handshake count too, with some slack, so that
      * a flood of half-open connections cannot exhaust descriptors. */
@@ -974,7 +1043,7 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
     c->read_size = READ_MIN;
     c->input_max = 64 * 1024;
     conn_reading(c, true);
-    c->last_recv_ms = c->last_send_ms = now_ms();
+    c->last_recv_ms = c->last_send_ms = c->wrote_ms = now_ms();
     c->deadline_ms = c->last_recv_ms + (uint64_t)broker.cfg.handshake_timeout_ms;
     c->timer = event_new(broker.base, -1, EV_PERSIST, timer_cb, c);
     timer_every(c, 250);

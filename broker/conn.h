@@ -68,10 +68,15 @@ struct conn {
     uint64_t deadline_ms;       /* handshake or close deadline; 0 = none */
     /* output backpressure */
     bool congested;             /* over the high watermark: no deliveries */
+    uint64_t wrote_ms;          /* last write that the socket took */
     /* resource alarms: a connection that publishes during an alarm is
      * blocked (not read) until every alarm clears */
     bool blocked;
     bool blocked_sent;          /* connection.blocked went out */
+    /* flow control: this connection published to a backed-up queue and
+     * is not read until a congested consumer connection drains */
+    bool flow;
+    TAILQ_ENTRY(conn) flow_link;
     bool reap_scheduled;
     bool lingering;             /* close-ok sent: read and discard until EOF */
     /* channels with publisher confirms to send at the end of this read */
@@ -167,6 +172,21 @@ void conn_tuned(struct conn *c);
 
 /* Start or stop reading the socket (flow control, alarms, closing). */
 void conn_reading(struct conn *c, bool on);
+
+/* A congested connection whose socket took nothing for this long is
+ * stuck, not slow: flow control does not wait for it. */
+#define CONN_STUCK_MS 1000
+
+/* Whether 'c' is congested and still writing: a slow consumer that flow
+ * control paces publishers to. */
+bool conn_is_draining_slowly(const struct conn *c);
+
+/* 'c' published to a backed-up queue (queue.h): stop reading it once the
+ * frames already read are handled, until some congested connection
+ * drains (or FLOW_MAX_PAUSE_MS passes). A connection that is congested
+ * itself is never paused: it may be a client that consumes and publishes
+ * on one socket and reads only between writes. */
+void conn_flow(struct conn *c);
 
 /* After connection.open: stop the handshake timer, start heartbeats. */
 void conn_opened(struct conn *c);

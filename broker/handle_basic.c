@@ -183,8 +183,11 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
             refused = rr.qs[i]->durable;
     if (refused)
         rr.n = 0;
-    for (size_t i = 0; i < rr.n; i++)
+    for (size_t i = 0; i < rr.n; i++) {
         refused |= !queue_push(rr.qs[i], m);
+        if (rr.qs[i]->backed_up)
+            conn_flow(ch->conn);
+    }
     if (seq && refused)
         channel_confirm_nack(ch, seq);
     else if (seq)

@@ -279,6 +279,31 @@ queue_purge(struct queue *q)
  * can take a message and moves it to the back of the list. Stops when the
  * queue is empty or a whole round found nobody with credit.
  */
+/*
+ * Flow control (docs/architecture.md, "Backpressure"): more is ready than
+ * flow_control allows, and a consumer that could take it waits only for
+ * its connection's output to drain. Publishing to such a queue pauses the
+ * publisher until a congested connection drains. A queue whose consumers
+ * are at their prefetch limit, or that has none, is never backed up: a
+ * job-queue backlog is normal.
+ */
+static bool
+is_backed_up(const struct queue *q)
+{
+    const struct consumer *c;
+    int64_t len = broker.cfg.flow_queue_length;
+    int64_t bytes = broker.cfg.flow_queue_bytes;
+
+    if (q->len == 0 || q->nconsumers == 0 ||
+        !((len > 0 && q->len > (uint64_t)len) ||
+          (bytes > 0 && q->bytes > (uint64_t)bytes)))
+        return false;
+    TAILQ_FOREACH(c, &q->consumers, q_link)
+        if (conn_is_draining_slowly(c->ch->conn))
+            return true;
+    return false;
+}
+
 void
 queue_dispatch(struct queue *q)
 {
@@ -303,6 +328,7 @@ queue_dispatch(struct queue *q)
         channel_deliver(found->ch, found, q, e);
         queue_expire(q);
     }
+    q->backed_up = is_backed_up(q);
     q->dispatching = false;
 }
 

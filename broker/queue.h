@@ -68,6 +68,9 @@ struct queue {
     size_t nconsumers;
     bool had_consumer;          /* for auto-delete */
     bool dispatching;
+    /* consumers have credit but their connections are congested, and
+     * more is ready than flow_control allows: publishers pause */
+    bool backed_up;
     struct binding_list bindings;   /* bindings that lead here */
     uint64_t epoch;             /* routing de-duplication */
     uint32_t refs;              /* the vhost, unacked deliveries */
