@@ -63,14 +63,15 @@ cancel_all_consumers(struct channel *ch)
 }
 
 /* Give up everything the channel holds: consumers first (so that
- * requeued messages are not dispatched back to them), then unacked
- * messages back to their queues, then a half-received publish. */
+ * requeued messages are not dispatched back to them), then an open
+ * transaction (its held acks undone), then unacked messages back to their
+ * queues, then a half-received publish. */
 static void
 channel_release(struct channel *ch)
 {
     cancel_all_consumers(ch);
-    channel_requeue_all(ch);
     channel_tx_rollback(ch);
+    channel_requeue_all(ch);
     free(ch->tx_pubs);
     ch->tx_pubs = NULL;
     ch->tx_cap = 0;
@@ -399,7 +400,9 @@ channel_requeue_all(struct channel *ch)
 
     for (size_t i = 0; i < ch->ua_len; i++) {
         struct unacked *u = ua_at(ch, i);
-        if (u->e.m == NULL)
+        /* An ack, nack or reject an open transaction holds is settled
+         * by its commit (or undone by its rollback), as in RabbitMQ. */
+        if (u->e.m == NULL || u->tx_op != TX_NONE)
             continue;
         qset_add(&touched, u->q);
         settle_one(ch, u, true, false);
@@ -547,7 +550,9 @@ channel_confirm_nack(struct channel *ch, uint64_t seq)
     channel_flush_confirms(ch);
     struct amqp_method m = { .id = AMQP_BASIC_NACK };
     m.a.basic_nack.delivery_tag = seq;
-    m.a.basic_nack.requeue = false;
+    /* Meaningless to a publisher; RabbitMQ sends true (its record's
+     * default), so Roost does too. */
+    m.a.basic_nack.requeue = true;
     ch->confirmed = ch->acked = seq;
     if (ch->state == CH_OPEN)
         channel_send(ch, &m);

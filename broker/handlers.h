@@ -58,7 +58,8 @@ bool channel_cancel_consumer(struct channel *ch, struct amqp_bytes tag);
 bool channel_settle(struct channel *ch, uint64_t tag, bool multiple,
                     bool ack, bool requeue);
 
-/* Requeue every unacked delivery (basic.recover, close). */
+/* Requeue every unacked delivery that no open transaction has settled
+ * (basic.recover, close). */
 void channel_requeue_all(struct channel *ch);
 
 /* Send 'method' followed by the message's content frames. */
