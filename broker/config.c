@@ -67,7 +67,7 @@ const struct opt_def config_opts[] = {
         flow_queue_length,
         "ready messages above which a queue whose consumers' connections "
         "are congested pauses its publishers; 0: no limit by count"),
-    OPT("flow_control.queue_bytes", OPT_INT64, "67108864", 0,
+    OPT("flow_control.queue_bytes", OPT_INT64, "16777216", 0,
         INT64_C(1) << 50, false, flow_queue_bytes,
         "ready body bytes above which the same happens; 0: no limit by "
         "bytes (both 0: no flow control)"),
