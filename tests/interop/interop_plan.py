@@ -103,3 +103,21 @@ def port_arg():
         sys.stderr.write("usage: %s PORT\n" % sys.argv[0])
         sys.exit(2)
     return int(sys.argv[1])
+
+
+def summary(name, failures):
+    """Print the last line of a script and return its exit status."""
+    if failures:
+        print("%s: %d problem(s)" % (name, len(failures)))
+        return 1
+    print("%s: all checks passed" % name)
+    return 0
+
+
+def run_main(main):
+    """Exit with main()'s status; an exception is one FAIL line."""
+    try:
+        sys.exit(main())
+    except Exception as e:
+        print("FAIL: %s: %s" % (type(e).__name__, str(e) or repr(e)), flush=True)
+        sys.exit(1)

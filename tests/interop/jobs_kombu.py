@@ -19,13 +19,13 @@ Usage: jobs_kombu.py PORT
 """
 import json
 import socket
-import sys
 import time
 
 from amqp.exceptions import MessageNacked
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 
 import jobs_common as jc
+from interop_plan import run_main, summary
 from jobs_common import N, PREFETCH
 
 
@@ -218,16 +218,8 @@ def main():
         else:
             c.ok("queue empty at the end")
         queue.delete()
-    if c.failures:
-        print("jobs-kombu: %d problem(s)" % len(c.failures))
-        return 1
-    print("jobs-kombu: all checks passed")
-    return 0
+    return summary("jobs-kombu", c.failures)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:
-        print("FAIL: %s: %s" % (type(e).__name__, str(e) or repr(e)), flush=True)
-        sys.exit(1)
+    run_main(main)

@@ -15,12 +15,12 @@ exactly once, the dead worker's jobs come back first, in order, with
 redelivered=true, then the others in order; the queue ends empty.
 Usage: jobs_pika.py PORT
 """
-import sys
 import time
 
 import pika
 
 import jobs_common as jc
+from interop_plan import run_main, summary
 from jobs_common import N, PREFETCH
 
 
@@ -184,16 +184,8 @@ def main():
         c.ok("queue empty at the end")
     ch.queue_delete(q)
     conn.close()
-    if c.failures:
-        print("jobs-pika: %d problem(s)" % len(c.failures))
-        return 1
-    print("jobs-pika: all checks passed")
-    return 0
+    return summary("jobs-pika", c.failures)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:
-        print("FAIL: %s: %s" % (type(e).__name__, str(e) or repr(e)), flush=True)
-        sys.exit(1)
+    run_main(main)

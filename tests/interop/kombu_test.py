@@ -8,12 +8,11 @@ SimpleQueue put/get with ack.
 Usage: kombu_test.py PORT
 """
 import socket
-import sys
 import time
 
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 
-from interop_plan import compare, port_arg, prefix
+from interop_plan import compare, port_arg, prefix, run_main, summary
 
 N = 100
 PREFETCH = 10
@@ -188,16 +187,8 @@ def main():
         topic(ch).delete()
         direct(ch).delete()
         Exchange(pfx + ".simple", type="direct")(ch).delete()
-    if failures:
-        print("kombu: %d problem(s)" % len(failures))
-        return 1
-    print("kombu: all checks passed")
-    return 0
+    return summary("kombu", failures)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:
-        print("FAIL: %s: %s" % (type(e).__name__, str(e) or repr(e)), flush=True)
-        sys.exit(1)
+    run_main(main)

@@ -12,12 +12,11 @@ codes and texts.
 Usage: pika_blocking.py PORT
 """
 import os
-import sys
 import time
 
 import pika
 
-from interop_plan import compare, make_plan, port_arg, prefix
+from interop_plan import compare, make_plan, port_arg, prefix, run_main, summary
 
 PREFETCH = 10
 failures = []
@@ -416,16 +415,8 @@ def main():
         ch.exchange_delete(name)
     ch.close()
     conn.close()
-    if failures:
-        print("pika_blocking: %d problem(s)" % len(failures))
-        return 1
-    print("pika_blocking: all checks passed")
-    return 0
+    return summary("pika_blocking", failures)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:  # report the client's exception clearly
-        print("FAIL: %s: %s" % (type(e).__name__, str(e) or repr(e)), flush=True)
-        sys.exit(1)
+    run_main(main)

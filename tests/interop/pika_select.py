@@ -9,11 +9,10 @@ in order and that no consumer ever has more than the prefetch unacked;
 then idles with a 1 s heartbeat and checks the broker sends heartbeats.
 Usage: pika_select.py PORT
 """
-import sys
 
 import pika
 
-from interop_plan import compare, make_plan, port_arg, prefix
+from interop_plan import compare, make_plan, port_arg, prefix, run_main, summary
 
 PREFETCH = 10
 TIMEOUT = 30
@@ -202,16 +201,8 @@ class Test:
 def main():
     t = Test(port_arg())
     t.conn.ioloop.start()
-    if t.failures:
-        print("pika_select: %d problem(s)" % len(t.failures))
-        return 1
-    print("pika_select: all checks passed")
-    return 0
+    return summary("pika_select", t.failures)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:
-        print("FAIL: %s: %s" % (type(e).__name__, str(e) or repr(e)), flush=True)
-        sys.exit(1)
+    run_main(main)
