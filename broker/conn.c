@@ -109,6 +109,16 @@ static struct event *flow_timer;
 #define FLOW_MAX_PAUSE_MS 250
 static void flow_resume_all(void);
 
+/* Take 'c' off the paused list (its reading is the caller's business). */
+static void
+flow_forget(struct conn *c)
+{
+    if (c->flow) {
+        TAILQ_REMOVE(&flow_paused, c, flow_link);
+        c->flow = false;
+    }
+}
+
 void
 conn_output_added(struct conn *c)
 {
@@ -265,10 +275,7 @@ conn_release(struct conn *c)
     delete_exclusive_queues(c);
     conn_reading(c, false);
     event_del(c->wev);
-    if (c->flow) {
-        TAILQ_REMOVE(&flow_paused, c, flow_link);
-        c->flow = false;
-    }
+    flow_forget(c);
     /* Its consumers may be what paused others. */
     if (c->congested)
         flow_resume_all();
@@ -372,6 +379,11 @@ conn_fail(struct conn *c, uint16_t code, uint32_t method_id, const char *fmt,
     conn_set_state(c, CONN_CLOSING);
     shutdown_channels(c);
     set_close_deadline(c);
+    /* The close-ok must be read, also from a connection that flow control
+     * or an alarm stopped reading. */
+    flow_forget(c);
+    c->blocked = false;
+    conn_reading(c, true);
 }
 
 void
