@@ -413,7 +413,13 @@ channel_requeue_all(struct channel *ch)
 bool
 channel_can_deliver(const struct channel *ch, const struct consumer *c)
 {
-    if (ch->state != CH_OPEN || ch->conn->congested || !ch->flow_active ||
+    return !ch->conn->congested && channel_has_credit(ch, c);
+}
+
+bool
+channel_has_credit(const struct channel *ch, const struct consumer *c)
+{
+    if (ch->state != CH_OPEN || !ch->flow_active ||
         ch->conn->state != CONN_OPEN)
         return false;
     if (c->no_ack)

@@ -120,6 +120,10 @@ void channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
 /* Whether the consumer's channel can take another delivery now. */
 bool channel_can_deliver(const struct channel *ch, const struct consumer *c);
 
+/* The same, leaving out whether its connection's output is congested:
+ * open, not stopped by channel.flow, under its prefetch limits. */
+bool channel_has_credit(const struct channel *ch, const struct consumer *c);
+
 /* Deliver 'e' from 'q' to consumer 'c' (basic.deliver). Takes over the
  * entry's message reference. */
 void channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,

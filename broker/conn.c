@@ -124,8 +124,16 @@ conn_output_added(struct conn *c)
 {
     c->last_send_ms = now_ms();
     if (!c->congested && evbuffer_get_length(c->out) >
-                             (size_t)broker.cfg.consumer_output_high_watermark)
+                             (size_t)broker.cfg.consumer_output_high_watermark) {
         c->congested = true;
+        /* A congested connection is never paused (conn_flow): it may be
+         * a client that reads only between its writes. */
+        if (c->flow) {
+            flow_forget(c);
+            if (!c->blocked && c->state == CONN_OPEN)
+                conn_reading(c, true);
+        }
+    }
     if (!c->flush_queued && !c->reap_scheduled) {
         c->flush_queued = true;
         TAILQ_INSERT_TAIL(&to_flush, c, flush_link);
@@ -758,10 +766,16 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
     ssize_t n;
     (void)what;
 
-    /* The input holds at most two whole frames (conn_tuned); past that,
-     * frames are not being taken out, and reading waits. */
-    if (held >= c->input_max)
+    /* The input holds at most two whole frames (conn_tuned). A full one
+     * is handled before anything more is read: that can happen when
+     * reading resumes for a connection that was blocked (conn_fail). */
+    if (held >= c->input_max) {
+        if (!c->blocked)
+            process_input(c);
+        if (evbuffer_get_length(in) >= c->input_max)
+            conn_reading(c, false);
         return;
+    }
     if (want > c->input_max - held)
         want = c->input_max - held;
     nvec = evbuffer_reserve_space(in, (ev_ssize_t)want, vec, 2);
@@ -771,9 +785,13 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
         conn_release(c);
         return;
     }
+    /* The reserved space may be larger than asked; read no more than
+     * 'want', so that input_max is a hard bound. */
     struct iovec iov[2];
     size_t room = 0;
     for (int i = 0; i < nvec; i++) {
+        if (vec[i].iov_len > want - room)
+            vec[i].iov_len = want - room;
         iov[i].iov_base = vec[i].iov_base;
         iov[i].iov_len = vec[i].iov_len;
         room += vec[i].iov_len;
@@ -792,11 +810,15 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
         n -= (ssize_t)take;
     }
     evbuffer_commit_space(in, vec, nvec);
+    /* Adapt only when the read asked for read_size: a read cut short by
+     * input_max says nothing about the peer. */
     size_t got = evbuffer_get_length(in) - held;
-    if (got == room && c->read_size < READ_MAX)
-        c->read_size *= 2;
-    else if (got < c->read_size / 4 && c->read_size > READ_MIN)
-        c->read_size /= 2;
+    if (want == c->read_size) {
+        if (got == room && c->read_size < READ_MAX)
+            c->read_size *= 2;
+        else if (got < c->read_size / 4 && c->read_size > READ_MIN)
+            c->read_size /= 2;
+    }
     process_input(c);
 }
 

@@ -185,7 +185,7 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
         rr.n = 0;
     for (size_t i = 0; i < rr.n; i++) {
         refused |= !queue_push(rr.qs[i], m);
-        if (rr.qs[i]->backed_up)
+        if (queue_is_backed_up(rr.qs[i]))
             conn_flow(ch->conn);
     }
     if (seq && refused)

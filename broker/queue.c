@@ -275,20 +275,15 @@ queue_purge(struct queue *q)
 }
 
 /*
- * Round-robin over the consumers: each turn takes the first consumer that
- * can take a message and moves it to the back of the list. Stops when the
- * queue is empty or a whole round found nobody with credit.
+ * Flow control (docs/architecture.md, "Backpressure and limits"): more is
+ * ready than flow_control allows, and a consumer with credit waits only
+ * for its connection's output to drain (and that connection is still
+ * writing: conn_is_draining_slowly). Decided at each publish, never
+ * cached. A queue with no consumers, or whose consumers are at their
+ * prefetch limit, is never backed up: a job-queue backlog is normal.
  */
-/*
- * Flow control (docs/architecture.md, "Backpressure"): more is ready than
- * flow_control allows, and a consumer that could take it waits only for
- * its connection's output to drain. Publishing to such a queue pauses the
- * publisher until a congested connection drains. A queue whose consumers
- * are at their prefetch limit, or that has none, is never backed up: a
- * job-queue backlog is normal.
- */
-static bool
-is_backed_up(const struct queue *q)
+bool
+queue_is_backed_up(const struct queue *q)
 {
     const struct consumer *c;
     int64_t len = broker.cfg.flow_queue_length;
@@ -299,11 +294,17 @@ is_backed_up(const struct queue *q)
           (bytes > 0 && q->bytes > (uint64_t)bytes)))
         return false;
     TAILQ_FOREACH(c, &q->consumers, q_link)
-        if (conn_is_draining_slowly(c->ch->conn))
+        if (channel_has_credit(c->ch, c) &&
+            conn_is_draining_slowly(c->ch->conn))
             return true;
     return false;
 }
 
+/*
+ * Round-robin over the consumers: each turn takes the first consumer that
+ * can take a message and moves it to the back of the list. Stops when the
+ * queue is empty or a whole round found nobody with credit.
+ */
 void
 queue_dispatch(struct queue *q)
 {
@@ -328,7 +329,6 @@ queue_dispatch(struct queue *q)
         channel_deliver(found->ch, found, q, e);
         queue_expire(q);
     }
-    q->backed_up = is_backed_up(q);
     q->dispatching = false;
 }
 

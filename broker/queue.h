@@ -68,9 +68,6 @@ struct queue {
     size_t nconsumers;
     bool had_consumer;          /* for auto-delete */
     bool dispatching;
-    /* consumers have credit but their connections are congested, and
-     * more is ready than flow_control allows: publishers pause */
-    bool backed_up;
     struct binding_list bindings;   /* bindings that lead here */
     uint64_t epoch;             /* routing de-duplication */
     uint32_t refs;              /* the vhost, unacked deliveries */
@@ -94,6 +91,11 @@ void queue_unref(struct queue *q);
 /* Append a reference to 'm' and dispatch. False if the queue refused it
  * (x-overflow reject-publish at its length limit). */
 bool queue_push(struct queue *q, struct msg *m);
+
+/* Whether publishing to 'q' should pause the publisher (flow control):
+ * more is ready than flow_control allows, and a consumer with credit
+ * waits only on a slowly draining connection. */
+bool queue_is_backed_up(const struct queue *q);
 
 /* The queue was used (declare, get, consume): restarts x-expires. */
 void queue_touch(struct queue *q);

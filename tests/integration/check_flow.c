@@ -115,6 +115,129 @@ START_TEST(slow_consumer_paces_publisher)
 }
 END_TEST
 
+START_TEST(consumer_gone_unpaces)
+{
+    /* A publisher paced to a slow consumer goes at full speed as soon as
+     * that consumer's connection is gone: the queue has no consumer left
+     * to wait for. (A stale "backed up" mark once kept pausing it, 250 ms
+     * per read, long after.) */
+    enum { N = 40000, READ_FIRST = 2000 };
+    struct harness h;
+    struct pub p = { 0 };
+    amqp_connection_state_t cons;
+    char name[64], q[256];
+    pthread_t t;
+    uint64_t dropped;
+
+    SKIP_IF_REMOTE("a roostd setting");
+    if (!harness_start(&h, ARGS("--set", "flow_control.queue_length=100")))
+        return;
+    cons = h_connect(&h);
+    DECLARE_QUEUE(cons, 1, h_name(name, sizeof(name), "gone"), false, false,
+                  false, q);
+    CONSUME(cons, 1, q, "slow", true, NULL);
+    p.h = &h;
+    p.queue = q;
+    p.n = N;
+    start_publisher(&t, &p);
+    for (int i = 0; i < READ_FIRST; i++) {
+        struct h_event e;
+        ck_assert_msg(h_next(cons, 10000, &e) == 1, "delivery %d missing", i);
+        h_event_free(&e);
+        if (i % 10 == 9)
+            h_sleep_ms(1);
+    }
+    ck_assert_msg(!__atomic_load_n(&p.done, __ATOMIC_SEQ_CST),
+                  "the publisher finished before the consumer read %d: it "
+                  "was not paced", READ_FIRST);
+    dropped = h_now_ms();
+    h_drop(cons);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(p.failed_at, -1);
+    fprintf(stderr, "consumer gone: the rest published in %llu ms\n",
+            (unsigned long long)(p.done_ms - dropped));
+    ck_assert_msg(p.done_ms - dropped < 4000,
+                  "with its consumer gone the publisher still took %llu ms",
+                  (unsigned long long)(p.done_ms - dropped));
+    harness_stop(&h);
+}
+END_TEST
+
+START_TEST(busy_worker_connection_not_pacing_backlog)
+{
+    /* A worker's connection is congested by a no-ack consumer on another
+     * queue (it drains slowly), while its consumer on 'jobs' sits at its
+     * prefetch limit. 'jobs' is a backlog: its publisher must not be
+     * paced because the worker's connection is busy with something else. */
+    enum { FIREHOSE = 40000, JOBS = 40000 };
+    struct harness h;
+    struct pub fire = { 0 }, jobs = { 0 };
+    amqp_connection_state_t w;
+    char name[64], fq[256], jq[256];
+    pthread_t tf, tj;
+    uint64_t start, deadline;
+    int got = 0;
+
+    SKIP_IF_REMOTE("a roostd setting");
+    if (!harness_start(&h, ARGS("--set", "flow_control.queue_length=100")))
+        return;
+    w = h_connect(&h);
+    DECLARE_QUEUE(w, 1, h_name(name, sizeof(name), "jobs"), false, false,
+                  false, jq);
+    DECLARE_QUEUE(w, 1, h_name(name, sizeof(name), "firehose"), false, false,
+                  false, fq);
+    amqp_basic_qos(w, 1, 0, 1, false);
+    EXPECT_OK(w, "basic.qos");
+    CONSUME(w, 1, jq, "worker", false, NULL);
+    /* The worker takes its one job (and never acks it) before anything
+     * else is going on: from then on it has no credit. */
+    PUBLISH(w, 1, "", jq, "first job");
+    EXPECT_DELIVERY(w, "first job", NULL);
+    CONSUME(w, 1, fq, "firehose", true, NULL);
+
+    fire.h = jobs.h = &h;
+    fire.queue = fq;
+    fire.n = FIREHOSE;
+    jobs.queue = jq;
+    jobs.n = JOBS;
+    start_publisher(&tf, &fire);
+    /* Read slowly: the worker's connection stays congested, and draining. */
+    for (int i = 0; i < 500; i++, got++) {
+        struct h_event e;
+        ck_assert_msg(h_next(w, 10000, &e) == 1, "delivery %d missing", i);
+        h_event_free(&e);
+        if (i % 10 == 9)
+            h_sleep_ms(1);
+    }
+    start = h_now_ms();
+    start_publisher(&tj, &jobs);
+    deadline = start + 15000;
+    while (!__atomic_load_n(&jobs.done, __ATOMIC_SEQ_CST) &&
+           h_now_ms() < deadline) {
+        struct h_event e;
+        if (h_next(w, 1000, &e) == 1) {
+            h_event_free(&e);
+            if (++got % 2 == 0)
+                h_sleep_ms(1);
+        }
+    }
+    ck_assert_msg(__atomic_load_n(&jobs.done, __ATOMIC_SEQ_CST),
+                  "publishing %d jobs did not finish in 15 s", JOBS);
+    fprintf(stderr, "busy worker: %d jobs published in %llu ms\n", JOBS,
+            (unsigned long long)(jobs.done_ms - start));
+    ck_assert_msg(jobs.done_ms - start < 5000,
+                  "publishing %d jobs to a backlog took %llu ms: paced "
+                  "because the worker's connection was busy", JOBS,
+                  (unsigned long long)(jobs.done_ms - start));
+    h_drop(w);
+    pthread_join(tj, NULL);
+    pthread_join(tf, NULL);
+    ck_assert_int_eq(jobs.failed_at, -1);
+    ck_assert_int_eq(fire.failed_at, -1);
+    harness_stop(&h);
+}
+END_TEST
+
 START_TEST(backlog_not_paced)
 {
     /* A worker at its prefetch limit (1, never acking): the queue is a
@@ -166,6 +289,8 @@ main(void)
     Suite *s = suite_create("flow");
     TCase *tc = h_tcase(s, "flow control", 60, false);
     tcase_add_test(tc, slow_consumer_paces_publisher);
+    tcase_add_test(tc, consumer_gone_unpaces);
+    tcase_add_test(tc, busy_worker_connection_not_pacing_backlog);
     tcase_add_test(tc, backlog_not_paced);
     return h_run(s);
 }
