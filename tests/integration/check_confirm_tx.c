@@ -25,10 +25,10 @@
  *   connection.blocked "low on disk", one that did not is blocked
  *   silently, neither message is enqueued, and roostd's log says why.
  *
- * Confirms, returns and connection.blocked are read with this file's own
- * reader (the harness's h_next does not keep an ack's tag and multiple
- * flag), and no RPC is made on a connection while confirms are due, so
- * that rabbitmq-c never has to queue frames on the side.
+ * Confirms, returns and connection.blocked are read with the harness's
+ * h_next and kept by value here (struct cev). No RPC is made on a
+ * connection while confirms are due, so that rabbitmq-c never has to
+ * queue frames on the side.
  */
 #include <check.h>
 #include <errno.h>
@@ -55,99 +55,31 @@ struct cev {
     char body[64];                 /* content, cut short */
 };
 
-static void
-copy_bytes(char *out, size_t len, amqp_bytes_t b)
-{
-    size_t n = b.len < len - 1 ? b.len : len - 1;
-    if (n)
-        memcpy(out, b.bytes, n);
-    out[n] = '\0';
-}
-
-static void
-read_body(amqp_connection_state_t c, struct cev *e)
-{
-    amqp_message_t msg;
-    char buf[256];
-    amqp_rpc_reply_t r = amqp_read_message(c, e->channel, &msg, 0);
-
-    ck_assert_msg(r.reply_type == AMQP_RESPONSE_NORMAL,
-                  "reading the content of %s: %s", h_method_name(e->id),
-                  h_reply_str(r, buf, sizeof(buf)));
-    copy_bytes(e->body, sizeof(e->body), msg.body);
-    amqp_destroy_message(&msg);
-}
-
-/* The next method within 'timeout_ms': 1, 0 on timeout, -1 when the
- * connection is gone. */
+/* The next method within 'timeout_ms' (the harness's h_next), kept by
+ * value with its body cut short: 1, 0 on timeout, -1 when the connection
+ * is gone. */
 static int
 cnext(amqp_connection_state_t c, int timeout_ms, struct cev *e)
 {
-    amqp_frame_t f;
-    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
-    int st;
+    struct h_event h;
+    int n = h_next(c, timeout_ms, &h);
 
     memset(e, 0, sizeof(*e));
-    amqp_maybe_release_buffers(c);
-    st = amqp_simple_wait_frame_noblock(c, &f, &tv);
-    if (st == AMQP_STATUS_TIMEOUT)
-        return 0;
-    if (st != AMQP_STATUS_OK)
-        return -1;
-    ck_assert_msg(f.frame_type == AMQP_FRAME_METHOD,
-                  "expected a method frame, got frame type %u on channel %u",
-                  f.frame_type, f.channel);
-    e->channel = f.channel;
-    e->id = f.payload.method.id;
-    switch (e->id) {
-    case AMQP_BASIC_ACK_METHOD: {
-        amqp_basic_ack_t *m = f.payload.method.decoded;
-        e->tag = m->delivery_tag;
-        e->multiple = m->multiple;
-        break;
-    }
-    case AMQP_BASIC_NACK_METHOD: {
-        amqp_basic_nack_t *m = f.payload.method.decoded;
-        e->tag = m->delivery_tag;
-        e->multiple = m->multiple;
-        e->requeue = m->requeue;
-        break;
-    }
-    case AMQP_BASIC_RETURN_METHOD: {
-        amqp_basic_return_t *m = f.payload.method.decoded;
-        e->code = m->reply_code;
-        copy_bytes(e->text, sizeof(e->text), m->reply_text);
-        copy_bytes(e->exchange, sizeof(e->exchange), m->exchange);
-        copy_bytes(e->rkey, sizeof(e->rkey), m->routing_key);
-        read_body(c, e);
-        break;
-    }
-    case AMQP_BASIC_DELIVER_METHOD: {
-        amqp_basic_deliver_t *m = f.payload.method.decoded;
-        e->tag = m->delivery_tag;
-        e->redelivered = m->redelivered;
-        read_body(c, e);
-        break;
-    }
-    case AMQP_CONNECTION_BLOCKED_METHOD: {
-        amqp_connection_blocked_t *m = f.payload.method.decoded;
-        copy_bytes(e->text, sizeof(e->text), m->reason);
-        break;
-    }
-    case AMQP_CHANNEL_CLOSE_METHOD: {
-        amqp_channel_close_t *m = f.payload.method.decoded;
-        e->code = m->reply_code;
-        copy_bytes(e->text, sizeof(e->text), m->reply_text);
-        break;
-    }
-    case AMQP_CONNECTION_CLOSE_METHOD: {
-        amqp_connection_close_t *m = f.payload.method.decoded;
-        e->code = m->reply_code;
-        copy_bytes(e->text, sizeof(e->text), m->reply_text);
-        break;
-    }
-    default: break;
-    }
+    if (n != 1)
+        return n;
+    e->channel = h.channel;
+    e->id = h.id;
+    e->tag = h.tag;
+    e->multiple = h.multiple;
+    e->requeue = h.requeue;
+    e->redelivered = h.redelivered;
+    e->code = h.code;
+    memcpy(e->text, h.text, sizeof(e->text));
+    memcpy(e->exchange, h.exchange, sizeof(e->exchange));
+    memcpy(e->rkey, h.rkey, sizeof(e->rkey));
+    if (h.body)
+        snprintf(e->body, sizeof(e->body), "%s", h.body);
+    h_event_free(&h);
     return 1;
 }
 

@@ -836,6 +836,24 @@ h_next(amqp_connection_state_t c, int timeout_ms, struct h_event *e)
         bytes_to_str(e->ctag, sizeof(e->ctag), m->consumer_tag);
         break;
     }
+    case AMQP_BASIC_ACK_METHOD: {
+        amqp_basic_ack_t *m = f.payload.method.decoded;
+        e->tag = m->delivery_tag;
+        e->multiple = m->multiple;
+        break;
+    }
+    case AMQP_BASIC_NACK_METHOD: {
+        amqp_basic_nack_t *m = f.payload.method.decoded;
+        e->tag = m->delivery_tag;
+        e->multiple = m->multiple;
+        e->requeue = m->requeue;
+        break;
+    }
+    case AMQP_CONNECTION_BLOCKED_METHOD: {
+        amqp_connection_blocked_t *m = f.payload.method.decoded;
+        bytes_to_str(e->text, sizeof(e->text), m->reason);
+        break;
+    }
     case AMQP_CHANNEL_CLOSE_METHOD: {
         amqp_channel_close_t *m = f.payload.method.decoded;
         e->code = m->reply_code;

@@ -217,12 +217,15 @@ void h_expect_async_conn_close_at(const char *file, int line,
 struct h_event {
     amqp_channel_t channel;
     amqp_method_number_t id; /* 0 when nothing arrived */
-    /* basic.deliver, basic.get-ok, basic.return */
+    /* basic.deliver, basic.get-ok, basic.return; basic.ack and
+     * basic.nack from the broker (publisher confirms) */
     uint64_t tag;
     bool redelivered;
+    bool multiple, requeue;     /* basic.ack, basic.nack */
     uint32_t message_count; /* get-ok */
     char ctag[256], exchange[256], rkey[256];
-    /* basic.return, channel.close, connection.close */
+    /* basic.return, channel.close, connection.close; text is also
+     * connection.blocked's reason */
     int code;
     char text[256];
     /* content */
