@@ -12,6 +12,7 @@
 
 #include "broker/broker.h"
 #include "broker/conn.h"
+#include "broker/inbuf.h"
 #include "broker/log.h"
 #include "broker/msg.h"
 #include "broker/util.h"
@@ -103,8 +104,11 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)arg;
     buffers = conn_buffer_bytes();
     bool disk = disk_alarm;
-    if (++ticks % 10 == 0)
+    if (++ticks % 10 == 0) {
         disk = disk_low();
+        /* Messages kept for over a second give back sparse input blocks. */
+        inbuf_compact(1000);
+    }
     set_alarms(alarm_memory_used() > mem_limit, disk);
 }
 

@@ -28,6 +28,10 @@
 /* Bodies up to this size are copied into the output; larger ones are
  * referenced, which costs a chain entry but no copy. */
 #define BODY_COPY_MAX 4096
+/* A body at least this large that fits in one frame is lent by the input
+ * block it arrives in instead of copied into the message (inbuf.h).
+ * Smaller ones are copied: they would pin a block for little gain. */
+#define BODY_LEND_MIN (16 * 1024)
 
 struct channel *
 channel_new(struct conn *c, uint16_t number)
@@ -439,6 +443,17 @@ body_ref_done(const void *data, size_t len, void *arg)
     msg_unref(arg);
 }
 
+/* An output reference to a lent body holds the block, not the message:
+ * the message may get its own copy (msg_unborrow_all) before the output
+ * is written. */
+static void
+block_ref_done(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    inblock_unref(arg);
+}
+
 void
 channel_send_content(struct channel *ch, const struct amqp_method *m,
                      struct msg *msg)
@@ -463,6 +478,9 @@ channel_send_content(struct channel *ch, const struct amqp_method *m,
         evbuffer_add(out, buf, w.len);
         if (n <= BODY_COPY_MAX) {
             evbuffer_add(out, msg->body + off, n);
+        } else if (msg->blk != NULL) {
+            evbuffer_add_reference(out, msg->body + off, n, block_ref_done,
+                                   inblock_ref(msg->blk));
         } else {
             msg_ref(msg);
             evbuffer_add_reference(out, msg->body + off, n, body_ref_done, msg);
@@ -767,8 +785,10 @@ header_frame(struct channel *ch, const struct frame *f)
                      channel_esc(esc, sizeof(esc), h.props.expiration));
         return;
     }
+    bool lendable = h.body_size >= BODY_LEND_MIN &&
+                    h.body_size <= ch->conn->frame_max;
     ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key, f->payload,
-                          f->size, h.body_size);
+                          f->size, h.body_size, lendable);
     ch->content = CA_AWAIT_BODY;
     if (h.body_size == 0) {
         struct msg *m = ch->pub_msg;
@@ -790,25 +810,19 @@ body_frame(struct channel *ch, const struct frame *f)
                   "body size %" PRIu64, m->body_filled + f->size, m->body_len);
         return;
     }
-    memcpy(m->body + m->body_filled, f->payload, f->size);
-    channel_body_filled(ch, f->size);
-}
-
-uint8_t *
-channel_body_dest(struct channel *ch, uint32_t size)
-{
-    struct msg *m = ch->pub_msg;
-    if (ch->state != CH_OPEN || ch->content != CA_AWAIT_BODY || m == NULL ||
-        size > m->body_len - m->body_filled)
-        return NULL;
-    return m->body + m->body_filled;
-}
-
-void
-channel_body_filled(struct channel *ch, uint32_t size)
-{
-    struct msg *m = ch->pub_msg;
-    m->body_filled += size;
+    if (m->body == NULL) {
+        /* The whole body in this frame: no copy (inbuf.h). */
+        if (f->size == m->body_len) {
+            msg_borrow_body(m, conn_input_block(ch->conn), f->payload);
+            m->body_filled = f->size;
+        } else {
+            msg_body_alloc(m);
+        }
+    }
+    if (m->blk == NULL) {
+        memcpy(m->body + m->body_filled, f->payload, f->size);
+        m->body_filled += f->size;
+    }
     if (msg_is_complete(m)) {
         ch->pub_msg = NULL;
         ch->content = CA_IDLE;

@@ -97,16 +97,9 @@ void channel_free(struct channel *ch);
  * messages, and ignore further frames. The connection frees it later. */
 void channel_shutdown(struct channel *ch);
 
-/*
- * The read path's shortcut for body frames: where the next 'size' body
- * bytes of the message being published go, or NULL when this frame must
- * take the normal path (channel_frame). After copying them there, the
- * caller calls channel_body_filled(), which publishes a complete message.
- */
-uint8_t *channel_body_dest(struct channel *ch, uint32_t size);
-void channel_body_filled(struct channel *ch, uint32_t size);
-
-/* Handle one frame addressed to this channel (not channel 0). */
+/* Handle one frame addressed to this channel (not channel 0). It lies in
+ * the connection's current input block (conn_input_block), from which a
+ * large body is lent to its message rather than copied. */
 void channel_frame(struct channel *ch, const struct frame *f);
 
 /*

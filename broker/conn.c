@@ -256,7 +256,7 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
         TAILQ_REMOVE(&dead, c, link);
         event_free(c->rev);
         event_free(c->wev);
-        evbuffer_free(c->in);
+        inbuf_release(&c->in);
         evbuffer_free(c->out);
         close(c->fd);
         free(c->channels);
@@ -456,9 +456,8 @@ conn_buffer_bytes(void)
     uint64_t n = 0;
     struct conn *c;
     TAILQ_FOREACH(c, &conns, link)
-        n += evbuffer_get_length(c->in) +
-             evbuffer_get_length(c->out);
-    return n;
+        n += evbuffer_get_length(c->out);
+    return n + inbuf_bytes_in_use();
 }
 
 void
@@ -588,11 +587,11 @@ frame_in(struct conn *c, const struct frame *f)
 }
 
 static bool
-read_protocol_header(struct conn *c, struct evbuffer *in)
+read_protocol_header(struct conn *c, struct inbuf *in)
 {
-    size_t len = evbuffer_get_length(in);
-    uint8_t *p = evbuffer_pullup(in, len < 8 ? (ev_ssize_t)len : 8);
-    enum amqp_status st = protocol_header_check(p, len < 8 ? len : 8);
+    size_t len = inbuf_len(in) < 8 ? inbuf_len(in) : 8;
+    const uint8_t *p = len ? inbuf_data(in) : NULL;
+    enum amqp_status st = protocol_header_check(p, len);
 
     if (st == AMQP_INCOMPLETE)
         return false;
@@ -600,7 +599,7 @@ read_protocol_header(struct conn *c, struct evbuffer *in)
         char esc[64];
         log_warnx("conn=%016" PRIx64 " %s: bad protocol header \"%s\" (%s); "
                   "answering with 0-9-1's and closing",
-                  c->id, c->peer, log_escape(esc, sizeof(esc), p, len < 8 ? len : 8),
+                  c->id, c->peer, log_escape(esc, sizeof(esc), p, len),
                   status_text(st));
         /* 0-9-1 §4.2.2: answer with the header we accept, then close. */
         evbuffer_add(conn_output(c), amqp_protocol_header,
@@ -609,54 +608,28 @@ read_protocol_header(struct conn *c, struct evbuffer *in)
         conn_close_now(c, true);
         return false;
     }
-    evbuffer_drain(in, 8);
+    inbuf_drain(in, 8);
     conn_set_state(c, CONN_START_SENT);
     conn_send_start(c);
     return true;
 }
 
 /*
- * A whole body frame for a message being published: copy its payload
- * straight from the input buffer into the message, instead of making the
- * frame contiguous first and copying it again. False when the frame must
- * take the normal path (errors included, which that path reports).
+ * Split and handle every whole frame in the input. Frames are decoded in
+ * place: the input is contiguous (inbuf.h), and a large body is lent to
+ * its message from there.
  */
-static bool
-body_direct(struct conn *c, struct evbuffer *in, const uint8_t *hdr,
-            size_t need)
-{
-    uint16_t number = wire_load16(hdr + 1);
-    uint32_t size = frame_peek_size(hdr);
-    uint8_t end, *dest;
-    struct channel *ch;
-
-    if (c->state != CONN_OPEN || number >= c->channels_cap ||
-        (ch = c->channels[number]) == NULL ||
-        (dest = channel_body_dest(ch, size)) == NULL)
-        return false;
-    struct evbuffer_ptr at;
-    if (evbuffer_ptr_set(in, &at, need - 1, EVBUFFER_PTR_SET) != 0 ||
-        evbuffer_copyout_from(in, &at, &end, 1) != 1 || end != AMQP_FRAME_END)
-        return false;
-    evbuffer_drain(in, AMQP_FRAME_HEADER_LEN);
-    evbuffer_remove(in, dest, size);
-    evbuffer_drain(in, 1);
-    channel_body_filled(ch, size);
-    return true;
-}
-
-/* Split and handle every whole frame in the input buffer. */
 static void
 process_input(struct conn *c)
 {
-    struct evbuffer *in = c->in;
+    struct inbuf *in = &c->in;
     struct frame f;
 
     c->last_recv_ms = now_ms();
     if (c->state == CONN_AWAIT_HEADER && !read_protocol_header(c, in))
         return;
     while (c->state != CONN_CLOSED && !c->blocked) {
-        size_t len = evbuffer_get_length(in);
+        size_t len = inbuf_len(in);
         if (len < AMQP_FRAME_HEADER_LEN)
             break;
         /* RabbitMQ accepts payloads of up to frame_max bytes, eight more
@@ -665,17 +638,10 @@ process_input(struct conn *c)
         uint32_t frame_max = (c->state < CONN_AWAIT_OPEN ? PRE_TUNE_FRAME_MAX
                                                          : c->frame_max) +
                              AMQP_FRAME_OVERHEAD;
-        uint8_t *p = evbuffer_pullup(in, AMQP_FRAME_HEADER_LEN);
-        enum amqp_status st = frame_decode(p, AMQP_FRAME_HEADER_LEN, frame_max, &f);
-        if (st == AMQP_INCOMPLETE) {
-            size_t need = (size_t)frame_peek_size(p) + AMQP_FRAME_OVERHEAD;
-            if (len < need)
-                break;
-            if (p[0] == AMQP_FRAME_BODY && body_direct(c, in, p, need))
-                continue;
-            p = evbuffer_pullup(in, (ev_ssize_t)need);
-            st = frame_decode(p, need, frame_max, &f);
-        }
+        const uint8_t *p = inbuf_data(in);
+        enum amqp_status st = frame_decode(p, len, frame_max, &f);
+        if (st == AMQP_INCOMPLETE)
+            break;
         if (st != AMQP_OK) {
             if (c->state == CONN_CLOSING) {
                 conn_close_now(c, false);
@@ -688,14 +654,14 @@ process_input(struct conn *c)
             /* The stream cannot be split any further: stop reading and
              * drop the socket at the close timeout. */
             conn_reading(c, false);
-            evbuffer_drain(in, len);
+            inbuf_drain(in, len);
             break;
         }
         frame_in(c, &f);
-        evbuffer_drain(in, f.wire_len);
+        inbuf_drain(in, f.wire_len);
     }
     if (c->state == CONN_CLOSED)
-        evbuffer_drain(in, evbuffer_get_length(in));
+        inbuf_drain(in, inbuf_len(in));
     else
         flush_confirms(c);
     if (c->flow && c->state == CONN_OPEN)
@@ -759,10 +725,9 @@ static void
 read_ready_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
-    struct evbuffer *in = c->in;
-    size_t held = evbuffer_get_length(in), want = c->read_size;
-    struct evbuffer_iovec vec[2];
-    int nvec;
+    struct inbuf *in = &c->in;
+    size_t held = inbuf_len(in), want = c->read_size;
+    uint8_t *space;
     ssize_t n;
     (void)what;
 
@@ -772,54 +737,42 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
     if (held >= c->input_max) {
         if (!c->blocked)
             process_input(c);
-        if (evbuffer_get_length(in) >= c->input_max)
+        if (inbuf_len(in) >= c->input_max)
             conn_reading(c, false);
         return;
     }
     if (want > c->input_max - held)
         want = c->input_max - held;
-    nvec = evbuffer_reserve_space(in, (ev_ssize_t)want, vec, 2);
-    if (nvec < 0) {
+    /* A new block gets room for two reads, so a busy connection whose
+     * messages hold the block copies a cut-short frame every other read
+     * at most. */
+    space = inbuf_space(in, want, 2 * c->read_size);
+    if (space == NULL) {
         log_warnx("conn=%016" PRIx64 " %s: no memory for input; dropping",
                   c->id, c->peer);
         conn_release(c);
         return;
     }
-    /* The reserved space may be larger than asked; read no more than
-     * 'want', so that input_max is a hard bound. */
-    struct iovec iov[2];
-    size_t room = 0;
-    for (int i = 0; i < nvec; i++) {
-        if (vec[i].iov_len > want - room)
-            vec[i].iov_len = want - room;
-        iov[i].iov_base = vec[i].iov_base;
-        iov[i].iov_len = vec[i].iov_len;
-        room += vec[i].iov_len;
-    }
-    n = readv(fd, iov, nvec);
+    /* Read no more than 'want', so that input_max is a hard bound. */
+    n = read(fd, space, want);
     if (n <= 0) {
-        evbuffer_commit_space(in, vec, 0);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return;
         socket_gone(c, n == 0);
         return;
     }
-    for (int i = 0; i < nvec; i++) {
-        size_t take = (size_t)n < vec[i].iov_len ? (size_t)n : vec[i].iov_len;
-        vec[i].iov_len = take;
-        n -= (ssize_t)take;
-    }
-    evbuffer_commit_space(in, vec, nvec);
+    inbuf_commit(in, (size_t)n);
     /* Adapt only when the read asked for read_size: a read cut short by
      * input_max says nothing about the peer. */
-    size_t got = evbuffer_get_length(in) - held;
     if (want == c->read_size) {
-        if (got == room && c->read_size < READ_MAX)
+        if ((size_t)n == want && c->read_size < READ_MAX)
             c->read_size *= 2;
-        else if (got < c->read_size / 4 && c->read_size > READ_MIN)
+        else if ((size_t)n < c->read_size / 4 && c->read_size > READ_MIN)
             c->read_size /= 2;
     }
     process_input(c);
+    if (c->read_size == READ_MIN)
+        inbuf_trim(in);
 }
 
 void
@@ -1058,16 +1011,13 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
     c->fd = fd;                 /* non-blocking: evconnlistener made it so */
     c->rev = event_new(broker.base, fd, EV_READ | EV_PERSIST, read_ready_cb, c);
     c->wev = event_new(broker.base, fd, EV_WRITE | EV_PERSIST, write_ready_cb, c);
-    c->in = evbuffer_new();
     c->out = evbuffer_new();
-    if (c->rev == NULL || c->wev == NULL || c->in == NULL || c->out == NULL) {
+    if (c->rev == NULL || c->wev == NULL || c->out == NULL) {
         log_warnx("out of memory for the connection from %s", c->peer);
         if (c->rev)
             event_free(c->rev);
         if (c->wev)
             event_free(c->wev);
-        if (c->in)
-            evbuffer_free(c->in);
         if (c->out)
             evbuffer_free(c->out);
         close(fd);

@@ -14,6 +14,7 @@
 #include <sys/queue.h>
 
 #include "amqp/method.h"
+#include "broker/inbuf.h"
 
 struct channel;
 struct event;
@@ -37,7 +38,7 @@ struct conn {
     uint64_t id;
     enum conn_state state;
     int fd;
-    struct evbuffer *in;        /* input not yet split into frames */
+    struct inbuf in;            /* input not yet split into frames */
     struct evbuffer *out;       /* output not yet written */
     struct event *rev;          /* readable */
     struct event *wev;          /* writable, while output is left over */
@@ -147,6 +148,13 @@ uint64_t conn_buffer_bytes(void);
 
 /* At exit: drop every connection and free them all. */
 void conn_free_all(void);
+
+/* The input block holding the frame being handled (see inbuf.h). */
+static inline struct inblock *
+conn_input_block(const struct conn *c)
+{
+    return c->in.blk;
+}
 
 /* Called when the channel is gone. */
 void conn_channel_closed(struct conn *c, uint16_t number);

@@ -3,6 +3,11 @@
  * by every queue it reaches. It keeps the content header exactly as the
  * publisher encoded it and the body bytes as they arrived, so delivery
  * forwards them without re-encoding; large bodies are sent by reference.
+ *
+ * The body is in one of three places: inside the message's own allocation
+ * (small bodies), in a separate allocation (a large body that arrived in
+ * several frames), or in the connection input block it was read into (a
+ * large body that arrived in one frame: msg_borrow_body, see inbuf.h).
  */
 #ifndef ROOST_BROKER_MSG_H
 #define ROOST_BROKER_MSG_H
@@ -10,8 +15,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "amqp/table.h"
+#include "broker/inbuf.h"
 #include "amqp/wire.h"
 
 struct msg {
@@ -26,7 +33,11 @@ struct msg {
     uint64_t body_filled;       /* while body frames arrive */
     struct amqp_table headers;  /* borrows hdr; empty if absent */
     uint8_t *hdr;
-    uint8_t *body;
+    uint8_t *body;              /* NULL until the first body frame when
+                                   msg_new() was told 'body_later' */
+    bool body_heap;             /* body is its own allocation */
+    struct inblock *blk;        /* body lies in this input block */
+    TAILQ_ENTRY(msg) blk_link;  /* in blk->msgs */
     char *exchange;             /* NUL-terminated, inside the allocation */
     char *rkey;
 };
@@ -34,10 +45,23 @@ struct msg {
 /*
  * A message for 'body_len' bytes of body still to arrive, with a copy of
  * the publish's exchange and routing key and the encoded content header.
- * Returns a new reference (refs == 1).
+ * The body's space is part of the allocation, unless 'body_later': then
+ * the first body frame either lends the body (msg_borrow_body) or makes
+ * room for it (msg_body_alloc). Returns a new reference (refs == 1).
  */
 struct msg *msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
-                    const uint8_t *hdr, size_t hdr_len, uint64_t body_len);
+                    const uint8_t *hdr, size_t hdr_len, uint64_t body_len,
+                    bool body_later);
+
+/* The whole body is at 'body' inside input block 'b': point at it and
+ * hold 'b' (no copy). */
+void msg_borrow_body(struct msg *m, struct inblock *b, const uint8_t *body);
+
+/* Room for the body in its own allocation (body_later, body not lent). */
+void msg_body_alloc(struct msg *m);
+
+/* Give every message whose body lies in 'b' its own copy (inbuf_compact). */
+void msg_unborrow_all(struct inblock *b);
 
 static inline struct msg *
 msg_ref(struct msg *m)

@@ -1,0 +1,128 @@
+/*
+ * Input blocks: allocation, reuse, retirement, and the compaction of
+ * retired blocks that kept messages hold on to.
+ */
+#include "broker/inbuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/msg.h"
+#include "broker/util.h"
+
+#define BLOCK_ALIGN 4096
+
+static uint64_t bytes_in_use;
+
+/* Retired blocks that something still references, oldest first. */
+static TAILQ_HEAD(, inblock) retired = TAILQ_HEAD_INITIALIZER(retired);
+
+static struct inblock *
+block_new(size_t cap)
+{
+    struct inblock *b = malloc(sizeof(*b) + cap);
+
+    if (b == NULL)
+        return NULL;
+    b->refs = 1;
+    b->retired = false;
+    b->cap = cap;
+    b->pinned = 0;
+    TAILQ_INIT(&b->msgs);
+    bytes_in_use += sizeof(*b) + cap;
+    return b;
+}
+
+void
+inblock_unref(struct inblock *b)
+{
+    if (--b->refs > 0)
+        return;
+    bytes_in_use -= sizeof(*b) + b->cap;
+    if (b->retired)
+        TAILQ_REMOVE(&retired, b, retired_link);
+    free(b);
+}
+
+/* The connection moves on from 'b': drop its reference, and remember the
+ * block if messages still hold it. */
+static void
+retire(struct inblock *b)
+{
+    b->retired = true;
+    b->retired_ms = now_ms();
+    TAILQ_INSERT_TAIL(&retired, b, retired_link);
+    inblock_unref(b);
+}
+
+uint8_t *
+inbuf_space(struct inbuf *in, size_t want, size_t hint)
+{
+    struct inblock *b = in->blk;
+
+    if (b != NULL && b->cap - in->off - in->len < want &&
+        b->refs == 1 && b->cap >= in->len + want) {
+        /* No message holds the block: reuse it from the front. */
+        memmove(b->data, b->data + in->off, in->len);
+        in->off = 0;
+    }
+    if (b == NULL || b->cap - in->off - in->len < want) {
+        size_t cap = in->len + want > hint ? in->len + want : hint;
+        cap = (cap + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
+        struct inblock *nb = block_new(cap);
+        if (nb == NULL)
+            return NULL;
+        if (b != NULL) {
+            /* The frame cut short by the last read starts the new block. */
+            memcpy(nb->data, b->data + in->off, in->len);
+            retire(b);
+        }
+        in->blk = nb;
+        in->off = 0;
+    }
+    return in->blk->data + in->off + in->len;
+}
+
+void
+inbuf_trim(struct inbuf *in)
+{
+    if (in->blk != NULL && in->len == 0 && in->blk->refs == 1) {
+        inblock_unref(in->blk);
+        in->blk = NULL;
+        in->off = 0;
+    }
+}
+
+void
+inbuf_release(struct inbuf *in)
+{
+    if (in->blk != NULL)
+        retire(in->blk);
+    in->blk = NULL;
+    in->off = in->len = 0;
+}
+
+void
+inbuf_compact(uint64_t older_than_ms)
+{
+    uint64_t now = now_ms();
+    struct inblock *b, *next;
+
+    for (b = TAILQ_FIRST(&retired); b != NULL; b = next) {
+        if (now - b->retired_ms < older_than_ms)
+            break;
+        /* Copying the bodies out may free 'b'; keep it until we have
+         * its successor. */
+        inblock_ref(b);
+        if (b->pinned > 0 && b->pinned * 4 < b->cap)
+            msg_unborrow_all(b);
+        next = TAILQ_NEXT(b, retired_link);
+        inblock_unref(b);
+    }
+}
+
+uint64_t
+inbuf_bytes_in_use(void)
+{
+    return bytes_in_use;
+}
