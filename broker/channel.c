@@ -788,7 +788,7 @@ header_frame(struct channel *ch, const struct frame *f)
     bool lendable = h.body_size >= BODY_LEND_MIN &&
                     h.body_size <= ch->conn->frame_max;
     ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key, f->payload,
-                          f->size, h.body_size, lendable);
+                          f->size, &h, lendable);
     ch->content = CA_AWAIT_BODY;
     if (h.body_size == 0) {
         struct msg *m = ch->pub_msg;

@@ -163,8 +163,7 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                                         : (struct amqp_bytes){
                                               (const uint8_t *)m->rkey,
                                               m->rkey_len };
-            dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, m->body_len,
-                         false);
+            dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, NULL, false);
             if (m->body_len)
                 memcpy(dm->body, m->body, m->body_len);
             dm->body_filled = m->body_len;

@@ -20,6 +20,7 @@
 #include "broker/conn.h"
 #include "broker/listener.h"
 #include "broker/log.h"
+#include "broker/msg.h"
 #include "broker/util.h"
 #include "broker/version.h"
 #include "broker/vhost.h"
@@ -262,6 +263,7 @@ main(int argc, char **argv)
     while ((s = hmap_next(&broker.vhosts, &pos)) != NULL)
         vhost_free(s->val);
     hmap_destroy(&broker.vhosts);
+    msg_pool_free();
     auth_free_users();
     event_base_free(broker.base);
     config_free(&broker.cfg);

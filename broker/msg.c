@@ -7,6 +7,19 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SANITIZE_ADDRESS__)        /* gcc */
+#define MSG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)    /* clang */
+#define MSG_ASAN 1
+#endif
+#endif
+#ifdef MSG_ASAN
+#include <sanitizer/asan_interface.h>
+#else
+#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#endif
 
 #include "amqp/props.h"
 #include "broker/qargs.h"
@@ -14,19 +27,88 @@
 
 static uint64_t bytes_in_use;
 
+/*
+ * Freed messages of up to POOL_MAX bytes wait on a free list per 64-byte
+ * size class for the next message of their class, so a steady stream of
+ * messages allocates nothing. The lists hold at most POOL_BYTES in all;
+ * beyond that, freed messages go back to malloc. Under AddressSanitizer a
+ * pooled message is poisoned, so a use after free is still caught.
+ */
+#define POOL_CLASS 64
+#define POOL_MAX 4096
+#define POOL_BYTES (8u * 1024 * 1024)
+
+static void *pool[POOL_MAX / POOL_CLASS + 1];
+static size_t pool_bytes;
+
+static struct msg *
+pool_get(size_t size, uint32_t *alloc_size)
+{
+    if (size > POOL_MAX) {
+        *alloc_size = (uint32_t)size;
+        return xmalloc(size);
+    }
+    size_t cls = (size + POOL_CLASS - 1) / POOL_CLASS;
+    void *p = pool[cls];
+    *alloc_size = (uint32_t)(cls * POOL_CLASS);
+    if (p == NULL)
+        return xmalloc(*alloc_size);
+    ASAN_UNPOISON_MEMORY_REGION(p, *alloc_size);
+    pool[cls] = *(void **)p;
+    pool_bytes -= *alloc_size;
+    return p;
+}
+
+static void
+pool_put(struct msg *m)
+{
+    size_t size = m->alloc_size;
+
+    if (size > POOL_MAX || pool_bytes + size > POOL_BYTES) {
+        free(m);
+        return;
+    }
+    size_t cls = size / POOL_CLASS;
+    *(void **)m = pool[cls];
+    pool[cls] = m;
+    pool_bytes += size;
+    ASAN_POISON_MEMORY_REGION(m, size);
+}
+
+void
+msg_pool_free(void)
+{
+    for (size_t cls = 0; cls < sizeof(pool) / sizeof(pool[0]); cls++)
+        while (pool[cls] != NULL) {
+            void *p = pool[cls];
+            ASAN_UNPOISON_MEMORY_REGION(p, cls * POOL_CLASS);
+            pool[cls] = *(void **)p;
+            free(p);
+        }
+    pool_bytes = 0;
+}
+
 struct msg *
 msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
-        const uint8_t *hdr, size_t hdr_len, uint64_t body_len,
+        const uint8_t *hdr, size_t hdr_len, const struct content_header *ch,
         bool body_later)
 {
+    struct content_header decoded;
+    if (ch == NULL) {
+        if (content_header_decode(hdr, hdr_len, &decoded) != AMQP_OK)
+            memset(&decoded, 0, sizeof(decoded));
+        ch = &decoded;
+    }
+    uint64_t body_len = ch->body_size;
     size_t size = sizeof(struct msg) + exchange.len + 1 + rkey.len + 1 +
                   hdr_len + (body_later ? 0 : (size_t)body_len);
-    struct msg *m = xmalloc(size);
+    uint32_t alloc_size;
+    struct msg *m = pool_get(size, &alloc_size);
     char *p = (char *)(m + 1);
-    struct content_header ch;
 
     memset(m, 0, sizeof(*m));
     m->refs = 1;
+    m->alloc_size = alloc_size;
     m->exchange = p;
     memcpy(p, exchange.ptr, exchange.len);
     p[exchange.len] = '\0';
@@ -42,22 +124,22 @@ msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
     m->hdr_len = (uint32_t)hdr_len;
     m->body = body_later ? NULL : m->hdr + hdr_len;
     m->body_len = body_len;
-    /* The caller decoded this header already; decoding the copy again
-     * points 'headers' into memory the message owns. */
     m->ttl = -1;
-    if (content_header_decode(m->hdr, hdr_len, &ch) == AMQP_OK) {
-        if (ch.props.flags & AMQP_BASIC_EXPIRATION_FLAG) {
-            int64_t ttl = qargs_parse_expiration(ch.props.expiration);
-            m->ttl = ttl >= 0 ? ttl : -1;
-        }
-        if (ch.props.flags & AMQP_BASIC_HEADERS_FLAG)
-            m->headers = ch.props.headers;
-        if (ch.props.flags & AMQP_BASIC_DELIVERY_MODE_FLAG)
-            m->persistent = ch.props.delivery_mode == 2;
-        if (ch.props.flags & AMQP_BASIC_PRIORITY_FLAG)
-            m->priority = ch.props.priority;
+    const struct amqp_basic_props *pr = &ch->props;
+    if (pr->flags & AMQP_BASIC_EXPIRATION_FLAG) {
+        int64_t ttl = qargs_parse_expiration(pr->expiration);
+        m->ttl = ttl >= 0 ? ttl : -1;
     }
-    bytes_in_use += size;
+    /* The decoded headers point into 'hdr': point them into the copy. */
+    if (pr->flags & AMQP_BASIC_HEADERS_FLAG) {
+        m->headers.ptr = m->hdr + (pr->headers.ptr - hdr);
+        m->headers.len = pr->headers.len;
+    }
+    if (pr->flags & AMQP_BASIC_DELIVERY_MODE_FLAG)
+        m->persistent = pr->delivery_mode == 2;
+    if (pr->flags & AMQP_BASIC_PRIORITY_FLAG)
+        m->priority = pr->priority;
+    bytes_in_use += alloc_size;
     return m;
 }
 
@@ -110,17 +192,14 @@ msg_unref(struct msg *m)
 {
     if (m == NULL || --m->refs > 0)
         return;
-    bytes_in_use -= sizeof(struct msg) + m->exchange_len + 1u + m->rkey_len +
-                    1u + m->hdr_len;
+    bytes_in_use -= m->alloc_size;
     if (m->blk != NULL) {
         unborrow(m);
     } else if (m->body_heap) {
         bytes_in_use -= m->body_len;
         free(m->body);
-    } else if (m->body != NULL) {
-        bytes_in_use -= m->body_len;  /* inside the allocation */
     }
-    free(m);
+    pool_put(m);
 }
 
 uint64_t

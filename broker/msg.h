@@ -17,15 +17,17 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "amqp/props.h"
 #include "amqp/table.h"
-#include "broker/inbuf.h"
 #include "amqp/wire.h"
+#include "broker/inbuf.h"
 
 struct msg {
     uint32_t refs;
+    uint32_t alloc_size;        /* of the allocation (msg.c's pool) */
+    int64_t ttl;                /* expiration property in ms; -1: none */
     bool persistent;            /* delivery-mode 2 */
     uint8_t priority;
-    int64_t ttl;                /* expiration property in ms; -1: none */
     uint8_t exchange_len;
     uint8_t rkey_len;
     uint32_t hdr_len;           /* encoded content header payload */
@@ -43,15 +45,17 @@ struct msg {
 };
 
 /*
- * A message for 'body_len' bytes of body still to arrive, with a copy of
- * the publish's exchange and routing key and the encoded content header.
- * The body's space is part of the allocation, unless 'body_later': then
- * the first body frame either lends the body (msg_borrow_body) or makes
- * room for it (msg_body_alloc). Returns a new reference (refs == 1).
+ * A message with a copy of the publish's exchange and routing key and of
+ * the encoded content header 'hdr', which 'ch' is the decoding of (or
+ * NULL: msg_new decodes it), for ch->body_size bytes of body still to
+ * arrive. The body's space is part of the allocation, unless
+ * 'body_later': then the first body frame either lends the body
+ * (msg_borrow_body) or makes room for it (msg_body_alloc). Returns a new
+ * reference (refs == 1).
  */
 struct msg *msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
-                    const uint8_t *hdr, size_t hdr_len, uint64_t body_len,
-                    bool body_later);
+                    const uint8_t *hdr, size_t hdr_len,
+                    const struct content_header *ch, bool body_later);
 
 /* The whole body is at 'body' inside input block 'b': point at it and
  * hold 'b' (no copy). */
@@ -77,6 +81,9 @@ msg_is_complete(const struct msg *m)
 {
     return m->body_filled == m->body_len;
 }
+
+/* Free the pool of freed messages (at exit). */
+void msg_pool_free(void);
 
 /* Bytes of memory held by messages right now (for alarms and metrics). */
 uint64_t msg_bytes_in_use(void);

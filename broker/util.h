@@ -17,7 +17,7 @@ char *xstrdup(const char *s);
 /* A NUL-terminated copy of 'len' bytes. */
 char *xstrndup(const void *s, size_t len);
 
-/* Milliseconds from a monotonic clock. */
+/* Milliseconds from a monotonic clock, to the kernel tick (1-10 ms). */
 uint64_t now_ms(void);
 
 /* FNV-1a over bytes. */
