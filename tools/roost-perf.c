@@ -63,6 +63,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/perf_clock.h"
+
 #define EXIT_USAGE 1
 #define EXIT_CONNECT 2
 #define EXIT_REFUSED 3
@@ -119,24 +121,7 @@ static int nqueues;
 static bool broadcast;          /* every message goes to every queue */
 static char xname[300];         /* exchange to publish to ("" = default) */
 
-/* ---- clock ---- */
-
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void
-sleep_until(uint64_t t)
-{
-    struct timespec ts = { (time_t)(t / 1000000000u),
-                           (long)(t % 1000000000u) };
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
+/* ---- clock: tools/perf_clock.h ---- */
 
 static double
 cpu_seconds(void)
