@@ -771,8 +771,7 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
             c->read_size /= 2;
     }
     process_input(c);
-    if (c->read_size == READ_MIN)
-        inbuf_trim(in);
+    inbuf_trim(in);
 }
 
 void

@@ -86,11 +86,8 @@ inbuf_space(struct inbuf *in, size_t want, size_t hint)
 void
 inbuf_trim(struct inbuf *in)
 {
-    if (in->blk != NULL && in->len == 0 && in->blk->refs == 1) {
-        inblock_unref(in->blk);
-        in->blk = NULL;
-        in->off = 0;
-    }
+    if (in->len == 0)
+        inbuf_release(in);
 }
 
 void

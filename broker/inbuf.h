@@ -83,8 +83,9 @@ inbuf_drain(struct inbuf *in, size_t n)
     in->len -= n;
 }
 
-/* Nothing is unread and no one else holds the block: drop it, so that an
- * idle connection holds no input memory. */
+/* When nothing is unread, let go of the block (it is freed, or retired if
+ * message bodies lie in it), so that an idle connection holds no input
+ * memory. */
 void inbuf_trim(struct inbuf *in);
 
 /* Drop the unread bytes and the connection's reference (teardown). */

@@ -203,6 +203,51 @@ START_TEST(kept_bodies_release_input_blocks)
 }
 END_TEST
 
+START_TEST(idle_connections_hold_no_input)
+{
+    /* Each of 200 connections reads a 300 KiB message, which grows its
+     * reads past 128 KiB, and then goes quiet. Were each to keep its last
+     * input block (256 to 512 KiB), they would hold 50 to 100 MiB, over
+     * the 32 MiB memory watermark, and the last publish below would be
+     * blocked (or, as likely, one of the round trips of the burst: it then
+     * times out). An emptied input gives its block back at once. */
+    enum { CONNS = 200, LEN = 300 * 1024 };
+    amqp_connection_state_t conns[CONNS], c, obs;
+    uint8_t *big = body_new(LEN);
+    char name[64], q[256];
+    struct harness h;
+
+    SKIP_IF_REMOTE("Roost's memory accounting");
+    if (!harness_start(&h, ARGS("--set",
+                                "vm_memory_high_watermark.absolute=33554432")))
+        return;
+    for (int i = 0; i < CONNS; i++) {
+        conns[i] = h_connect(&h);
+        h_publish_at(__FILE__, __LINE__, conns[i], 1, "", "no-such-queue",
+                     big, LEN, false, NULL);
+        /* A round trip: the publish was handled. */
+        h_declare_exchange_at(__FILE__, __LINE__, conns[i], 1, "amq.direct",
+                              "direct", true, false, false, amqp_empty_table);
+    }
+    /* Past two alarm ticks (100 ms each). */
+    h_sleep_ms(300);
+    c = h_connect(&h);
+    DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "after"), false, false,
+                  false, q);
+    PUBLISH(c, 1, "", q, "after the burst");
+    /* Blocked by a memory alarm, the publish would never reach the queue
+     * (a connection that has not published is not blocked). */
+    obs = h_connect(&h);
+    WAIT_COUNT(obs, 1, q, 1);
+    h_close(obs);
+    h_drop(c);
+    for (int i = 0; i < CONNS; i++)
+        h_close(conns[i]);
+    free(big);
+    harness_stop(&h);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -210,5 +255,6 @@ main(void)
     TCase *tc = h_tcase(s, "bodies", 120, false);
     tcase_add_test(tc, bodies_arrive_byte_exact);
     tcase_add_test(tc, kept_bodies_release_input_blocks);
+    tcase_add_test(tc, idle_connections_hold_no_input);
     return h_run(s);
 }
