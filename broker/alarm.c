@@ -18,7 +18,7 @@
 #include "broker/util.h"
 
 static uint64_t mem_limit;
-static uint64_t buffers;        /* connection buffers, at the last tick */
+static uint64_t buffers;        /* connection output, at the last tick */
 static bool mem_alarm, disk_alarm;
 static struct event *tick;
 static unsigned ticks;
@@ -32,7 +32,9 @@ alarm_memory_limit(void)
 uint64_t
 alarm_memory_used(void)
 {
-    return msg_bytes_in_use() + buffers;
+    /* Input blocks (which hold lent bodies) are counted as they are
+     * allocated, like messages; output only at each tick. */
+    return msg_bytes_in_use() + inbuf_bytes_in_use() + buffers;
 }
 
 bool

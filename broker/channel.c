@@ -443,17 +443,6 @@ body_ref_done(const void *data, size_t len, void *arg)
     msg_unref(arg);
 }
 
-/* An output reference to a lent body holds the block, not the message:
- * the message may get its own copy (msg_unborrow_all) before the output
- * is written. */
-static void
-block_ref_done(const void *data, size_t len, void *arg)
-{
-    (void)data;
-    (void)len;
-    inblock_unref(arg);
-}
-
 void
 channel_send_content(struct channel *ch, const struct amqp_method *m,
                      struct msg *msg)
@@ -479,8 +468,7 @@ channel_send_content(struct channel *ch, const struct amqp_method *m,
         if (n <= BODY_COPY_MAX) {
             evbuffer_add(out, msg->body + off, n);
         } else if (msg->blk != NULL) {
-            evbuffer_add_reference(out, msg->body + off, n, block_ref_done,
-                                   inblock_ref(msg->blk));
+            conn_output_lend(c, msg->body + off, n, msg->blk);
         } else {
             msg_ref(msg);
             evbuffer_add_reference(out, msg->body + off, n, body_ref_done, msg);

@@ -119,11 +119,56 @@ flow_forget(struct conn *c)
     }
 }
 
+/* An output reference to a lent body: what to release once written. */
+struct lent {
+    struct conn *c;
+    struct inblock *b;
+    size_t extra;               /* what it added to c->out_pinned */
+};
+
+static void
+lent_done(const void *data, size_t len, void *arg)
+{
+    struct lent *l = arg;
+    (void)data;
+    (void)len;
+    l->c->out_pinned -= l->extra;
+    inblock_unref(l->b);
+    free(l);
+}
+
+void
+conn_output_lend(struct conn *c, const uint8_t *data, size_t len,
+                 struct inblock *b)
+{
+    struct lent *l = xmalloc(sizeof(*l));
+
+    l->c = c;
+    l->b = inblock_ref(b);
+    /* The rest of the block is counted with the first of a run of
+     * references to it; the output drains in order, so what this leaves
+     * uncounted is never more than one block. */
+    l->extra = b != c->last_lent && b->cap > len ? b->cap - len : 0;
+    c->last_lent = b;
+    c->out_pinned += l->extra;
+    if (evbuffer_add_reference(c->out, data, len, lent_done, l) != 0) {
+        evbuffer_add(c->out, data, len);
+        lent_done(data, len, l);
+    }
+}
+
+/* Output bytes as the watermarks see them. */
+static size_t
+output_weight(const struct conn *c)
+{
+    return evbuffer_get_length(c->out) + c->out_pinned;
+}
+
 void
 conn_output_added(struct conn *c)
 {
     c->last_send_ms = now_ms();
-    if (!c->congested && evbuffer_get_length(c->out) >
+    if (!c->congested && output_weight(c) >
                              (size_t)broker.cfg.consumer_output_high_watermark) {
         c->congested = true;
         /* A congested connection is never paused (conn_flow): it may be
@@ -457,7 +502,7 @@ conn_buffer_bytes(void)
     struct conn *c;
     TAILQ_FOREACH(c, &conns, link)
         n += evbuffer_get_length(c->out);
-    return n + inbuf_bytes_in_use();
+    return n;
 }
 
 void
@@ -664,6 +709,8 @@ process_input(struct conn *c)
         inbuf_drain(in, inbuf_len(in));
     else
         flush_confirms(c);
+    /* An emptied input holds no memory (inbuf.h). */
+    inbuf_trim(in);
     if (c->flow && c->state == CONN_OPEN)
         conn_reading(c, false);
 }
@@ -745,8 +792,17 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
         want = c->input_max - held;
     /* A new block gets room for two reads, so a busy connection whose
      * messages hold the block copies a cut-short frame every other read
-     * at most. */
-    space = inbuf_space(in, want, 2 * c->read_size);
+     * at most; and for the whole of a frame cut short, so a large frame
+     * is copied once, not at every read. (process_input has already
+     * refused a frame over frame_max, so it is under input_max.) */
+    size_t hint = 2 * c->read_size;
+    if (c->state != CONN_AWAIT_HEADER && held >= AMQP_FRAME_HEADER_LEN) {
+        size_t frame = (size_t)frame_peek_size(inbuf_data(in)) +
+                       AMQP_FRAME_OVERHEAD;
+        if (frame <= c->input_max && frame + want > hint)
+            hint = frame + want;
+    }
+    space = inbuf_space(in, want, hint);
     if (space == NULL) {
         log_warnx("conn=%016" PRIx64 " %s: no memory for input; dropping",
                   c->id, c->peer);
@@ -771,7 +827,6 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
             c->read_size /= 2;
     }
     process_input(c);
-    inbuf_trim(in);
 }
 
 void
@@ -812,7 +867,7 @@ write_now(struct conn *c)
         return;
     }
     if (c->congested &&
-        len <= (size_t)broker.cfg.consumer_output_low_watermark) {
+        output_weight(c) <= (size_t)broker.cfg.consumer_output_low_watermark) {
         c->congested = false;
         for (uint32_t i = 0; i < c->channels_cap && !c->congested; i++)
             if (c->channels[i])

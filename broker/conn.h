@@ -69,6 +69,11 @@ struct conn {
     uint64_t deadline_ms;       /* handshake or close deadline; 0 = none */
     /* output backpressure */
     bool congested;             /* over the high watermark: no deliveries */
+    /* input block bytes, beyond the output's own, that output references
+     * to lent bodies keep alive (counted once per run of references to
+     * the same block); they count against the watermarks */
+    size_t out_pinned;
+    const struct inblock *last_lent;
     uint64_t wrote_ms;          /* last write that the socket took */
     /* resource alarms: a connection that publishes during an alarm is
      * blocked (not read) until every alarm clears */
@@ -99,6 +104,12 @@ void conn_send_method(struct conn *c, uint16_t channel,
 /* The output buffer, for deliveries. Whoever adds to it must call
  * conn_output_added() before returning to the loop. */
 struct evbuffer *conn_output(struct conn *c);
+
+/* Add 'len' bytes at 'data', a body lent by input block 'b', to the
+ * output by reference (no copy). The block stays alive until they are
+ * written, and counts against the output watermarks. */
+void conn_output_lend(struct conn *c, const uint8_t *data, size_t len,
+                      struct inblock *b);
 
 /* Called after output was added: tracks congestion and queues the
  * connection to be written at the end of this loop turn. */
@@ -143,7 +154,8 @@ void conn_block(struct conn *c, const char *reason);
  * connection.unblocked. */
 void conn_unblock_all(void);
 
-/* Bytes in every connection's input and output buffers. */
+/* Bytes in every connection's output (inbuf_bytes_in_use() counts the
+ * input). */
 uint64_t conn_buffer_bytes(void);
 
 /* At exit: drop every connection and free them all. */

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "amqp/props.h"
+#include "broker/log.h"
 #include "broker/msg.h"
 #include "broker/util.h"
 
@@ -163,7 +164,17 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                                         : (struct amqp_bytes){
                                               (const uint8_t *)m->rkey,
                                               m->rkey_len };
-            dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, NULL, false);
+            struct content_header dh;
+            /* With x-death added, the headers can outgrow what a table
+             * may hold (16 MiB): such a message cannot be dead-lettered
+             * and is dropped, as one that would expire forever. */
+            if (content_header_decode(out, ow.len, &dh) != AMQP_OK ||
+                dh.body_size != m->body_len) {
+                log_warnx("queue '%s': a message too large to dead-letter "
+                          "with x-death was dropped", queue);
+                break;
+            }
+            dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, &dh, false);
             if (m->body_len)
                 memcpy(dm->body, m->body, m->body_len);
             dm->body_filled = m->body_len;

@@ -15,7 +15,10 @@
  * passed since a block was retired (the connection moved on from it),
  * inbuf_compact() gives the messages in it their own copies if their
  * bodies fill less than a quarter of it, and the block is freed: kept
- * messages never hold more than four times their size for long.
+ * messages never hold more than four times their size for long. Output
+ * references to lent bodies count the rest of their block against the
+ * consumer connection's output watermarks (conn_output_lend), so a
+ * consumer that stops reading holds at most its watermark's worth.
  */
 #ifndef ROOST_BROKER_INBUF_H
 #define ROOST_BROKER_INBUF_H

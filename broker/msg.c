@@ -93,12 +93,6 @@ msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
         const uint8_t *hdr, size_t hdr_len, const struct content_header *ch,
         bool body_later)
 {
-    struct content_header decoded;
-    if (ch == NULL) {
-        if (content_header_decode(hdr, hdr_len, &decoded) != AMQP_OK)
-            memset(&decoded, 0, sizeof(decoded));
-        ch = &decoded;
-    }
     uint64_t body_len = ch->body_size;
     size_t size = sizeof(struct msg) + exchange.len + 1 + rkey.len + 1 +
                   hdr_len + (body_later ? 0 : (size_t)body_len);

@@ -46,9 +46,8 @@ struct msg {
 
 /*
  * A message with a copy of the publish's exchange and routing key and of
- * the encoded content header 'hdr', which 'ch' is the decoding of (or
- * NULL: msg_new decodes it), for ch->body_size bytes of body still to
- * arrive. The body's space is part of the allocation, unless
+ * the encoded content header 'hdr', which 'ch' is the decoding of, for
+ * ch->body_size bytes of body still to arrive. The body's space is part of the allocation, unless
  * 'body_later': then the first body frame either lends the body
  * (msg_borrow_body) or makes room for it (msg_body_alloc). Returns a new
  * reference (refs == 1).

@@ -140,7 +140,7 @@ queue_dead_letter(struct queue *q, struct msg *m, const char *reason)
     }
     dm = deadletter_msg(m, q->name, reason, q->qa.dlx, q->qa.dlrk);
     msg_unref(m);
-    if (dm == NULL)   /* a cycle that would expire forever */
+    if (dm == NULL)   /* a cycle that would expire forever, or too large */
         return;
     struct route_result rr;
     route_result_init(&rr);

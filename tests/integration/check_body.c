@@ -9,6 +9,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include "tests/integration/harness.h"
 
@@ -42,6 +43,26 @@ check_body(const struct h_event *e, size_t len, const char *where)
                   where, len, i);
 }
 
+/* Declare a queue 'dead' and a queue 'ttl' whose messages expire after
+ * 'ttl_ms' into it (names into the callers' 256-byte buffers). */
+static void
+declare_ttl_pair(amqp_connection_state_t c, int ttl_ms, char *ttl, char *dead)
+{
+    char name[64];
+
+    DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "dead"), false, false,
+                  false, dead);
+    amqp_table_entry_t args[3] = {
+        { .key = amqp_cstring_bytes("x-message-ttl"),
+          .value = { .kind = AMQP_FIELD_KIND_I32, .value.i32 = ttl_ms } },
+        h_entry_str("x-dead-letter-exchange", ""),
+        h_entry_str("x-dead-letter-routing-key", dead),
+    };
+    h_declare_queue_at(__FILE__, __LINE__, c, 1,
+                       h_name(name, sizeof(name), "ttl"), false, false, false,
+                       h_table(args, 3), ttl, NULL, NULL);
+}
+
 /*
  * Below, at and above the lending threshold (16 KiB), up to the largest
  * single frame rabbitmq-c sends (frame_max 131072 less 8) and beyond it
@@ -71,17 +92,7 @@ START_TEST(bodies_arrive_byte_exact)
                   false, live);
     DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "keep"), false, false,
                   false, keep);
-    DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "dead"), false, false,
-                  false, dead);
-    amqp_table_entry_t targs[3] = {
-        { .key = amqp_cstring_bytes("x-message-ttl"),
-          .value = { .kind = AMQP_FIELD_KIND_I32, .value.i32 = 200 } },
-        h_entry_str("x-dead-letter-exchange", ""),
-        h_entry_str("x-dead-letter-routing-key", dead),
-    };
-    h_declare_queue_at(__FILE__, __LINE__, c, 1,
-                       h_name(name, sizeof(name), "ttl"), false, false, false,
-                       h_table(targs, 3), ttl, NULL, NULL);
+    declare_ttl_pair(c, 200, ttl, dead);
     BIND(c, 1, live, x, "");
     BIND(c, 1, keep, x, "");
     BIND(c, 1, ttl, x, "");
@@ -248,6 +259,103 @@ START_TEST(idle_connections_hold_no_input)
 }
 END_TEST
 
+START_TEST(stalled_consumer_output_bounded)
+{
+    /* A no-ack consumer stops reading. Each 16 KiB body delivered to it
+     * is referenced in its output, and keeps alive the whole input block
+     * it was lent from (the 480 KiB unroutable messages in between fill
+     * those blocks). Counted at 16 KiB each, the output would never be
+     * congested while it held hundreds of megabytes, over the 64 MiB
+     * watermark, and every publisher would stay blocked. Counted with
+     * their blocks, deliveries stop at the watermark, the rest wait in
+     * the queue, where compaction gives them their own copies. */
+    enum { PAIRS = 600, KEEP = 16 * 1024, FILL = 480 * 1024 };
+    amqp_connection_state_t stalled, pub, c, obs;
+    uint8_t *keep = body_new(KEEP), *fill = body_new(FILL);
+    char name[64], q[256], after[256];
+    struct harness h;
+    int small = 4096;
+
+    SKIP_IF_REMOTE("Roost's memory accounting");
+    if (!harness_start(&h, ARGS("--set",
+                                "vm_memory_high_watermark.absolute=67108864")))
+        return;
+    stalled = h_connect(&h);
+    setsockopt(h_fd(stalled), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    DECLARE_QUEUE(stalled, 1, h_name(name, sizeof(name), "stalled"), false,
+                  false, false, q);
+    CONSUME(stalled, 1, q, "stalled", true, NULL);
+    pub = h_connect(&h);
+    for (int i = 0; i < PAIRS; i++) {
+        h_publish_at(__FILE__, __LINE__, pub, 1, "", q, keep, KEEP, false,
+                     NULL);
+        h_publish_at(__FILE__, __LINE__, pub, 1, "", "no-such-queue", fill,
+                     FILL, false, NULL);
+    }
+    /* A round trip: every publish was handled (or the alarm holds it). */
+    h_declare_exchange_at(__FILE__, __LINE__, pub, 1, "amq.direct", "direct",
+                          true, false, false, amqp_empty_table);
+    c = h_connect(&h);
+    DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "after"), false, false,
+                  false, after);
+    PUBLISH(c, 1, "", after, "after the stall");
+    obs = h_connect(&h);
+    WAIT_COUNT(obs, 1, after, 1);
+    h_close(obs);
+    h_drop(c);
+    h_drop(pub);
+    h_drop(stalled);
+    free(keep);
+    free(fill);
+    harness_stop(&h);
+}
+END_TEST
+
+START_TEST(dead_letter_too_large_dropped)
+{
+    /* With frame_max at its largest (16 MiB), a header can carry a
+     * headers table of almost 16 MiB. Dead-lettering adds x-death, and
+     * the table would outgrow what a table may hold: the message is
+     * dropped with a warning, not delivered with a header that cannot be
+     * decoded (and nothing is written past the new message). */
+    enum { FRAME_MAX = 16 * 1024 * 1024, BODY = 65536 };
+    struct hconn_opts o = { .frame_max = FRAME_MAX };
+    amqp_connection_state_t c;
+    char ttl[256], dead[256];
+    struct harness h;
+    /* rabbitmq-c's largest header payload (frame_max - 8), less its
+     * fixed fields and the table's length (18) and the entry's key, type
+     * and string length (9). */
+    size_t vlen = FRAME_MAX - 8 - 18 - 9;
+    char *v = malloc(vlen);
+    uint8_t *body = body_new(BODY);
+
+    SKIP_IF_REMOTE("a roostd setting");
+    if (!harness_start(&h, ARGS("--set", "frame_max=16777216")))
+        return;
+    ck_assert_ptr_nonnull(v);
+    memset(v, 'h', vlen);
+    c = h_connect_opts(&h, &o, NULL);
+    declare_ttl_pair(c, 0, ttl, dead);
+    amqp_table_entry_t hdr = { .key = amqp_cstring_bytes("big"),
+                               .value = { .kind = AMQP_FIELD_KIND_UTF8,
+                                          .value.bytes = { vlen, v } } };
+    amqp_basic_properties_t props = {
+        ._flags = AMQP_BASIC_HEADERS_FLAG,
+        .headers = { 1, &hdr },
+    };
+    h_publish_at(__FILE__, __LINE__, c, 1, "", ttl, body, BODY, false, &props);
+    /* A small one behind it is dead-lettered as usual. */
+    PUBLISH(c, 1, "", ttl, "small");
+    WAIT_COUNT(c, 1, dead, 1);
+    ck_assert(harness_log_contains(&h, "too large to dead-letter"));
+    h_close(c);
+    free(v);
+    free(body);
+    harness_stop(&h);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -256,5 +364,7 @@ main(void)
     tcase_add_test(tc, bodies_arrive_byte_exact);
     tcase_add_test(tc, kept_bodies_release_input_blocks);
     tcase_add_test(tc, idle_connections_hold_no_input);
+    tcase_add_test(tc, stalled_consumer_output_bounded);
+    tcase_add_test(tc, dead_letter_too_large_dropped);
     return h_run(s);
 }
