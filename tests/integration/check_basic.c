@@ -31,18 +31,6 @@ qos(amqp_connection_state_t c, amqp_channel_t ch, uint16_t count, bool global)
     EXPECT_OK(c, "basic.qos");
 }
 
-/* Publish "<prefix><i>" for i in [from, to). */
-static void
-publish_n(amqp_connection_state_t c, amqp_channel_t ch, const char *q,
-          const char *prefix, int from, int to)
-{
-    char body[64];
-    for (int i = from; i < to; i++) {
-        snprintf(body, sizeof(body), "%s%d", prefix, i);
-        PUBLISH(c, ch, "", q, body);
-    }
-}
-
 static void
 expect_get_at(const char *file, int line, amqp_connection_state_t c,
               amqp_channel_t ch, const char *q, const char *body,
@@ -388,7 +376,7 @@ START_TEST(consume_no_ack)
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
     reopen(c, 2);
-    publish_n(c, 1, q, "n", 0, 3);
+    PUBLISH_N(c, 1, q, "n", 0, 3);
     CONSUME(c, 2, q, "", true, NULL);
     EXPECT_DELIVERY(c, "n0", NULL);
     EXPECT_DELIVERY(c, "n1", NULL);
@@ -517,7 +505,7 @@ START_TEST(get_ok_and_empty)
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
     EXPECT_EMPTY(c, 1, q);
-    publish_n(c, 1, q, "g", 0, 3);
+    PUBLISH_N(c, 1, q, "g", 0, 3);
     WAIT_COUNT(c, 1, q, 3);
     for (int i = 0; i < 3; i++) {
         char want[8];
@@ -574,7 +562,7 @@ START_TEST(ack_single_and_multiple)
     uint64_t t[5];
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "a", 0, 5);
+    PUBLISH_N(c, 1, q, "a", 0, 5);
     WAIT_COUNT(c, 1, q, 5);
     get_unacked(c, q, 5, t);
     amqp_basic_ack(c, 1, t[1], 0); /* a1 */
@@ -597,7 +585,7 @@ START_TEST(ack_zero_multiple_is_all)
     uint64_t t[3];
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "z", 0, 3);
+    PUBLISH_N(c, 1, q, "z", 0, 3);
     WAIT_COUNT(c, 1, q, 3);
     get_unacked(c, q, 3, t);
     amqp_basic_ack(c, 1, 0, 1);
@@ -618,7 +606,7 @@ START_TEST(nack_multiple_requeue)
     uint64_t t[4];
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "n", 0, 4);
+    PUBLISH_N(c, 1, q, "n", 0, 4);
     WAIT_COUNT(c, 1, q, 4);
     get_unacked(c, q, 4, t);
     amqp_basic_nack(c, 1, t[2], 1, 1); /* n0..n2 back */
@@ -639,7 +627,7 @@ START_TEST(reject_requeue_and_drop)
     uint64_t t[3];
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "r", 0, 3);
+    PUBLISH_N(c, 1, q, "r", 0, 3);
     WAIT_COUNT(c, 1, q, 3);
     get_unacked(c, q, 3, t);
     amqp_basic_reject(c, 1, t[0], 0); /* dropped */
@@ -661,10 +649,10 @@ START_TEST(requeue_keeps_original_order)
     uint64_t t[5];
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "o", 0, 5);
+    PUBLISH_N(c, 1, q, "o", 0, 5);
     WAIT_COUNT(c, 1, q, 5);
     get_unacked(c, q, 5, t);
-    publish_n(c, 1, q, "o", 5, 6);
+    PUBLISH_N(c, 1, q, "o", 5, 6);
     WAIT_COUNT(c, 1, q, 1);
     amqp_basic_reject(c, 1, t[3], 1);
     amqp_basic_reject(c, 1, t[1], 1);
@@ -696,7 +684,7 @@ START_TEST(double_ack_406)
     uint64_t t[1];
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "d", 0, 1);
+    PUBLISH_N(c, 1, q, "d", 0, 1);
     WAIT_COUNT(c, 1, q, 1);
     get_unacked(c, q, 1, t);
     amqp_basic_ack(c, 1, t[0], 0);
@@ -718,7 +706,7 @@ START_TEST(delivery_tags_are_per_channel)
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
     reopen(c, 2);
-    publish_n(c, 1, q, "p", 0, 1);
+    PUBLISH_N(c, 1, q, "p", 0, 1);
     WAIT_COUNT(c, 1, q, 1);
     get_unacked(c, q, 1, t);
     amqp_basic_ack(c, 2, t[0], 0);
@@ -737,7 +725,7 @@ START_TEST(recover_requeues)
     struct h_event e;
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "v", 0, 3);
+    PUBLISH_N(c, 1, q, "v", 0, 3);
     CONSUME(c, 1, q, "", false, NULL);
     EXPECT_DELIVERY(c, "v0", NULL);
     EXPECT_DELIVERY(c, "v1", NULL);
@@ -763,7 +751,7 @@ START_TEST(recover_async_requeues)
     amqp_basic_recover_async_t m = { 1 };
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "w", 0, 2);
+    PUBLISH_N(c, 1, q, "w", 0, 2);
     CONSUME(c, 1, q, "", false, NULL);
     EXPECT_DELIVERY(c, "w0", NULL);
     EXPECT_DELIVERY(c, "w1", NULL);
@@ -807,7 +795,7 @@ START_TEST(qos_per_consumer)
     uint64_t t[3];
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "m", 0, 10);
+    PUBLISH_N(c, 1, q, "m", 0, 10);
     qos(c, 1, 2, false);
     CONSUME(c, 1, q, "", false, NULL);
     take(c, 2, t);
@@ -835,8 +823,8 @@ START_TEST(qos_per_consumer_only_for_later_consumers)
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q1);
     DECLARE_QUEUE(c, 1, "", false, true, false, q2);
-    publish_n(c, 1, q1, "a", 0, 10);
-    publish_n(c, 1, q2, "b", 0, 10);
+    PUBLISH_N(c, 1, q1, "a", 0, 10);
+    PUBLISH_N(c, 1, q2, "b", 0, 10);
     WAIT_COUNT(c, 1, q1, 10);
     WAIT_COUNT(c, 1, q2, 10);
     qos(c, 1, 2, false);
@@ -861,8 +849,8 @@ START_TEST(qos_per_channel)
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q1);
     DECLARE_QUEUE(c, 1, "", false, true, false, q2);
-    publish_n(c, 1, q1, "a", 0, 10);
-    publish_n(c, 1, q2, "b", 0, 10);
+    PUBLISH_N(c, 1, q1, "a", 0, 10);
+    PUBLISH_N(c, 1, q2, "b", 0, 10);
     WAIT_COUNT(c, 1, q1, 10);
     WAIT_COUNT(c, 1, q2, 10);
     qos(c, 1, 3, true);
@@ -895,8 +883,8 @@ START_TEST(qos_both_limits)
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q1);
     DECLARE_QUEUE(c, 1, "", false, true, false, q2);
-    publish_n(c, 1, q1, "a", 0, 10);
-    publish_n(c, 1, q2, "b", 0, 10);
+    PUBLISH_N(c, 1, q1, "a", 0, 10);
+    PUBLISH_N(c, 1, q2, "b", 0, 10);
     WAIT_COUNT(c, 1, q1, 10);
     WAIT_COUNT(c, 1, q2, 10);
     qos(c, 1, 2, false);
@@ -924,7 +912,7 @@ START_TEST(qos_zero_is_unlimited)
     char q[256];
 
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    publish_n(c, 1, q, "u", 0, 20);
+    PUBLISH_N(c, 1, q, "u", 0, 20);
     qos(c, 1, 0, false);
     qos(c, 1, 0, true);
     CONSUME(c, 1, q, "", false, NULL);
@@ -947,7 +935,7 @@ END_TEST
 static void
 three_unacked(amqp_connection_state_t c, const char *q)
 {
-    publish_n(c, 1, q, "u", 0, 3);
+    PUBLISH_N(c, 1, q, "u", 0, 3);
     CONSUME(c, 1, q, "", false, NULL);
     EXPECT_DELIVERY(c, "u0", NULL);
     EXPECT_DELIVERY(c, "u1", NULL);
@@ -1069,7 +1057,7 @@ START_TEST(unacked_back_ahead_of_newer_messages)
     DECLARE_QUEUE(admin, 1, h_name(name, sizeof(name), "back4"), false, false,
                   false, q);
     qos(c, 1, 2, false);
-    publish_n(admin, 1, q, "k", 0, 4);
+    PUBLISH_N(admin, 1, q, "k", 0, 4);
     CONSUME(c, 1, q, "", false, NULL);
     EXPECT_DELIVERY(c, "k0", NULL);
     EXPECT_DELIVERY(c, "k1", NULL);
@@ -1099,7 +1087,7 @@ START_TEST(round_robin)
     reopen(c, 2);
     CONSUME(c, 1, q, "A", true, NULL);
     CONSUME(c, 2, q, "B", true, NULL);
-    publish_n(c, 1, q, "", 0, 6);
+    PUBLISH_N(c, 1, q, "", 0, 6);
     for (int i = 0; i < 6; i++) {
         EXPECT_DELIVERY(c, NULL, &e);
         int k = strcmp(e.ctag, "A") == 0 ? 0 : 1;
@@ -1124,7 +1112,7 @@ START_TEST(round_robin_skips_consumers_without_credit)
     qos(c, 1, 1, false);
     CONSUME(c, 1, q, "A", false, NULL);
     CONSUME(c, 2, q, "B", true, NULL);
-    publish_n(c, 1, q, "", 0, 6);
+    PUBLISH_N(c, 1, q, "", 0, 6);
     for (int i = 0; i < 6; i++) {
         EXPECT_DELIVERY(c, NULL, &e);
         if (strcmp(e.ctag, "A") == 0)

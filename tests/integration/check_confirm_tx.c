@@ -289,18 +289,6 @@ confirm_select(amqp_connection_state_t c, amqp_channel_t ch)
     EXPECT_OK(c, "confirm.select");
 }
 
-/* Publish "<prefix><i>" for i in [from, to) to the default exchange. */
-static void
-publish_n(amqp_connection_state_t c, amqp_channel_t ch, const char *q,
-          const char *prefix, int from, int to)
-{
-    char body[64];
-    for (int i = from; i < to; i++) {
-        snprintf(body, sizeof(body), "%s%d", prefix, i);
-        PUBLISH(c, ch, "", q, body);
-    }
-}
-
 static void
 frame_put(struct rs_buf *out, uint8_t type, uint16_t ch,
           const struct rs_buf *payload)
@@ -366,7 +354,7 @@ START_TEST(confirm_acks_every_tag_once_in_order)
     ok = amqp_confirm_select(c, 1);
     EXPECT_OK(c, "confirm.select");
     ck_assert_msg(ok != NULL, "no confirm.select-ok");
-    publish_n(c, 1, q, "c", 0, N);
+    PUBLISH_N(c, 1, q, "c", 0, N);
     WAIT_CONFIRMS(c, 1, &t);
     ck_assert_msg(t.nacks == 0, "%d nacks for transient publishes", t.nacks);
     for (int k = 1; k <= N; k++)
@@ -396,7 +384,7 @@ START_TEST(confirm_select_nowait)
     SEND(c, 1, AMQP_CONFIRM_SELECT_METHOD, &m);
     /* No select-ok: the next thing on the wire is the sync reply. */
     CQUIET(c, 1);
-    publish_n(c, 1, q, "w", 0, N);
+    PUBLISH_N(c, 1, q, "w", 0, N);
     WAIT_CONFIRMS(c, 1, &t);
     for (int k = 1; k <= N; k++)
         EXPECT_ACKED(&t, k);
@@ -611,7 +599,7 @@ START_TEST(tx_publishes_at_commit)
                   false, q);
     amqp_tx_select(c, 1);
     EXPECT_OK(c, "tx.select");
-    publish_n(c, 1, q, "t", 0, N);
+    PUBLISH_N(c, 1, q, "t", 0, N);
     CQUIET(c, 1);
     ck_assert_msg(QUEUE_COUNT(obs, 1, q) == 0,
                   "publishes reached the queue before tx.commit");
@@ -649,7 +637,7 @@ START_TEST(tx_rollback_discards_publishes)
                   false, q);
     amqp_tx_select(c, 1);
     EXPECT_OK(c, "tx.select");
-    publish_n(c, 1, q, "gone", 0, 3);
+    PUBLISH_N(c, 1, q, "gone", 0, 3);
     amqp_tx_rollback(c, 1);
     EXPECT_OK(c, "tx.rollback");
     ck_assert_uint_eq(QUEUE_COUNT(obs, 1, q), 0);
@@ -658,7 +646,7 @@ START_TEST(tx_rollback_discards_publishes)
     EXPECT_OK(c, "tx.commit");
     ck_assert_uint_eq(QUEUE_COUNT(obs, 1, q), 0);
     /* Pending publishes also go when the channel closes. */
-    publish_n(c, 1, q, "gone", 3, 5);
+    PUBLISH_N(c, 1, q, "gone", 3, 5);
     h_expect_ok_at(__FILE__, __LINE__,
                    amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
                    "channel.close");
@@ -703,7 +691,7 @@ START_TEST(tx_acks_take_effect_at_commit)
 
     DECLARE_QUEUE(obs, 1, h_name(name, sizeof(name), "txack"), false, false,
                   false, q);
-    publish_n(obs, 1, q, "k", 0, 3);
+    PUBLISH_N(obs, 1, q, "k", 0, 3);
     WAIT_COUNT(obs, 1, q, 3);
     CONSUME(c, 1, q, "", false, NULL);
     TAKE(c, "k", 3, 1, false);
@@ -757,7 +745,7 @@ START_TEST(tx_reject_nack_take_effect_at_commit)
 
     DECLARE_QUEUE(obs, 1, h_name(name, sizeof(name), "txrej"), false, false,
                   false, q);
-    publish_n(obs, 1, q, "r", 0, 4);
+    PUBLISH_N(obs, 1, q, "r", 0, 4);
     WAIT_COUNT(obs, 1, q, 4);
     for (int i = 0; i < 4; i++) {
         ck_assert_int_eq(GET(c, 1, q, false, &g), 1);
@@ -808,7 +796,7 @@ START_TEST(tx_recover_leaves_held_acks)
 
     DECLARE_QUEUE(obs, 1, h_name(name, sizeof(name), "txrec"), false, false,
                   false, q);
-    publish_n(obs, 1, q, "h", 0, 2);
+    PUBLISH_N(obs, 1, q, "h", 0, 2);
     WAIT_COUNT(obs, 1, q, 2);
     CONSUME(c, 1, q, "", false, NULL);
     TAKE(c, "h", 2, 1, false);

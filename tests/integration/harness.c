@@ -1128,6 +1128,19 @@ h_publish_at(const char *file, int line, amqp_connection_state_t c,
 }
 
 void
+h_publish_n_at(const char *file, int line, amqp_connection_state_t c,
+               amqp_channel_t ch, const char *q, const char *prefix, int from,
+               int to)
+{
+    char body[64];
+    for (int i = from; i < to; i++) {
+        snprintf(body, sizeof(body), "%s%d", prefix, i);
+        h_publish_at(file, line, c, ch, "", q, body, strlen(body), false,
+                     NULL);
+    }
+}
+
+void
 h_consume_at(const char *file, int line, amqp_connection_state_t c,
              amqp_channel_t ch, const char *queue, const char *tag, bool no_ack,
              bool exclusive, char *out)

@@ -336,6 +336,14 @@ void h_publish_at(const char *file, int line, amqp_connection_state_t c,
     h_publish_at(__FILE__, __LINE__, (c), (ch), (x), (key), (body),            \
                  strlen(body), false, NULL)
 
+/* Publish "<prefix><i>" for i in [from, to) to 'q' by the default
+ * exchange. */
+void h_publish_n_at(const char *file, int line, amqp_connection_state_t c,
+                    amqp_channel_t ch, const char *q, const char *prefix,
+                    int from, int to);
+#define PUBLISH_N(c, ch, q, prefix, from, to)                                  \
+    h_publish_n_at(__FILE__, __LINE__, (c), (ch), (q), (prefix), (from), (to))
+
 /* basic.consume; returns the consumer tag (into 'out', >= 256 bytes). */
 void h_consume_at(const char *file, int line, amqp_connection_state_t c,
                   amqp_channel_t ch, const char *queue, const char *tag,
