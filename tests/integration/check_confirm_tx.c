@@ -58,6 +58,26 @@ struct cev {
 /* The next method within 'timeout_ms' (the harness's h_next), kept by
  * value with its body cut short: 1, 0 on timeout, -1 when the connection
  * is gone. */
+/* Keep harness event 'h' by value in *e, and free it. */
+static void
+cev_from(struct cev *e, struct h_event *h)
+{
+    memset(e, 0, sizeof(*e));
+    e->channel = h->channel;
+    e->id = h->id;
+    e->tag = h->tag;
+    e->multiple = h->multiple;
+    e->requeue = h->requeue;
+    e->redelivered = h->redelivered;
+    e->code = h->code;
+    memcpy(e->text, h->text, sizeof(e->text));
+    memcpy(e->exchange, h->exchange, sizeof(e->exchange));
+    memcpy(e->rkey, h->rkey, sizeof(e->rkey));
+    if (h->body)
+        snprintf(e->body, sizeof(e->body), "%s", h->body);
+    h_event_free(h);
+}
+
 static int
 cnext(amqp_connection_state_t c, int timeout_ms, struct cev *e)
 {
@@ -65,22 +85,9 @@ cnext(amqp_connection_state_t c, int timeout_ms, struct cev *e)
     int n = h_next(c, timeout_ms, &h);
 
     memset(e, 0, sizeof(*e));
-    if (n != 1)
-        return n;
-    e->channel = h.channel;
-    e->id = h.id;
-    e->tag = h.tag;
-    e->multiple = h.multiple;
-    e->requeue = h.requeue;
-    e->redelivered = h.redelivered;
-    e->code = h.code;
-    memcpy(e->text, h.text, sizeof(e->text));
-    memcpy(e->exchange, h.exchange, sizeof(e->exchange));
-    memcpy(e->rkey, h.rkey, sizeof(e->rkey));
-    if (h.body)
-        snprintf(e->body, sizeof(e->body), "%s", h.body);
-    h_event_free(&h);
-    return 1;
+    if (n == 1)
+        cev_from(e, &h);
+    return n;
 }
 
 static const char *
@@ -122,60 +129,52 @@ cexpect_at(const char *file, int line, amqp_connection_state_t c,
 }
 #define CEXPECT(c, id, e) cexpect_at(__FILE__, __LINE__, (c), (id), (e))
 
-/*
- * Synchronise on channel 'ch' (a passive declare of amq.direct) and
- * return how many methods arrived before the reply (kept in evs[0..max-1]
- * when evs is not NULL). Fails on a close.
- */
-static int
-csync_at(const char *file, int line, amqp_connection_state_t c,
-         amqp_channel_t ch, struct cev *evs, int max)
-{
-    amqp_exchange_declare_t d;
-    struct cev e;
-    char buf[512];
-    int count = 0;
-
-    memset(&d, 0, sizeof(d));
-    d.exchange = amqp_cstring_bytes("amq.direct");
-    d.type = amqp_cstring_bytes("direct");
-    d.passive = 1;
-    d.arguments = amqp_empty_table;
-    H_ASSERT_AT(file, line,
-                amqp_send_method(c, ch, AMQP_EXCHANGE_DECLARE_METHOD, &d) ==
-                    AMQP_STATUS_OK,
-                "cannot send the sync request");
-    for (;;) {
-        int n = cnext(c, 5000, &e);
-        H_ASSERT_AT(file, line, n == 1, "sync on channel %u: %s", ch,
-                    n == 0 ? "no reply within 5 s" : "connection closed");
-        if (e.id == AMQP_EXCHANGE_DECLARE_OK_METHOD && e.channel == ch)
-            break;
-        H_ASSERT_AT(file, line,
-                    e.id != AMQP_CONNECTION_CLOSE_METHOD &&
-                        e.id != AMQP_CHANNEL_CLOSE_METHOD,
-                    "sync on channel %u: got %s", ch,
-                    cev_str(&e, buf, sizeof(buf)));
-        if (evs && count < max)
-            evs[count] = e;
-        count++;
-    }
-    return count;
-}
-
-/* Nothing may be pending on 'c': the next method is the sync reply. */
+/* Nothing may be pending on 'c': the next method is the reply to the
+ * harness's sync on channel 'ch'. */
 static void
 cquiet_at(const char *file, int line, amqp_connection_state_t c,
           amqp_channel_t ch)
 {
-    struct cev e[1];
-    char buf[512];
-    int n = csync_at(file, line, c, ch, e, 1);
+    struct h_event h[1];
+    struct cev e;
+    char buf[512] = "-";
+    int n = h_sync_at(file, line, c, ch, h, 1);
+
+    if (n > 0) {
+        cev_from(&e, &h[0]);
+        cev_str(&e, buf, sizeof(buf));
+    }
     H_ASSERT_AT(file, line, n == 0,
                 "%d unexpected methods before the sync reply, the first %s",
-                n, n ? cev_str(&e[0], buf, sizeof(buf)) : "-");
+                n, buf);
 }
 #define CQUIET(c, ch) cquiet_at(__FILE__, __LINE__, (c), (ch))
+
+/*
+ * End a transaction test: with 'settled', close channel 1 of 'c' and
+ * check that nothing came back to 'q' with it; then delete 'q' and close
+ * both connections.
+ */
+static void
+finish_at(const char *file, int line, amqp_connection_state_t c,
+          amqp_connection_state_t obs, const char *q, bool settled)
+{
+    if (settled) {
+        h_expect_ok_at(file, line,
+                       amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
+                       "channel.close");
+        uint32_t left = h_queue_count_at(file, line, obs, 1, q, NULL);
+        H_ASSERT_AT(file, line, left == 0,
+                    "%u messages came back to '%s' when the channel closed",
+                    left, q);
+    }
+    amqp_queue_delete(obs, 1, amqp_cstring_bytes(q), 0, 0);
+    h_expect_ok_at(file, line, amqp_get_rpc_reply(obs), "queue.delete");
+    h_close_at(file, line, c);
+    h_close_at(file, line, obs);
+}
+#define FINISH(c, obs, q, settled)                                             \
+    finish_at(__FILE__, __LINE__, (c), (obs), (q), (settled))
 
 /* ---- publisher confirms ---- */
 
@@ -621,10 +620,7 @@ START_TEST(tx_publishes_at_commit)
         ck_assert_str_eq(g.body, want);
         h_event_free(&g);
     }
-    amqp_queue_delete(obs, 1, amqp_cstring_bytes(q), 0, 0);
-    EXPECT_OK(obs, "queue.delete");
-    h_close(c);
-    h_close(obs);
+    FINISH(c, obs, q, false);
 }
 END_TEST
 
@@ -647,14 +643,7 @@ START_TEST(tx_rollback_discards_publishes)
     ck_assert_uint_eq(QUEUE_COUNT(obs, 1, q), 0);
     /* Pending publishes also go when the channel closes. */
     PUBLISH_N(c, 1, q, "gone", 3, 5);
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
-                   "channel.close");
-    ck_assert_uint_eq(QUEUE_COUNT(obs, 1, q), 0);
-    amqp_queue_delete(obs, 1, amqp_cstring_bytes(q), 0, 0);
-    EXPECT_OK(obs, "queue.delete");
-    h_close(c);
-    h_close(obs);
+    FINISH(c, obs, q, true);
 }
 END_TEST
 
@@ -725,14 +714,7 @@ START_TEST(tx_acks_take_effect_at_commit)
     amqp_basic_ack(c, 1, 3, 1);
     amqp_tx_commit(c, 1);
     EXPECT_OK(c, "tx.commit");
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
-                   "channel.close");
-    ck_assert_uint_eq(QUEUE_COUNT(obs, 1, q), 0);
-    amqp_queue_delete(obs, 1, amqp_cstring_bytes(q), 0, 0);
-    EXPECT_OK(obs, "queue.delete");
-    h_close(c);
-    h_close(obs);
+    FINISH(c, obs, q, true);
 }
 END_TEST
 
@@ -774,14 +756,7 @@ START_TEST(tx_reject_nack_take_effect_at_commit)
     ck_assert(g.redelivered);
     h_event_free(&g);
     /* r2 and r3 are settled: nothing comes back with the channel. */
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
-                   "channel.close");
-    ck_assert_uint_eq(QUEUE_COUNT(obs, 1, q), 0);
-    amqp_queue_delete(obs, 1, amqp_cstring_bytes(q), 0, 0);
-    EXPECT_OK(obs, "queue.delete");
-    h_close(c);
-    h_close(obs);
+    FINISH(c, obs, q, true);
 }
 END_TEST
 
@@ -815,14 +790,7 @@ START_TEST(tx_recover_leaves_held_acks)
     amqp_basic_ack(c, 1, 3, 0); /* h1, held */
     amqp_tx_commit(c, 1);
     EXPECT_OK(c, "tx.commit");
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
-                   "channel.close");
-    ck_assert_uint_eq(QUEUE_COUNT(obs, 1, q), 0);
-    amqp_queue_delete(obs, 1, amqp_cstring_bytes(q), 0, 0);
-    EXPECT_OK(obs, "queue.delete");
-    h_close(c);
-    h_close(obs);
+    FINISH(c, obs, q, true);
 }
 END_TEST
 
