@@ -14,6 +14,7 @@
 #include "broker/conn.h"
 #include "broker/inbuf.h"
 #include "broker/log.h"
+#include "broker/store/store.h"
 #include "broker/msg.h"
 #include "broker/util.h"
 
@@ -91,6 +92,9 @@ static bool
 disk_low(void)
 {
     struct statvfs sv;
+    /* The store failing to write is a disk that takes nothing. */
+    if (store_is_failed())
+        return true;
     if (broker.cfg.disk_free_limit == 0 ||
         statvfs(broker.cfg.data_dir, &sv) != 0)
         return false;
@@ -111,6 +115,8 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
         /* Messages kept for over a second give back sparse input blocks. */
         inbuf_compact(1000);
     }
+    if (store_is_failed())
+        disk = true;
     set_alarms(alarm_memory_used() > mem_limit, disk);
 }
 

@@ -25,9 +25,6 @@
 #include "broker/util.h"
 #include "broker/vhost.h"
 
-/* Bodies up to this size are copied into the output; larger ones are
- * referenced, which costs a chain entry but no copy. */
-#define BODY_COPY_MAX 4096
 /* A body at least this large that fits in one frame is lent by the input
  * block it arrives in instead of copied into the message (inbuf.h).
  * Smaller ones are copied: they would pin a block for little gain. */
@@ -97,6 +94,8 @@ channel_free(struct channel *ch)
     if (ch == NULL)
         return;
     channel_release(ch);
+    store_unwait(&ch->store_w);
+    free(ch->pend);
     free(ch->unacked);
     hmap_destroy(&ch->consumers);
     free(ch);
@@ -291,17 +290,15 @@ ua_find(const struct channel *ch, uint64_t tag)
 static void
 settle_one(struct channel *ch, struct unacked *u, bool requeue, bool rejected)
 {
-    struct msg *m = u->e.m;
+    struct qentry e = u->e;
     u->e.m = NULL;
     u->tx_op = TX_NONE;
     if (rejected && !requeue)
-        queue_dead_letter(u->q, m, "rejected");
+        queue_reject(u->q, e);
     else if (requeue)
-        queue_requeue(u->q, (struct qentry){ .m = m, .seq = u->e.seq,
-                                             .expires_at = u->e.expires_at,
-                                             .redelivered = true });
+        queue_requeue(u->q, e);
     else
-        msg_unref(m);
+        queue_ack(u->q, e);
     if (u->c) {
         u->c->unacked--;
         consumer_unref(u->c);
@@ -435,14 +432,6 @@ channel_has_credit(const struct channel *ch, const struct consumer *c)
     return true;
 }
 
-static void
-body_ref_done(const void *data, size_t len, void *arg)
-{
-    (void)data;
-    (void)len;
-    msg_unref(arg);
-}
-
 void
 channel_send_content(struct channel *ch, const struct amqp_method *m,
                      struct msg *msg)
@@ -465,14 +454,7 @@ channel_send_content(struct channel *ch, const struct amqp_method *m,
         wire_wr_init(&w, buf, sizeof(buf));
         frame_put_header(&w, AMQP_FRAME_BODY, ch->number, (uint32_t)n);
         evbuffer_add(out, buf, w.len);
-        if (n <= BODY_COPY_MAX) {
-            evbuffer_add(out, msg->body + off, n);
-        } else if (msg->blk != NULL) {
-            conn_output_lend(c, msg->body + off, n, msg->blk);
-        } else {
-            msg_ref(msg);
-            evbuffer_add_reference(out, msg->body + off, n, body_ref_done, msg);
-        }
+        msg_body_out(msg, c, off, n);
         evbuffer_add(out, "\xCE", 1);
     }
     conn_output_added(c);
@@ -495,7 +477,7 @@ channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
     if (c->no_ack) {
         d->delivery_tag = ch->next_tag++;
         channel_send_content(ch, &m, e.m);
-        msg_unref(e.m);
+        queue_ack(q, e);
     } else {
         d->delivery_tag = channel_track(ch, q, c, e);
         channel_send_content(ch, &m, e.m);
@@ -543,43 +525,110 @@ channel_resume(struct channel *ch)
 
 /* ---- publisher confirms and transactions ---- */
 
-void
-channel_confirm(struct channel *ch, uint64_t seq)
+static struct pend_confirm *
+pend_at(const struct channel *ch, size_t i)
 {
-    /* Transient messages are confirmed as soon as they are routed, in
-     * publish order, so the highest confirmable number only grows. */
-    if (seq > ch->confirmed)
-        ch->confirmed = seq;
+    return &ch->pend[(ch->pend_head + i) & (ch->pend_cap - 1)];
+}
+
+static void
+confirm_dirty(struct channel *ch)
+{
     if (!ch->confirm_dirty) {
         ch->confirm_dirty = true;
         conn_confirm_dirty(ch->conn, ch->number);
     }
 }
 
+/* One ack or nack for 'seq' alone, out of order. */
+static void
+confirm_one(struct channel *ch, uint32_t id, uint64_t seq)
+{
+    struct amqp_method m = { .id = id };
+    if (id == AMQP_BASIC_ACK) {
+        m.a.basic_ack.delivery_tag = seq;
+    } else {
+        m.a.basic_nack.delivery_tag = seq;
+        /* Meaningless to a publisher; RabbitMQ sends true (its record's
+         * default), so Roost does too. */
+        m.a.basic_nack.requeue = true;
+    }
+    if (ch->state == CH_OPEN)
+        channel_send(ch, &m);
+}
+
+/* The store made batches up to the waiter's durable: release the
+ * confirms that waited for them, and wait for the next one. */
+static void
+confirms_durable(struct store_waiter *w)
+{
+    struct channel *ch = (struct channel *)((char *)w -
+                                            offsetof(struct channel, store_w));
+    while (ch->pend_len > 0 && pend_at(ch, 0)->batch <= w->batch) {
+        ch->pend_head = (ch->pend_head + 1) & (ch->pend_cap - 1);
+        ch->pend_len--;
+    }
+    if (ch->pend_len > 0)
+        store_wait(&ch->store_w, pend_at(ch, 0)->batch);
+    channel_flush_confirms(ch);
+}
+
+void
+channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch)
+{
+    if (batch == 0 && ch->pend_len > 0) {
+        /* Needs no disk, behind one that does: ack it alone, now. */
+        confirm_one(ch, AMQP_BASIC_ACK, seq);
+    } else if (batch != 0) {
+        if (ch->pend_len == ch->pend_cap) {
+            size_t ncap = ch->pend_cap ? ch->pend_cap * 2 : 16;
+            struct pend_confirm *n = xmalloc(ncap * sizeof(*n));
+            for (size_t i = 0; i < ch->pend_len; i++)
+                n[i] = *pend_at(ch, i);
+            free(ch->pend);
+            ch->pend = n;
+            ch->pend_cap = ncap;
+            ch->pend_head = 0;
+        }
+        *pend_at(ch, ch->pend_len++) = (struct pend_confirm){ seq, batch };
+        if (ch->pend_len == 1) {
+            ch->store_w.durable = confirms_durable;
+            store_wait(&ch->store_w, batch);
+        }
+    }
+    /* Publishes are routed in order: the highest routed only grows. */
+    if (seq > ch->confirmed)
+        ch->confirmed = seq;
+    confirm_dirty(ch);
+}
+
 void
 channel_confirm_nack(struct channel *ch, uint64_t seq)
 {
+    if (ch->pend_len > 0) {
+        confirm_one(ch, AMQP_BASIC_NACK, seq);
+        if (seq > ch->confirmed)
+            ch->confirmed = seq;
+        return;
+    }
     channel_flush_confirms(ch);
-    struct amqp_method m = { .id = AMQP_BASIC_NACK };
-    m.a.basic_nack.delivery_tag = seq;
-    /* Meaningless to a publisher; RabbitMQ sends true (its record's
-     * default), so Roost does too. */
-    m.a.basic_nack.requeue = true;
     ch->confirmed = ch->acked = seq;
-    if (ch->state == CH_OPEN)
-        channel_send(ch, &m);
+    confirm_one(ch, AMQP_BASIC_NACK, seq);
 }
 
 void
 channel_flush_confirms(struct channel *ch)
 {
+    /* Everything before the first publish that waits for the store. */
+    uint64_t upto = ch->pend_len ? pend_at(ch, 0)->seq - 1 : ch->confirmed;
+
     ch->confirm_dirty = false;
-    if (ch->state != CH_OPEN || ch->confirmed <= ch->acked)
+    if (ch->state != CH_OPEN || upto <= ch->acked)
         return;
     struct amqp_method m = { .id = AMQP_BASIC_ACK };
-    m.a.basic_ack.delivery_tag = ch->confirmed;
-    m.a.basic_ack.multiple = ch->confirmed - ch->acked > 1;
-    ch->acked = ch->confirmed;
+    m.a.basic_ack.delivery_tag = upto;
+    m.a.basic_ack.multiple = upto - ch->acked > 1;
+    ch->acked = upto;
     channel_send(ch, &m);
 }
 
@@ -600,12 +649,14 @@ channel_publish(struct channel *ch, struct msg *msg, bool mandatory)
     ch->tx_bytes += msg->body_len;
 }
 
-void
+bool
 channel_tx_commit(struct channel *ch)
 {
     struct qset touched = { 0 };
 
-    /* Publishes first, in order, then the settlements. */
+    /* One transaction in the store: recovery applies all of it or none.
+     * Publishes first, in order, then the settlements. */
+    store_tx_begin();
     for (size_t i = 0; i < ch->tx_npubs; i++) {
         channel_route(ch, ch->tx_pubs[i].m, ch->tx_pubs[i].mandatory);
         msg_unref(ch->tx_pubs[i].m);
@@ -622,7 +673,9 @@ channel_tx_commit(struct channel *ch)
             qset_add(&touched, u->q);
         settle_one(ch, u, requeue, rejected);
     }
+    bool stored = store_tx_end();
     settle_done(ch, &touched);
+    return stored;
 }
 
 void
@@ -710,11 +763,17 @@ dispatch_method(struct channel *ch, const struct amqp_method *m)
         channel_method(ch, m);
         break;
     case AMQP_CLASS_EXCHANGE:
-        handle_exchange(ch, m);
+    case AMQP_CLASS_QUEUE: {
+        /* A durable definition is synced before its -ok goes out. */
+        uint64_t before = store_defs_written();
+        if (method_class(m->id) == AMQP_CLASS_EXCHANGE)
+            handle_exchange(ch, m);
+        else
+            handle_queue(ch, m);
+        if (store_defs_written() != before)
+            conn_hold_for_store(ch->conn);
         break;
-    case AMQP_CLASS_QUEUE:
-        handle_queue(ch, m);
-        break;
+    }
     case AMQP_CLASS_BASIC:
         handle_basic(ch, m);
         break;
@@ -798,19 +857,8 @@ body_frame(struct channel *ch, const struct frame *f)
                   "body size %" PRIu64, m->body_filled + f->size, m->body_len);
         return;
     }
-    if (m->body == NULL) {
-        /* The whole body in this frame: no copy (inbuf.h). */
-        if (f->size == m->body_len) {
-            msg_borrow_body(m, conn_input_block(ch->conn), f->payload);
-            m->body_filled = f->size;
-        } else {
-            msg_body_alloc(m);
-        }
-    }
-    if (m->blk == NULL) {
-        memcpy(m->body + m->body_filled, f->payload, f->size);
-        m->body_filled += f->size;
-    }
+    /* The whole body in one frame is lent, not copied (inbuf.h). */
+    msg_body_frame(m, conn_input_block(ch->conn), f->payload, f->size);
     if (msg_is_complete(m)) {
         ch->pub_msg = NULL;
         ch->content = CA_IDLE;

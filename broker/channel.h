@@ -14,6 +14,7 @@
 #include "amqp/method.h"
 #include "broker/hmap.h"
 #include "broker/queue.h"
+#include "broker/store/store.h"
 
 struct conn;
 struct frame;
@@ -45,6 +46,11 @@ struct unacked {
     struct consumer *c;         /* a reference; NULL for basic.get */
 };
 
+/* A confirm that waits until store batch 'batch' is durable. */
+struct pend_confirm {
+    uint64_t seq, batch;
+};
+
 /* A publish held by an open transaction. */
 struct tx_pub {
     struct msg *m;
@@ -71,13 +77,18 @@ struct channel {
     struct unacked *unacked;
     size_t ua_cap, ua_head, ua_len;
     uint32_t ua_live;               /* entries not yet acked */
-    /* publisher confirms: every publish gets the next sequence number;
-     * acks go out in order, batched with multiple=true */
+    /* publisher confirms: every publish gets the next sequence number.
+     * Acks go out batched with multiple=true up to the first publish
+     * still waiting for the store; a publish that needs no disk behind
+     * one that does is acked alone (multiple=false) at once. */
     bool confirm;
     uint64_t pub_seq;               /* last sequence number assigned */
-    uint64_t confirmed;             /* highest sequence number to ack */
+    uint64_t confirmed;             /* highest sequence number routed */
     uint64_t acked;                 /* highest sequence number acked */
     bool confirm_dirty;             /* in the connection's flush list */
+    struct pend_confirm *pend;      /* waiting for the store, seq order */
+    size_t pend_cap, pend_head, pend_len;
+    struct store_waiter store_w;    /* for the first of them */
     /* transactions: publishes and settlements wait for tx.commit */
     bool tx;
     struct tx_pub *tx_pubs;

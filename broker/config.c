@@ -85,6 +85,10 @@ const struct opt_def config_opts[] = {
     OPT("vm_memory_high_watermark.absolute", OPT_INT64, "0", 0,
         INT64_C(1) << 50, false, mem_high_watermark_absolute,
         "bytes above which publishers are blocked; 0 uses the relative limit"),
+    OPT("store.segment_size", OPT_INT64, "67108864", 65536,
+        INT64_C(1) << 34, false, store_segment_size,
+        "Bytes of journal per segment file (preallocated); a segment is "
+        "deleted once none of its messages is left."),
     OPT("disk_free_limit.absolute", OPT_INT64, "50000000", 0,
         INT64_C(1) << 50, false, disk_free_limit,
         "free bytes on the data directory's filesystem below which "

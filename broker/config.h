@@ -48,6 +48,8 @@ struct config {
     double mem_high_watermark_relative;
     int64_t mem_high_watermark_absolute;    /* 0: use the relative one */
     int64_t disk_free_limit;
+    /* the store */
+    int64_t store_segment_size;
 };
 
 enum opt_type {

@@ -323,6 +323,8 @@ conn_release(struct conn *c)
     if (c->reap_scheduled)
         return;
     c->reap_scheduled = true;
+    store_unwait(&c->hold);
+    c->held = false;
     conn_set_state(c, CONN_CLOSED);
     close_channels(c);
     delete_exclusive_queues(c);
@@ -469,6 +471,35 @@ conn_block(struct conn *c, const char *reason)
 }
 
 static void process_input(struct conn *c);
+static void write_now(struct conn *c);
+
+static void
+hold_durable(struct store_waiter *w)
+{
+    struct conn *c = (struct conn *)((char *)w - offsetof(struct conn, hold));
+
+    c->held = false;
+    if (c->reap_scheduled)
+        return;
+    /* A connection closed meanwhile still flushes its last replies. */
+    write_now(c);
+    if (c->state == CONN_CLOSED)
+        return;
+    if (c->state == CONN_OPEN && !c->blocked && !c->flow)
+        conn_reading(c, true);
+    process_input(c);
+}
+
+void
+conn_hold_for_store(struct conn *c)
+{
+    if (c->held || c->state == CONN_CLOSED)
+        return;
+    c->held = true;
+    c->hold.durable = hold_durable;
+    conn_reading(c, false);
+    store_wait(&c->hold, store_open_batch());
+}
 
 void
 conn_unblock_all(void)
@@ -673,7 +704,7 @@ process_input(struct conn *c)
     c->last_recv_ms = now_ms();
     if (c->state == CONN_AWAIT_HEADER && !read_protocol_header(c, in))
         return;
-    while (c->state != CONN_CLOSED && !c->blocked) {
+    while (c->state != CONN_CLOSED && !c->blocked && !c->held) {
         size_t len = inbuf_len(in);
         if (len < AMQP_FRAME_HEADER_LEN)
             break;
@@ -847,8 +878,14 @@ conn_reading(struct conn *c, bool on)
 static void
 write_now(struct conn *c)
 {
-    int n = evbuffer_write_atmost(c->out, c->fd, WRITE_MAX);
+    int n;
     size_t len;
+
+    if (c->held) {
+        event_del(c->wev);
+        return;
+    }
+    n = evbuffer_write_atmost(c->out, c->fd, WRITE_MAX);
 
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         socket_gone(c, false);

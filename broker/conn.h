@@ -15,6 +15,7 @@
 
 #include "amqp/method.h"
 #include "broker/inbuf.h"
+#include "broker/store/store.h"
 
 struct channel;
 struct event;
@@ -83,6 +84,11 @@ struct conn {
      * is not read until a congested consumer connection drains */
     bool flow;
     TAILQ_ENTRY(conn) flow_link;
+    /* waiting for the store: a reply that must follow a sync (durable
+     * declare-ok, tx.commit-ok) is in the output, which is not written,
+     * and no further input is handled, until the batch is durable */
+    bool held;
+    struct store_waiter hold;
     bool reap_scheduled;
     bool lingering;             /* close-ok sent: read and discard until EOF */
     /* channels with publisher confirms to send at the end of this read */
@@ -170,6 +176,10 @@ conn_input_block(const struct conn *c)
 
 /* Called when the channel is gone. */
 void conn_channel_closed(struct conn *c, uint16_t number);
+
+/* What was just answered must reach the disk before the client hears
+ * of it: hold output and input until the store's open batch is durable. */
+void conn_hold_for_store(struct conn *c);
 
 /* Queue a channel's confirms for the end of the current read. */
 void conn_confirm_dirty(struct conn *c, uint16_t number);

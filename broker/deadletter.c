@@ -175,8 +175,7 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                 break;
             }
             dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, &dh, false);
-            if (m->body_len)
-                memcpy(dm->body, m->body, m->body_len);
+            msg_body_copy(m, dm->body);
             dm->body_filled = m->body_len;
             break;
         }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/defs.h"
 #include "broker/msg.h"
 #include "broker/queue.h"
 #include "broker/util.h"
@@ -304,6 +305,7 @@ exchange_bind(struct exchange *src, struct queue *q, struct exchange *dest_x,
         TAILQ_INSERT_TAIL(&q->bindings, b, dest_link);
     else
         TAILQ_INSERT_TAIL(&dest_x->dest_bindings, b, dest_link);
+    defs_changed(DEFS_BINDING_ADDED, b);
     return 0;
 }
 
@@ -327,6 +329,7 @@ binding_free(struct binding *b)
 {
     struct exchange *src = b->src;
 
+    defs_changed(DEFS_BINDING_REMOVED, b);
     src->ops->remove(src->index, b);
     TAILQ_REMOVE(&src->bindings, b, src_link);
     src->nbindings--;

@@ -171,27 +171,20 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
         ret.a.basic_return.routing_key.len = m->rkey_len;
         channel_send_content(ch, &ret, m);
     }
-    bool refused = false;
-    /*
-     * Roost keeps messages in memory only until persistence lands. A
-     * confirm for a persistent message in a durable queue would promise
-     * what a restart breaks, so in confirm mode such a message is refused
-     * (not enqueued anywhere) and nacked: nothing confirmed is ever lost.
-     */
-    if (seq && m->persistent)
-        for (size_t i = 0; i < rr.n && !refused; i++)
-            refused = rr.qs[i]->durable;
-    if (refused)
-        rr.n = 0;
+    bool refused = false, stored = false;
     for (size_t i = 0; i < rr.n; i++) {
-        refused |= !queue_push(rr.qs[i], m);
+        int r = queue_push(rr.qs[i], m);
+        refused |= r < 0;
+        stored |= r > 0;
         if (queue_is_backed_up(rr.qs[i]))
             conn_flow(ch->conn);
     }
+    /* A persistent message in a durable queue is confirmed once the store
+     * has synced it; anything else at once. */
     if (seq && refused)
         channel_confirm_nack(ch, seq);
     else if (seq)
-        channel_confirm(ch, seq);
+        channel_confirm(ch, seq, stored ? store_open_batch() : 0);
     alarm_check_memory();
 }
 
@@ -205,7 +198,7 @@ get(struct channel *ch, const struct amqp_basic_get *a)
         return;
     queue_touch(q);
     queue_expire(q);
-    if (!queue_pop(q, &e)) {
+    if (!queue_take(q, &e)) {
         struct amqp_method m = { .id = AMQP_BASIC_GET_EMPTY };
         m.a.basic_get_empty.cluster_id = amqp_cstr("");
         channel_send(ch, &m);
@@ -222,7 +215,7 @@ get(struct channel *ch, const struct amqp_basic_get *a)
     if (a->no_ack) {
         g->delivery_tag = ch->next_tag++;
         channel_send_content(ch, &m, e.m);
-        msg_unref(e.m);
+        queue_ack(q, e);
     } else {
         g->delivery_tag = channel_track(ch, q, NULL, e);
         channel_send_content(ch, &m, e.m);

@@ -29,8 +29,11 @@ handle_tx(struct channel *ch, const struct amqp_method *m)
             return;
         }
         if (m->id == AMQP_TX_COMMIT) {
-            channel_tx_commit(ch);
+            bool stored = channel_tx_commit(ch);
             channel_reply(ch, AMQP_TX_COMMIT_OK, false);
+            /* Persistent messages: commit-ok only once they are synced. */
+            if (stored)
+                conn_hold_for_store(ch->conn);
         } else {
             channel_tx_rollback(ch);
             channel_reply(ch, AMQP_TX_ROLLBACK_OK, false);

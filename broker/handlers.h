@@ -77,15 +77,17 @@ void channel_publish(struct channel *ch, struct msg *msg, bool mandatory);
 /* Route a message through its exchange now. */
 void channel_route(struct channel *ch, struct msg *msg, bool mandatory);
 
-/* Note that publish 'seq' may be confirmed. */
-void channel_confirm(struct channel *ch, uint64_t seq);
+/* Note that publish 'seq' may be confirmed: now if 'batch' is 0 (it
+ * needs no disk), else once store batch 'batch' is durable. */
+void channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch);
 
 /* A queue refused publish 'seq' (x-overflow reject-publish): basic.nack,
  * after the acks due before it. */
 void channel_confirm_nack(struct channel *ch, uint64_t seq);
 
-/* Apply or forget what the transaction holds. */
-void channel_tx_commit(struct channel *ch);
+/* Apply or forget what the transaction holds. Commit returns whether
+ * it wrote to the store (commit-ok then waits for the disk). */
+bool channel_tx_commit(struct channel *ch);
 void channel_tx_rollback(struct channel *ch);
 
 #endif

@@ -18,9 +18,11 @@
 #include "broker/broker.h"
 #include "broker/config.h"
 #include "broker/conn.h"
+#include "broker/defs.h"
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "broker/msg.h"
+#include "broker/store/store.h"
 #include "broker/util.h"
 #include "broker/version.h"
 #include "broker/vhost.h"
@@ -231,9 +233,22 @@ main(int argc, char **argv)
         fatalx("cannot create the event loop");
     hmap_init(&broker.vhosts);
     hmap_init(&broker.users);
-    struct vhost *vh = vhost_new(broker.cfg.default_vhost);
-    hmap_put(&broker.vhosts, vh->name, strlen(vh->name), vh);
     auth_add_user(broker.cfg.default_user, broker.cfg.default_pass);
+    char err[1024];
+    if (store_open(broker.cfg.data_dir, &broker.cfg, err, sizeof(err)) != 0) {
+        log_warnx("%s", err);
+        return 1;
+    }
+    /* Durable definitions and messages first; the default vhost exists
+     * whether or not the data directory knew it. */
+    if (store_recover() != 0)
+        return 1;
+    if (broker_vhost(broker.cfg.default_vhost,
+                     strlen(broker.cfg.default_vhost)) == NULL) {
+        struct vhost *vh = vhost_new(broker.cfg.default_vhost);
+        hmap_put(&broker.vhosts, vh->name, strlen(vh->name), vh);
+        defs_changed(DEFS_VHOST_ADDED, vh);
+    }
 
     for (int i = 0; i < 3; i++) {
         sigs[i] = evsignal_new(broker.base, signums[i], signal_cb, NULL);
@@ -254,6 +269,9 @@ main(int argc, char **argv)
     listener_stop();
     alarm_shutdown();
     conn_free_all();
+    /* Everything pending is synced; the teardown below deletes nothing
+     * on disk. */
+    store_close();
     for (int i = 0; i < 3; i++)
         event_free(sigs[i]);
     if (shutdown_timer)

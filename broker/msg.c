@@ -21,9 +21,16 @@
 #define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
 #endif
 
+#include <event2/buffer.h>
+
 #include "amqp/props.h"
+#include "broker/conn.h"
 #include "broker/qargs.h"
 #include "broker/util.h"
+
+/* Bodies up to this size are copied into the output; larger ones are
+ * referenced, which costs a chain entry but no copy. */
+#define BODY_COPY_MAX 4096
 
 static uint64_t bytes_in_use;
 
@@ -152,6 +159,59 @@ msg_body_alloc(struct msg *m)
     m->body = xmalloc(m->body_len);
     m->body_heap = true;
     bytes_in_use += m->body_len;
+}
+
+void
+msg_body_frame(struct msg *m, struct inblock *b, const uint8_t *data,
+               size_t n)
+{
+    if (m->body == NULL) {
+        if (n == m->body_len) {
+            msg_borrow_body(m, b, data);
+            m->body_filled = n;
+            return;
+        }
+        msg_body_alloc(m);
+    }
+    memcpy(m->body + m->body_filled, data, n);
+    m->body_filled += n;
+}
+
+static void
+body_ref_done(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    msg_unref(arg);
+}
+
+void
+msg_body_out(struct msg *m, struct conn *c, uint64_t off, size_t n)
+{
+    if (n <= BODY_COPY_MAX) {
+        evbuffer_add(conn_output(c), m->body + off, n);
+    } else if (m->blk != NULL) {
+        conn_output_lend(c, m->body + off, n, m->blk);
+    } else {
+        msg_ref(m);
+        evbuffer_add_reference(conn_output(c), m->body + off, n,
+                               body_ref_done, m);
+    }
+}
+
+void
+msg_body_copy(const struct msg *m, uint8_t *dst)
+{
+    if (m->body_len)
+        memcpy(dst, m->body, m->body_len);
+}
+
+void
+msg_body_copy_in(struct msg *m, const uint8_t *src)
+{
+    if (m->body_len)
+        memcpy(m->body, src, m->body_len);
+    m->body_filled = m->body_len;
 }
 
 /* Stop borrowing: drop the hold on the block (which may free it). */

@@ -42,6 +42,14 @@ struct msg {
     TAILQ_ENTRY(msg) blk_link;  /* in blk->msgs */
     char *exchange;             /* NUL-terminated, inside the allocation */
     char *rkey;
+    /* the store (store/store.c): its id on disk (0: none yet), the
+     * segment holding its record, the record's size, the durable queue
+     * entries that hold it, and whether the record is written */
+    uint64_t store_id;
+    uint32_t store_seg;
+    uint32_t store_size;
+    uint32_t store_refs;
+    uint8_t store_state;
 };
 
 /*
@@ -62,6 +70,27 @@ void msg_borrow_body(struct msg *m, struct inblock *b, const uint8_t *body);
 
 /* Room for the body in its own allocation (body_later, body not lent). */
 void msg_body_alloc(struct msg *m);
+
+/*
+ * One body frame of 'n' bytes at 'data', which lies in input block 'b':
+ * the whole body in one frame is lent by the block (no copy), anything
+ * else is copied into the message. The caller checked that it fits.
+ */
+void msg_body_frame(struct msg *m, struct inblock *b, const uint8_t *data,
+                    size_t n);
+
+/*
+ * Where the body lives is msg.c's business alone: these are the only
+ * ways to its bytes. msg_body_out appends bytes [off, off + n) to a
+ * connection's output (copied when small, else referenced: the output
+ * holds the message or its input block until written); msg_body_copy
+ * copies the whole body to 'dst'.
+ */
+struct conn;
+void msg_body_out(struct msg *m, struct conn *c, uint64_t off, size_t n);
+void msg_body_copy(const struct msg *m, uint8_t *dst);
+/* Fill a message made with room for its body (msg_new, !body_later). */
+void msg_body_copy_in(struct msg *m, const uint8_t *src);
 
 /* Give every message whose body lies in 'b' its own copy (inbuf_compact). */
 void msg_unborrow_all(struct inblock *b);

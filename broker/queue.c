@@ -14,6 +14,7 @@
 #include "broker/conn.h"
 #include "broker/log.h"
 #include "broker/msg.h"
+#include "broker/store/store.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
@@ -45,6 +46,17 @@ queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
     return q;
 }
 
+static bool queue_pop(struct queue *q, struct qentry *out);
+static void dead_letter(struct queue *q, struct qentry e, const char *reason);
+
+/* The end of an entry's life in this queue, whatever ended it. */
+static void
+entry_end(struct queue *q, struct qentry e)
+{
+    store_settled(q, &e);
+    msg_unref(e.m);
+}
+
 void
 queue_unref(struct queue *q)
 {
@@ -52,7 +64,7 @@ queue_unref(struct queue *q)
         return;
     struct qentry e;
     while (queue_pop(q, &e))
-        msg_unref(e.m);
+        entry_end(q, e);
     if (q->timer)
         event_free(q->timer);
     qargs_free(&q->qa);
@@ -90,14 +102,15 @@ over_limit(const struct queue *q, size_t extra_len, uint64_t extra_bytes)
             q->bytes + extra_bytes > (uint64_t)q->qa.max_length_bytes);
 }
 
-bool
+int
 queue_push(struct queue *q, struct msg *m)
 {
     int64_t ttl = q->qa.message_ttl;
+    bool stored;
 
     if (q->qa.overflow == OVERFLOW_REJECT_PUBLISH &&
         over_limit(q, 1, m->body_len))
-        return false;
+        return -1;
     if (m->ttl >= 0 && (ttl < 0 || m->ttl < ttl))
         ttl = m->ttl;
     if (q->len == q->cap)
@@ -106,17 +119,19 @@ queue_push(struct queue *q, struct msg *m)
     e->m = msg_ref(m);
     e->seq = q->next_seq++;
     e->redelivered = false;
+    e->deliveries = 0;
     /* TTL 0 still reaches a consumer that is ready now (as RabbitMQ). */
     e->expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
     if (ttl == 0)
         e->expires_at = 1;
     q->len++;
     q->bytes += m->body_len;
+    stored = store_enqueue(q, e);
     /* x-overflow drop-head: the oldest messages make room. */
     while (q->len > 0 && over_limit(q, 0, 0)) {
         struct qentry old;
         queue_pop(q, &old);
-        queue_dead_letter(q, old.m, "maxlen");
+        dead_letter(q, old, "maxlen");
     }
     if (q->nconsumers)
         queue_dispatch(q);
@@ -124,22 +139,43 @@ queue_push(struct queue *q, struct msg *m)
         queue_expire(q);
         queue_arm(q);
     }
-    return true;
+    return stored;
 }
 
 void
-queue_dead_letter(struct queue *q, struct msg *m, const char *reason)
+queue_restore(struct queue *q, struct msg *m, uint64_t seq,
+              uint64_t expires_at, uint32_t deliveries)
+{
+    if (q->len == q->cap)
+        grow(q);
+    struct qentry *e = at(q, q->len);
+    e->m = msg_ref(m);
+    e->seq = seq;
+    e->expires_at = expires_at;
+    e->deliveries = deliveries;
+    e->redelivered = deliveries > 0;
+    q->len++;
+    q->bytes += m->body_len;
+    if (seq >= q->next_seq)
+        q->next_seq = seq + 1;
+}
+
+/* Give up entry 'e' for 'reason' ("rejected", "expired", "maxlen"):
+ * republish its message through the queue's dead-letter exchange if it
+ * has one, else drop it. */
+static void
+dead_letter(struct queue *q, struct qentry e, const char *reason)
 {
     struct exchange *dlx;
     struct msg *dm;
 
     if (q->qa.dlx == NULL || q->deleted ||
         (dlx = vhost_exchange(q->vh, amqp_cstr(q->qa.dlx))) == NULL) {
-        msg_unref(m);
+        entry_end(q, e);
         return;
     }
-    dm = deadletter_msg(m, q->name, reason, q->qa.dlx, q->qa.dlrk);
-    msg_unref(m);
+    dm = deadletter_msg(e.m, q->name, reason, q->qa.dlx, q->qa.dlrk);
+    entry_end(q, e);
     if (dm == NULL)   /* a cycle that would expire forever, or too large */
         return;
     struct route_result rr;
@@ -159,7 +195,7 @@ queue_expire(struct queue *q)
     while (q->len > 0 && at(q, 0)->expires_at && at(q, 0)->expires_at <= now) {
         struct qentry e;
         queue_pop(q, &e);
-        queue_dead_letter(q, e.m, "expired");
+        dead_letter(q, e, "expired");
     }
 }
 
@@ -217,10 +253,22 @@ queue_arm(struct queue *q)
 }
 
 void
+queue_ack(struct queue *q, struct qentry e)
+{
+    entry_end(q, e);
+}
+
+void
+queue_reject(struct queue *q, struct qentry e)
+{
+    dead_letter(q, e, "rejected");
+}
+
+void
 queue_requeue(struct queue *q, struct qentry e)
 {
     if (q->deleted) {
-        msg_unref(e.m);
+        entry_end(q, e);
         return;
     }
     if (q->len == q->cap)
@@ -250,7 +298,7 @@ queue_requeue(struct queue *q, struct qentry e)
         queue_arm(q);
 }
 
-bool
+static bool
 queue_pop(struct queue *q, struct qentry *out)
 {
     if (q->len == 0)
@@ -262,13 +310,23 @@ queue_pop(struct queue *q, struct qentry *out)
     return true;
 }
 
+bool
+queue_take(struct queue *q, struct qentry *out)
+{
+    if (!queue_pop(q, out))
+        return false;
+    out->deliveries++;
+    store_delivered(q, out);
+    return true;
+}
+
 uint32_t
 queue_purge(struct queue *q)
 {
     uint32_t n = 0;
     struct qentry e;
     while (queue_pop(q, &e)) {
-        msg_unref(e.m);
+        entry_end(q, e);
         n++;
     }
     return n;
@@ -325,7 +383,7 @@ queue_dispatch(struct queue *q)
         TAILQ_REMOVE(&q->consumers, found, q_link);
         TAILQ_INSERT_TAIL(&q->consumers, found, q_link);
         struct qentry e;
-        queue_pop(q, &e);
+        queue_take(q, &e);
         channel_deliver(found->ch, found, q, e);
         queue_expire(q);
     }
@@ -379,8 +437,9 @@ queue_delete(struct queue *q)
     }
     while ((b = TAILQ_FIRST(&q->bindings)) != NULL)
         binding_free(b);
-    queue_purge(q);
     vhost_remove_queue(q->vh, q);
+    store_queue_gone(q);
+    queue_purge(q);
     queue_unref(q);   /* the vhost's */
     queue_unref(q);   /* ours */
 }

@@ -22,11 +22,20 @@ struct msg;
 struct vhost;
 struct event;
 
+/*
+ * One message in one queue. An entry is born by queue_push, is ready in
+ * the ring until queue_take hands it to a consumer (it is then held by
+ * the channel as unacked), and ends by queue_ack, queue_reject, expiry,
+ * x-max-length, purge or the queue's deletion; queue_requeue puts an
+ * unacked one back. Each of these is a queue function, and only they
+ * tell the store (store/store.h).
+ */
 struct qentry {
     struct msg *m;
     uint64_t seq;
     uint64_t expires_at;        /* monotonic ms; 0: never */
     bool redelivered;
+    uint32_t deliveries;        /* times handed out (survives restarts) */
 };
 
 struct consumer {
@@ -71,6 +80,8 @@ struct queue {
     struct binding_list bindings;   /* bindings that lead here */
     uint64_t epoch;             /* routing de-duplication */
     uint32_t refs;              /* the vhost, unacked deliveries */
+    uint32_t sid;               /* the store's id; 0: not on disk */
+    bool store_gone;            /* deleted: its records are orphans */
 };
 
 /* A new queue; it takes over 'qa' (parsed from 'args'). */
@@ -88,9 +99,15 @@ queue_ref(struct queue *q)
 
 void queue_unref(struct queue *q);
 
-/* Append a reference to 'm' and dispatch. False if the queue refused it
- * (x-overflow reject-publish at its length limit). */
-bool queue_push(struct queue *q, struct msg *m);
+/* Append a reference to 'm' and dispatch. -1 if the queue refused it
+ * (x-overflow reject-publish at its length limit), 1 if the store took
+ * it (persistent, durable queue: a confirm waits for the disk), else 0. */
+int queue_push(struct queue *q, struct msg *m);
+
+/* Recovery: append an entry the store rebuilt, in sequence order,
+ * taking a new reference to 'm'; not written back to the store. */
+void queue_restore(struct queue *q, struct msg *m, uint64_t seq,
+                   uint64_t expires_at, uint32_t deliveries);
 
 /* Whether publishing to 'q' should pause the publisher (flow control):
  * more is ready than flow_control allows, and a consumer with credit
@@ -106,18 +123,24 @@ void queue_arm(struct queue *q);
 /* Drop expired messages at the head (dead-lettering them). */
 void queue_expire(struct queue *q);
 
-/* Give up 'm' (a reference the caller owned) with 'reason' "rejected",
- * "expired" or "maxlen": republish it through the queue's dead-letter
- * exchange if it has one, else drop it. */
-void queue_dead_letter(struct queue *q, struct msg *m, const char *reason);
+/* Take the first ready message to hand it out (basic.deliver or
+ * basic.get); false if empty. It counts as delivered; the caller owns
+ * the entry until it gives it back with queue_ack, queue_reject or
+ * queue_requeue. */
+bool queue_take(struct queue *q, struct qentry *out);
+
+/* A taken entry is done with: acknowledged, or delivered with no-ack. */
+void queue_ack(struct queue *q, struct qentry e);
+
+/* A taken entry was rejected (or nacked) without requeue: dead-letter it
+ * with reason "rejected" if the queue has a dead-letter exchange, else
+ * drop it. */
+void queue_reject(struct queue *q, struct qentry e);
 
 /* Put an entry back at its original position, marked redelivered, and
  * take over its message reference. A deleted queue drops it. Does not
  * dispatch: call queue_dispatch() after a batch. */
 void queue_requeue(struct queue *q, struct qentry e);
-
-/* Take the first message; false if empty. */
-bool queue_pop(struct queue *q, struct qentry *out);
 
 /* Drop every ready message; returns how many. */
 uint32_t queue_purge(struct queue *q);

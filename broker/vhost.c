@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/defs.h"
 #include "broker/exchange.h"
 #include "broker/queue.h"
 #include "broker/util.h"
@@ -28,6 +29,8 @@ vhost_new(const char *name)
     struct amqp_table none = { NULL, 0 };
 
     vh->name = xstrdup(name);
+    /* The predeclared exchanges exist in every vhost: nothing to store. */
+    defs_quiet(true);
     hmap_init(&vh->exchanges);
     hmap_init(&vh->queues);
     vh->default_x = exchange_new(vh, amqp_cstr(""), &exchange_direct_ops,
@@ -38,6 +41,7 @@ vhost_new(const char *name)
         vhost_add_exchange(vh, exchange_new(vh, amqp_cstr(predeclared[i].name),
                                             predeclared[i].ops, true, false,
                                             false, none));
+    defs_quiet(false);
     return vh;
 }
 
@@ -92,11 +96,13 @@ void
 vhost_add_exchange(struct vhost *vh, struct exchange *x)
 {
     hmap_put(&vh->exchanges, x->name, x->name_len, x);
+    defs_changed(DEFS_EXCHANGE_ADDED, x);
 }
 
 void
 vhost_remove_exchange(struct vhost *vh, struct exchange *x)
 {
+    defs_changed(DEFS_EXCHANGE_REMOVED, x);
     hmap_del(&vh->exchanges, x->name, x->name_len);
 }
 
@@ -104,10 +110,12 @@ void
 vhost_add_queue(struct vhost *vh, struct queue *q)
 {
     hmap_put(&vh->queues, q->name, q->name_len, q);
+    defs_changed(DEFS_QUEUE_ADDED, q);
 }
 
 void
 vhost_remove_queue(struct vhost *vh, struct queue *q)
 {
+    defs_changed(DEFS_QUEUE_REMOVED, q);
     hmap_del(&vh->queues, q->name, q->name_len);
 }

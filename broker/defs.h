@@ -1,0 +1,27 @@
+/*
+ * Definitions announce every change from one place: a vhost, exchange,
+ * queue or binding was added or removed. The store writes the durable
+ * ones to disk from here; replication and the management API's events
+ * can listen here later. The objects are passed while still valid: an
+ * addition after it is complete, a removal before it is freed.
+ */
+#ifndef ROOST_BROKER_DEFS_H
+#define ROOST_BROKER_DEFS_H
+
+#include <stdbool.h>
+
+enum defs_event {
+    DEFS_VHOST_ADDED, DEFS_VHOST_REMOVED,
+    DEFS_EXCHANGE_ADDED, DEFS_EXCHANGE_REMOVED,
+    DEFS_QUEUE_ADDED, DEFS_QUEUE_REMOVED,
+    DEFS_BINDING_ADDED, DEFS_BINDING_REMOVED,
+};
+
+/* 'obj' is a struct vhost, exchange, queue or binding. */
+void defs_changed(enum defs_event ev, const void *obj);
+
+/* While loading definitions (recovery, import), changes are not
+ * announced: they are already on disk, or written once at the end. */
+void defs_quiet(bool quiet);
+
+#endif

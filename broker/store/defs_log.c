@@ -1,0 +1,368 @@
+/*
+ * Definition records: their encoding, their replay into the broker's
+ * vhosts, and snapshots of everything kept. Replay is by name and
+ * idempotent (an add replaces, a delete of what is absent is nothing),
+ * so a log replayed over a snapshot that already holds it changes
+ * nothing.
+ */
+#include "broker/store/store_defs.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/broker.h"
+#include "broker/exchange.h"
+#include "broker/log.h"
+#include "broker/qargs.h"
+#include "broker/queue.h"
+#include "broker/util.h"
+#include "broker/vhost.h"
+
+bool
+store_keeps_exchange(const struct exchange *x)
+{
+    /* The predeclared ones are made by vhost_new (defs_quiet). */
+    return x->durable && !x->is_default;
+}
+
+bool
+store_keeps_queue(const struct queue *q)
+{
+    /* Exclusive and auto-delete queues end with their connection or
+     * consumers; they do not outlive a restart. */
+    return q->durable && !q->exclusive && !q->auto_delete;
+}
+
+static bool
+is_predeclared(const struct exchange *x)
+{
+    /* Clients may not declare amq.* exchanges: these are vhost_new's. */
+    return x->is_default || (x->name_len > 4 && memcmp(x->name, "amq.", 4) == 0);
+}
+
+bool
+store_keeps_binding(const struct binding *b)
+{
+    return b->src->durable &&
+           (b->q ? store_keeps_queue(b->q) : b->dest_x->durable);
+}
+
+static void
+put_exchange(struct wbuf *out, const struct exchange *x)
+{
+    size_t at = rec_begin(out, D_EXCHANGE);
+    wbuf_str(out, x->vh->name, strlen(x->vh->name));
+    wbuf_str(out, x->name, x->name_len);
+    wbuf_str(out, x->ops->type, strlen(x->ops->type));
+    wbuf_u8(out, (uint8_t)((x->auto_delete ? 1 : 0) | (x->internal ? 2 : 0)));
+    wbuf_str(out, x->args.ptr, x->args.len);
+    rec_end(out, at);
+}
+
+static void
+put_queue(struct wbuf *out, uint8_t type, const struct queue *q)
+{
+    size_t at = rec_begin(out, type);
+    wbuf_str(out, q->vh->name, strlen(q->vh->name));
+    wbuf_str(out, q->name, q->name_len);
+    wbuf_u32(out, q->sid);
+    if (type == D_QUEUE)
+        wbuf_str(out, q->args.ptr, q->args.len);
+    rec_end(out, at);
+}
+
+static void
+put_binding(struct wbuf *out, uint8_t type, const struct binding *b)
+{
+    size_t at = rec_begin(out, type);
+    const char *dest = b->q ? b->q->name : b->dest_x->name;
+    size_t dlen = b->q ? b->q->name_len : b->dest_x->name_len;
+    wbuf_str(out, b->src->vh->name, strlen(b->src->vh->name));
+    wbuf_str(out, b->src->name, b->src->name_len);
+    wbuf_u8(out, b->q ? 1 : 0);
+    wbuf_str(out, dest, dlen);
+    wbuf_str(out, b->key, b->key_len);
+    wbuf_str(out, b->args.ptr, b->args.len);
+    rec_end(out, at);
+}
+
+static void
+put_name(struct wbuf *out, uint8_t type, const char *vhost, const char *name,
+         size_t len)
+{
+    size_t at = rec_begin(out, type);
+    wbuf_str(out, vhost, strlen(vhost));
+    if (name)
+        wbuf_str(out, name, len);
+    rec_end(out, at);
+}
+
+bool
+defs_encode(struct wbuf *out, enum defs_event ev, const void *obj)
+{
+    const struct exchange *x = obj;
+    const struct queue *q = obj;
+    const struct binding *b = obj;
+    const struct vhost *vh = obj;
+
+    switch (ev) {
+    case DEFS_VHOST_ADDED:
+        put_name(out, D_VHOST, vh->name, NULL, 0);
+        return true;
+    case DEFS_VHOST_REMOVED:
+        put_name(out, D_VHOST_DEL, vh->name, NULL, 0);
+        return true;
+    case DEFS_EXCHANGE_ADDED:
+        if (!store_keeps_exchange(x))
+            return false;
+        put_exchange(out, x);
+        return true;
+    case DEFS_EXCHANGE_REMOVED:
+        if (!store_keeps_exchange(x))
+            return false;
+        put_name(out, D_EXCHANGE_DEL, x->vh->name, x->name, x->name_len);
+        return true;
+    case DEFS_QUEUE_ADDED:
+    case DEFS_QUEUE_REMOVED:
+        if (q->sid == 0)
+            return false;
+        put_queue(out, ev == DEFS_QUEUE_ADDED ? D_QUEUE : D_QUEUE_DEL, q);
+        return true;
+    case DEFS_BINDING_ADDED:
+    case DEFS_BINDING_REMOVED:
+        if (!store_keeps_binding(b))
+            return false;
+        put_binding(out, ev == DEFS_BINDING_ADDED ? D_BIND : D_UNBIND, b);
+        return true;
+    }
+    return false;
+}
+
+void
+defs_header(struct wbuf *out, uint64_t gen)
+{
+    size_t at = rec_begin(out, D_HEADER);
+    wbuf_u32(out, STORE_FORMAT);
+    wbuf_u64(out, gen);
+    rec_end(out, at);
+}
+
+uint64_t
+defs_snapshot(struct wbuf *out, uint64_t gen)
+{
+    size_t pos = 0, xpos, qpos;
+    struct hmap_slot *s, *xs, *qs;
+    uint64_t n = 0;
+
+    defs_header(out, gen);
+    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
+        struct vhost *vh = s->val;
+        put_name(out, D_VHOST, vh->name, NULL, 0);
+        n++;
+        xpos = 0;
+        while ((xs = hmap_next(&vh->exchanges, &xpos)) != NULL)
+            if (store_keeps_exchange(xs->val) && !is_predeclared(xs->val)) {
+                put_exchange(out, xs->val);
+                n++;
+            }
+        qpos = 0;
+        while ((qs = hmap_next(&vh->queues, &qpos)) != NULL)
+            if (((struct queue *)qs->val)->sid) {
+                put_queue(out, D_QUEUE, qs->val);
+                n++;
+            }
+        /* Bindings after every exchange and queue they join. */
+        xpos = 0;
+        while ((xs = hmap_next(&vh->exchanges, &xpos)) != NULL) {
+            struct exchange *x = xs->val;
+            struct binding *b;
+            TAILQ_FOREACH(b, &x->bindings, src_link)
+                if (store_keeps_binding(b)) {
+                    put_binding(out, D_BIND, b);
+                    n++;
+                }
+        }
+    }
+    return n;
+}
+
+/* ---- replay ---- */
+
+static struct vhost *
+vhost_for(struct amqp_bytes name, bool create)
+{
+    struct vhost *vh = broker_vhost((const char *)name.ptr, name.len);
+    if (vh == NULL && create) {
+        char *n = xstrndup(name.ptr, name.len);
+        vh = vhost_new(n);
+        free(n);
+        hmap_put(&broker.vhosts, vh->name, strlen(vh->name), vh);
+    }
+    return vh;
+}
+
+static struct amqp_bytes
+get_bytes(struct rbuf *r)
+{
+    uint32_t len;
+    const uint8_t *p = rbuf_str(r, &len);
+    return (struct amqp_bytes){ p, p ? len : 0 };
+}
+
+/* One record; false if it does not make sense. */
+static bool
+apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
+{
+    struct amqp_bytes vname, name, xtype, args, dest, key;
+    struct vhost *vh;
+    char err[512];
+
+    if (type == D_HEADER) {
+        uint32_t fmt = rbuf_u32(r);
+        *gen = rbuf_u64(r);
+        return !r->bad && fmt == STORE_FORMAT;
+    }
+    vname = get_bytes(r);
+    switch (type) {
+    case D_VHOST:
+        return !r->bad && vhost_for(vname, true) != NULL;
+    case D_VHOST_DEL:
+        /* Deleting vhosts at run time comes with the management API. */
+        return !r->bad;
+    case D_EXCHANGE: {
+        name = get_bytes(r);
+        xtype = get_bytes(r);
+        uint8_t flags = rbuf_u8(r);
+        args = get_bytes(r);
+        const struct exchange_ops *ops = exchange_ops_find(xtype);
+        if (r->bad || ops == NULL)
+            return false;
+        vh = vhost_for(vname, true);
+        struct exchange *x = vhost_exchange(vh, name);
+        if (x) {
+            if (x->is_default)
+                return false;
+            vhost_remove_exchange(vh, x);
+            exchange_free(x);
+        }
+        struct amqp_table t = { args.ptr, args.len };
+        x = exchange_new(vh, name, ops, true, flags & 1, flags & 2, t);
+        vhost_add_exchange(vh, x);
+        return true;
+    }
+    case D_EXCHANGE_DEL: {
+        name = get_bytes(r);
+        if (r->bad || (vh = vhost_for(vname, false)) == NULL)
+            return !r->bad;
+        struct exchange *x = vhost_exchange(vh, name);
+        if (x && !x->is_default) {
+            vhost_remove_exchange(vh, x);
+            exchange_free(x);
+        }
+        return true;
+    }
+    case D_QUEUE: {
+        name = get_bytes(r);
+        uint32_t qid = rbuf_u32(r);
+        args = get_bytes(r);
+        if (r->bad || qid == 0)
+            return false;
+        struct amqp_table t = { args.ptr, args.len };
+        struct qargs qa;
+        if (qargs_parse(t, "a recovered queue", &qa, err, sizeof(err)) !=
+            QARGS_OK) {
+            log_warnx("store: queue '%.*s': %s", (int)name.len,
+                      (const char *)name.ptr, err);
+            return false;
+        }
+        vh = vhost_for(vname, true);
+        struct queue *q = vhost_queue(vh, name);
+        if (q)
+            queue_delete(q);
+        q = queue_new(vh, name, true, false, false, NULL, t, &qa);
+        q->sid = qid;
+        vhost_add_queue(vh, q);
+        if (qid > *max_qid)
+            *max_qid = qid;
+        return true;
+    }
+    case D_QUEUE_DEL: {
+        name = get_bytes(r);
+        uint32_t qid = rbuf_u32(r);
+        if (r->bad)
+            return false;
+        if (qid > *max_qid)
+            *max_qid = qid;
+        if ((vh = vhost_for(vname, false)) == NULL)
+            return true;
+        struct queue *q = vhost_queue(vh, name);
+        if (q && q->sid == qid)
+            queue_delete(q);
+        return true;
+    }
+    case D_BIND:
+    case D_UNBIND: {
+        name = get_bytes(r);
+        uint8_t to_queue = rbuf_u8(r);
+        dest = get_bytes(r);
+        key = get_bytes(r);
+        args = get_bytes(r);
+        if (r->bad)
+            return false;
+        if ((vh = vhost_for(vname, false)) == NULL)
+            return type == D_UNBIND;
+        struct exchange *src = vhost_exchange(vh, name);
+        struct queue *q = to_queue ? vhost_queue(vh, dest) : NULL;
+        struct exchange *dx = to_queue ? NULL : vhost_exchange(vh, dest);
+        struct amqp_table t = { args.ptr, args.len };
+        if (src == NULL || (q == NULL && dx == NULL))
+            return type == D_UNBIND;
+        if (type == D_UNBIND) {
+            (void)exchange_unbind(src, q, dx, key, t);
+            return true;
+        }
+        return exchange_bind(src, q, dx, key, t, err, sizeof(err)) == 0;
+    }
+    default:
+        return false;
+    }
+}
+
+long
+defs_replay(const char *file, const uint8_t *p, size_t len, uint64_t *gen,
+            uint32_t *max_qid)
+{
+    size_t off = 0;
+    long n = 0;
+    struct rec rec;
+
+    *gen = 0;
+    while (off < len) {
+        enum rec_status st = rec_read(p + off, len - off, &rec);
+        if (st == REC_END)
+            break;
+        if (st == REC_BAD) {
+            size_t next = rec_resync(p, len, off);
+            if (next == len) {
+                log_warnx("store: %s: torn record at offset %zu cut (%zu "
+                          "bytes)", file, off, len - off);
+                break;
+            }
+            log_warnx("store: %s: corrupt record at offset %zu skipped (%zu "
+                      "bytes)", file, off, next - off);
+            off = next;
+            continue;
+        }
+        struct rbuf r;
+        rbuf_init(&r, rec.payload, rec.len);
+        if (!apply(rec.type, &r, gen, max_qid))
+            log_warnx("store: %s: definition record of type %u at offset "
+                      "%zu not applied", file, rec.type, off);
+        else
+            n++;
+        off += rec.size;
+    }
+    return n;
+}

@@ -1,0 +1,366 @@
+/*
+ * The I/O thread. Every file it creates, renames or deletes has its
+ * directory synced before the job counts as done, so that a power cut
+ * never loses a file whose data was reported durable.
+ *
+ * Two test hooks, read from the environment at start, stand in for a
+ * disk the tests cannot break: ROOST_TEST_SYNC_LOG names a file to
+ * which every successful sync appends "FILE LENGTH" (what a power cut
+ * would keep), and while the file named by ROOST_TEST_IO_FAIL exists,
+ * every write fails with EIO.
+ */
+#define _GNU_SOURCE
+#include "broker/store/io.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "broker/broker.h"
+#include "broker/log.h"
+#include "broker/util.h"
+
+static struct {
+    char dir[4096];
+    char msgdir[4200];
+    int dirfd, msgdirfd;
+    uint64_t seg_size;
+    int seg_fd;
+    uint64_t seg;               /* the segment seg_fd is */
+    uint64_t seg_len;           /* bytes written to it */
+    int defs_fd;
+    uint64_t defs_len;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct io_job *todo;
+    bool stop;
+    int pipe[2];
+    struct event *ev;
+    void (*done)(struct io_job *j);
+    struct io_job *finished;
+    /* test hooks */
+    FILE *sync_log;
+    char *fail_path;
+} io = { .seg_fd = -1, .defs_fd = -1, .dirfd = -1, .msgdirfd = -1 };
+
+void
+io_seg_name(char *out, size_t len, uint64_t seg)
+{
+    snprintf(out, len, "%010llu.seg", (unsigned long long)seg);
+}
+
+static int
+fail(struct io_job *j, const char *what)
+{
+    j->err = errno ? errno : EIO;
+    snprintf(j->errmsg, sizeof(j->errmsg), "%s: %s", what, strerror(j->err));
+    return -1;
+}
+
+static bool
+injected_failure(void)
+{
+    if (io.fail_path && access(io.fail_path, F_OK) == 0) {
+        errno = EIO;
+        return true;
+    }
+    return false;
+}
+
+static int
+write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        if (injected_failure())
+            return -1;
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int
+sync_fd(int fd, const char *name, uint64_t len)
+{
+    if (injected_failure() || fdatasync(fd) != 0)
+        return -1;
+    if (io.sync_log) {
+        fprintf(io.sync_log, "%s %llu\n", name, (unsigned long long)len);
+        fflush(io.sync_log);
+    }
+    return 0;
+}
+
+static int
+open_segment(struct io_job *j)
+{
+    char name[64];
+
+    if (io.seg_fd >= 0)
+        close(io.seg_fd);
+    io.seg_fd = -1;
+    io_seg_name(name, sizeof(name), j->seg);
+    int fd = openat(io.msgdirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                    0640);
+    if (fd < 0)
+        return fail(j, "cannot create segment");
+    /* Preallocated, so that appends do not change the file's size and
+     * a sync need not write metadata; a full disk shows here first. */
+    if (io.seg_size && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0,
+                                 (off_t)io.seg_size) != 0 &&
+        errno != EOPNOTSUPP) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return fail(j, "cannot preallocate segment");
+    }
+    if (injected_failure() || fsync(io.msgdirfd) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return fail(j, "cannot sync the journal directory");
+    }
+    io.seg_fd = fd;
+    io.seg = j->seg;
+    io.seg_len = 0;
+    return 0;
+}
+
+/* Write 'data' to dir/name.tmp, sync it, rename it over dir/name. */
+static int
+replace_file(struct io_job *j, const char *name, const struct wbuf *data)
+{
+    char tmp[256];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+    int fd = openat(io.dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                    0640);
+    if (fd < 0)
+        return fail(j, "cannot create definitions file");
+    if (write_all(fd, data->p, data->len) != 0 ||
+        sync_fd(fd, tmp, data->len) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return fail(j, "cannot write definitions file");
+    }
+    close(fd);
+    if (renameat(io.dirfd, tmp, io.dirfd, name) != 0)
+        return fail(j, "cannot rename definitions file");
+    return 0;
+}
+
+static int
+run_defs(struct io_job *j)
+{
+    if (j->snapshot) {
+        if (replace_file(j, "defs.snap", &j->defs_snap) != 0 ||
+            replace_file(j, "defs.log", &j->defs) != 0)
+            return -1;
+        if (fsync(io.dirfd) != 0)
+            return fail(j, "cannot sync the data directory");
+        if (io.defs_fd >= 0)
+            close(io.defs_fd);
+        io.defs_fd = openat(io.dirfd, "defs.log",
+                            O_WRONLY | O_APPEND | O_CLOEXEC);
+        if (io.defs_fd < 0)
+            return fail(j, "cannot open defs.log");
+        io.defs_len = j->defs.len;
+        j->synced += 2;
+        return 0;
+    }
+    if (j->defs.len == 0)
+        return 0;
+    if (io.defs_fd < 0) {
+        io.defs_fd = openat(io.dirfd, "defs.log",
+                            O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+        if (io.defs_fd < 0 || fsync(io.dirfd) != 0)
+            return fail(j, "cannot open defs.log");
+        struct stat st;
+        io.defs_len = fstat(io.defs_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+    }
+    if (write_all(io.defs_fd, j->defs.p, j->defs.len) != 0)
+        return fail(j, "cannot write defs.log");
+    io.defs_len += j->defs.len;
+    if (sync_fd(io.defs_fd, "defs.log", io.defs_len) != 0)
+        return fail(j, "cannot sync defs.log");
+    j->synced++;
+    return 0;
+}
+
+static int
+run_journal(struct io_job *j)
+{
+    char name[64];
+
+    if (j->journal.len == 0)
+        return 0;
+    if (io.seg_fd < 0 || j->seg != io.seg) {
+        if (open_segment(j) != 0)
+            return -1;
+    }
+    if (write_all(io.seg_fd, j->journal.p, j->journal.len) != 0) {
+        fail(j, "cannot write the journal");
+        goto abandon;
+    }
+    io.seg_len += j->journal.len;
+    io_seg_name(name, sizeof(name), io.seg);
+    if (sync_fd(io.seg_fd, name, io.seg_len) != 0) {
+        fail(j, "cannot sync the journal");
+        goto abandon;
+    }
+    j->synced++;
+    return 0;
+abandon:
+    /* Never written to again: what it holds may not be what we think. */
+    close(io.seg_fd);
+    io.seg_fd = -1;
+    return -1;
+}
+
+static void
+run(struct io_job *j)
+{
+    char name[64];
+
+    j->err = 0;
+    j->synced = 0;
+    errno = 0;
+    if (run_journal(j) != 0 || run_defs(j) != 0)
+        return;
+    for (size_t i = 0; i < j->nunlink; i++) {
+        io_seg_name(name, sizeof(name), j->unlink[i]);
+        if (unlinkat(io.msgdirfd, name, 0) != 0 && errno != ENOENT)
+            log_warn("cannot delete segment %s", name);
+    }
+    if (j->nunlink && fsync(io.msgdirfd) != 0)
+        log_warn("cannot sync the journal directory");
+}
+
+static void *
+thread_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&io.mu);
+    for (;;) {
+        while (io.todo == NULL && !io.stop)
+            pthread_cond_wait(&io.cv, &io.mu);
+        if (io.todo == NULL && io.stop)
+            break;
+        struct io_job *j = io.todo;
+        pthread_mutex_unlock(&io.mu);
+        run(j);
+        pthread_mutex_lock(&io.mu);
+        io.todo = NULL;
+        io.finished = j;
+        pthread_cond_broadcast(&io.cv);
+        char b = 1;
+        while (write(io.pipe[1], &b, 1) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_mutex_unlock(&io.mu);
+    return NULL;
+}
+
+static void
+pipe_cb(evutil_socket_t fd, short what, void *arg)
+{
+    char b[64];
+    (void)what;
+    (void)arg;
+
+    while (read(fd, b, sizeof(b)) > 0)
+        ;
+    pthread_mutex_lock(&io.mu);
+    struct io_job *j = io.finished;
+    io.finished = NULL;
+    pthread_mutex_unlock(&io.mu);
+    if (j)
+        io.done(j);
+}
+
+int
+io_start(const char *dir, uint64_t seg_size, void (*done)(struct io_job *j))
+{
+    snprintf(io.dir, sizeof(io.dir), "%s", dir);
+    snprintf(io.msgdir, sizeof(io.msgdir), "%s/msgs", dir);
+    io.seg_size = seg_size;
+    io.done = done;
+    io.dirfd = open(io.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    io.msgdirfd = open(io.msgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (io.dirfd < 0 || io.msgdirfd < 0)
+        return -1;
+    const char *p = getenv("ROOST_TEST_SYNC_LOG");
+    if (p && *p)
+        io.sync_log = fopen(p, "a");
+    p = getenv("ROOST_TEST_IO_FAIL");
+    if (p && *p)
+        io.fail_path = xstrdup(p);
+    if (pipe2(io.pipe, O_NONBLOCK | O_CLOEXEC) != 0)
+        return -1;
+    pthread_mutex_init(&io.mu, NULL);
+    pthread_cond_init(&io.cv, NULL);
+    io.ev = event_new(broker.base, io.pipe[0], EV_READ | EV_PERSIST, pipe_cb,
+                      NULL);
+    event_add(io.ev, NULL);
+    if (pthread_create(&io.thread, NULL, thread_main, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+void
+io_submit(struct io_job *j)
+{
+    pthread_mutex_lock(&io.mu);
+    io.todo = j;
+    pthread_cond_signal(&io.cv);
+    pthread_mutex_unlock(&io.mu);
+}
+
+void
+io_wait(void)
+{
+    pthread_mutex_lock(&io.mu);
+    while (io.todo != NULL)
+        pthread_cond_wait(&io.cv, &io.mu);
+    pthread_mutex_unlock(&io.mu);
+    pipe_cb(io.pipe[0], EV_READ, NULL);
+}
+
+void
+io_stop(void)
+{
+    if (io.ev == NULL)
+        return;
+    pthread_mutex_lock(&io.mu);
+    io.stop = true;
+    pthread_cond_signal(&io.cv);
+    pthread_mutex_unlock(&io.mu);
+    pthread_join(io.thread, NULL);
+    event_free(io.ev);
+    io.ev = NULL;
+    close(io.pipe[0]);
+    close(io.pipe[1]);
+    if (io.seg_fd >= 0)
+        close(io.seg_fd);
+    if (io.defs_fd >= 0)
+        close(io.defs_fd);
+    close(io.dirfd);
+    close(io.msgdirfd);
+    if (io.sync_log)
+        fclose(io.sync_log);
+    free(io.fail_path);
+    io.seg_fd = io.defs_fd = io.dirfd = io.msgdirfd = -1;
+}

@@ -1,0 +1,63 @@
+/*
+ * The store's I/O thread: the only code that writes, syncs, creates,
+ * renames or deletes files in the data directory while roostd runs, so
+ * that the event loop never waits for the disk. It takes one job at a
+ * time from the loop and hands it back, done or failed, through a pipe
+ * the loop watches.
+ */
+#ifndef ROOST_BROKER_STORE_IO_H
+#define ROOST_BROKER_STORE_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker/store/record.h"
+
+struct msg;
+
+struct io_job {
+    uint64_t batch;
+    /* journal records for segment 'seg': a segment number the thread
+     * has not written yet is a new file (preallocated, its directory
+     * synced); the previous one is closed */
+    uint64_t seg;
+    struct wbuf journal;
+    /* definition records appended to defs.log; or, when 'snapshot' is
+     * set, defs_snap becomes defs.snap and 'defs' the whole new log */
+    struct wbuf defs;
+    struct wbuf defs_snap;
+    bool snapshot;
+    /* segments to delete once this job's writes are synced */
+    uint64_t *unlink;
+    size_t nunlink;
+    /* the messages written (a reference each), so that a failed job's
+     * can move to the segment it is written to again */
+    struct msg **msgs;
+    size_t nmsgs, msgs_cap;
+    /* result */
+    int err;                    /* 0, or the errno of the failure */
+    char errmsg[256];
+    uint64_t synced;            /* fdatasync calls made */
+};
+
+/* Start the thread on data directory 'dir' (whose journal lives in
+ * dir/msgs), with segments preallocated to 'seg_size' bytes. 'done' is
+ * called on the loop thread for each finished job. */
+int io_start(const char *dir, uint64_t seg_size,
+             void (*done)(struct io_job *j));
+
+/* Hand over a job; the thread takes one at a time, so the caller
+ * submits the next only after 'done'. */
+void io_submit(struct io_job *j);
+
+/* Block until the job in hand is done, and call 'done' for it. */
+void io_wait(void);
+
+/* Stop the thread (after the job in hand) and close the files. */
+void io_stop(void);
+
+/* The file name of segment 'seg' under dir/msgs ("0000000042.seg"). */
+void io_seg_name(char *out, size_t len, uint64_t seg);
+
+#endif

@@ -1,0 +1,1293 @@
+/*
+ * The store's loop side: the open batch, handing batches to the I/O
+ * thread, waiters, segment accounting, and recovery.
+ *
+ * The journal (dir/msgs/NNNNNNNNNN.seg) is one log of records in
+ * segments: J_MSG holds a persistent message once, however many durable
+ * queues it reaches; J_ENQ puts it in one queue at a sequence number;
+ * J_DELIVER notes a delivery count; J_ACK ends entries, in seq ranges;
+ * J_TX_BEGIN/J_TX_COMMIT bracket a transaction. A message's J_MSG and its
+ * J_ENQ records are always in the same batch, so in the same segment.
+ *
+ * A segment is deleted when no live message remains in it and every
+ * older segment is gone: an ack in a segment may be what keeps a message
+ * in an older one dead, so only the oldest may go.
+ */
+#define _GNU_SOURCE
+#include "broker/store/store.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "amqp/props.h"
+#include "broker/broker.h"
+#include "broker/defs.h"
+#include "broker/log.h"
+#include "broker/msg.h"
+#include "broker/queue.h"
+#include "broker/store/io.h"
+#include "broker/store/record.h"
+#include "broker/store/store_defs.h"
+#include "broker/util.h"
+#include "broker/vhost.h"
+
+enum { J_SEG = 1, J_MSG, J_ENQ, J_DELIVER, J_ACK, J_TX_BEGIN, J_TX_COMMIT };
+enum { MS_NONE, MS_PENDING, MS_WRITTEN };
+
+/* One change waiting in the open batch. 'm' holds a reference while its
+ * record may still be dropped (the message was settled before it was
+ * written). */
+struct op {
+    uint8_t type;
+    uint32_t qid;
+    uint32_t deliveries;
+    uint64_t seq, seq_hi;
+    uint64_t expires_wall;
+    struct msg *m;
+};
+
+TAILQ_HEAD(waiter_list, store_waiter);
+
+#define PUSH(arr, n, cap, v)                                                 \
+    do {                                                                     \
+        if ((n) == (cap)) {                                                  \
+            (cap) = (cap) ? (cap) * 2 : 1024;                                \
+            (arr) = xrealloc((arr), (cap) * sizeof(*(arr)));                 \
+        }                                                                    \
+        (arr)[(n)++] = (v);                                                  \
+    } while (0)
+
+static struct {
+    bool open, closing;
+    char dir[4096];
+    int lock_fd;
+    uint64_t seg_size;
+    uint64_t next_msg_id, next_txid;
+    uint32_t next_qid;
+    /* batches */
+    uint64_t open_batch, durable_batch;
+    struct op *ops;
+    size_t nops, ops_cap;
+    size_t tx_start;
+    bool in_tx;
+    struct wbuf defs;
+    uint64_t defs_written;
+    bool busy;
+    struct io_job job;
+    struct event *kick;
+    struct waiter_list waiters;
+    /* the journal's segments: live bytes of each, from 'base' on */
+    uint64_t cur_seg, cur_len;
+    uint64_t first_seg;
+    uint64_t *live;
+    size_t nlive;
+    uint64_t base;
+    uint64_t *unlink;
+    size_t nunlink, unlink_cap;
+    /* definitions log */
+    uint64_t defs_gen, defs_log_records, defs_live;
+    /* failure */
+    bool failed;
+    unsigned failures;
+    struct event *retry;
+    struct store_stats stats;
+} st;
+
+/* ---- segments ---- */
+
+static uint64_t *
+live_of(uint64_t seg)
+{
+    if (seg < st.base)
+        fatalx("store: segment %" PRIu64 " below base %" PRIu64, seg, st.base);
+    size_t i = (size_t)(seg - st.base);
+    if (i >= st.nlive) {
+        size_t n = st.nlive ? st.nlive : 16;
+        while (n <= i)
+            n *= 2;
+        st.live = xrealloc(st.live, n * sizeof(*st.live));
+        memset(st.live + st.nlive, 0, (n - st.nlive) * sizeof(*st.live));
+        st.nlive = n;
+    }
+    return &st.live[i];
+}
+
+/* Queue every dead segment at the front of the journal for deletion
+ * (with the next job, after its sync). */
+static void
+collect_dead_segments(void)
+{
+    while (st.first_seg < st.cur_seg && *live_of(st.first_seg) == 0) {
+        if (st.nunlink == st.unlink_cap) {
+            st.unlink_cap = st.unlink_cap ? st.unlink_cap * 2 : 16;
+            st.unlink = xrealloc(st.unlink, st.unlink_cap * sizeof(*st.unlink));
+        }
+        st.unlink[st.nunlink++] = st.first_seg;
+        st.first_seg++;
+        st.stats.segments--;
+    }
+    /* Keep the accounting array from growing with the segment numbers. */
+    if (st.first_seg - st.base > 1024) {
+        size_t drop = (size_t)(st.first_seg - st.base);
+        memmove(st.live, st.live + drop, (st.nlive - drop) * sizeof(*st.live));
+        memset(st.live + st.nlive - drop, 0, drop * sizeof(*st.live));
+        st.base = st.first_seg;
+    }
+}
+
+static void
+msg_dead(struct msg *m)
+{
+    uint64_t *l = live_of(m->store_seg);
+    *l -= m->store_size;
+    st.stats.live_bytes -= m->store_size;
+    if (m->store_seg == st.first_seg && *l == 0)
+        collect_dead_segments();
+}
+
+/* ---- the open batch ---- */
+
+static void
+schedule(void)
+{
+    if (!st.busy && st.kick)
+        event_active(st.kick, EV_TIMEOUT, 0);
+}
+
+static struct op *
+add_op(uint8_t type, uint32_t qid, uint64_t seq, struct msg *m)
+{
+    if (st.nops == st.ops_cap) {
+        st.ops_cap = st.ops_cap ? st.ops_cap * 2 : 256;
+        st.ops = xrealloc(st.ops, st.ops_cap * sizeof(*st.ops));
+    }
+    struct op *o = &st.ops[st.nops++];
+    memset(o, 0, sizeof(*o));
+    o->type = type;
+    o->qid = qid;
+    o->seq = o->seq_hi = seq;
+    o->m = m ? msg_ref(m) : NULL;
+    schedule();
+    return o;
+}
+
+static bool
+is_stored(const struct queue *q, const struct qentry *e)
+{
+    return st.open && q->sid != 0 && e->m->store_id != 0;
+}
+
+bool
+store_queue_is_durable(const struct queue *q)
+{
+    return q->sid != 0 && !q->store_gone;
+}
+
+static uint64_t
+wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+bool
+store_enqueue(struct queue *q, const struct qentry *e)
+{
+    struct msg *m = e->m;
+
+    if (!st.open || st.closing || q->sid == 0 || q->store_gone ||
+        !m->persistent)
+        return false;
+    if (m->store_id == 0) {
+        m->store_id = st.next_msg_id++;
+        m->store_state = MS_PENDING;
+        add_op(J_MSG, 0, 0, m);
+    }
+    m->store_refs++;
+    struct op *o = add_op(J_ENQ, q->sid, e->seq, m);
+    o->deliveries = e->deliveries;
+    if (e->expires_at > 1) {
+        uint64_t now = now_ms();
+        o->expires_wall = wall_ms() + (e->expires_at > now ? e->expires_at - now
+                                                           : 0);
+    } else if (e->expires_at == 1) {
+        o->expires_wall = 1;
+    }
+    return true;
+}
+
+void
+store_delivered(struct queue *q, const struct qentry *e)
+{
+    if (!is_stored(q, e) || q->store_gone || st.closing)
+        return;
+    struct op *o = add_op(J_DELIVER, q->sid, e->seq,
+                          e->m->store_state == MS_WRITTEN ? NULL : e->m);
+    o->deliveries = e->deliveries;
+}
+
+void
+store_settled(struct queue *q, const struct qentry *e)
+{
+    struct msg *m = e->m;
+
+    if (!is_stored(q, e) || st.closing)
+        return;
+    m->store_refs--;
+    if (!q->store_gone) {
+        if (m->store_state == MS_WRITTEN) {
+            /* Runs of acks become one range. */
+            struct op *last = st.nops ? &st.ops[st.nops - 1] : NULL;
+            if (last && last->type == J_ACK && last->m == NULL &&
+                last->qid == q->sid && last->seq_hi + 1 == e->seq)
+                last->seq_hi = e->seq;
+            else
+                add_op(J_ACK, q->sid, e->seq, NULL);
+        } else if (m->store_refs > 0) {
+            add_op(J_ACK, q->sid, e->seq, m);
+        }
+        /* else: never written, and now never will be. */
+    }
+    if (m->store_refs == 0 && m->store_state == MS_WRITTEN)
+        msg_dead(m);
+}
+
+void
+store_queue_gone(struct queue *q)
+{
+    if (q->sid)
+        q->store_gone = true;
+}
+
+void
+store_tx_begin(void)
+{
+    if (!st.open)
+        return;
+    st.in_tx = true;
+    st.tx_start = st.nops;
+    add_op(J_TX_BEGIN, 0, st.next_txid++, NULL);
+}
+
+bool
+store_tx_end(void)
+{
+    if (!st.open || !st.in_tx)
+        return false;
+    st.in_tx = false;
+    if (st.nops == st.tx_start + 1) {
+        st.nops--;
+        return false;
+    }
+    add_op(J_TX_COMMIT, 0, st.ops[st.tx_start].seq, NULL);
+    return true;
+}
+
+uint64_t
+store_open_batch(void)
+{
+    return st.open_batch;
+}
+
+bool
+store_has_pending(void)
+{
+    return st.nops > 0 || st.defs.len > 0;
+}
+
+uint64_t
+store_defs_written(void)
+{
+    return st.defs_written;
+}
+
+void
+store_defs_changed(enum defs_event ev, const void *obj)
+{
+    if (!st.open || st.closing)
+        return;
+    if (ev == DEFS_QUEUE_ADDED) {
+        struct queue *q = (struct queue *)obj;
+        if (store_keeps_queue(q) && q->sid == 0)
+            q->sid = st.next_qid++;
+    }
+    if (defs_encode(&st.defs, ev, obj)) {
+        st.defs_written++;
+        st.defs_log_records++;
+        if (ev == DEFS_QUEUE_ADDED || ev == DEFS_EXCHANGE_ADDED ||
+            ev == DEFS_BINDING_ADDED || ev == DEFS_VHOST_ADDED)
+            st.defs_live++;
+        else if (st.defs_live > 0)
+            st.defs_live--;
+        schedule();
+    }
+}
+
+/* ---- waiters ---- */
+
+void
+store_wait(struct store_waiter *w, uint64_t batch)
+{
+    store_unwait(w);
+    w->batch = batch;
+    if (!st.open || batch <= st.durable_batch) {
+        w->batch = st.durable_batch;
+        w->durable(w);
+        return;
+    }
+    w->waiting = true;
+    TAILQ_INSERT_TAIL(&st.waiters, w, link);
+}
+
+void
+store_unwait(struct store_waiter *w)
+{
+    if (!w->waiting)
+        return;
+    TAILQ_REMOVE(&st.waiters, w, link);
+    w->waiting = false;
+}
+
+static void
+wake_waiters(void)
+{
+    struct waiter_list ready = TAILQ_HEAD_INITIALIZER(ready);
+    struct store_waiter *w, *next;
+
+    for (w = TAILQ_FIRST(&st.waiters); w != NULL; w = next) {
+        next = TAILQ_NEXT(w, link);
+        if (w->batch <= st.durable_batch) {
+            TAILQ_REMOVE(&st.waiters, w, link);
+            TAILQ_INSERT_TAIL(&ready, w, link);
+        }
+    }
+    /* A callback may wait again or unwait others: take them one by one. */
+    while ((w = TAILQ_FIRST(&ready)) != NULL) {
+        TAILQ_REMOVE(&ready, w, link);
+        w->waiting = false;
+        w->batch = st.durable_batch;
+        w->durable(w);
+    }
+}
+
+/* ---- serialising a batch ---- */
+
+static void
+put_msg(struct wbuf *b, const struct msg *m)
+{
+    size_t at = rec_begin(b, J_MSG);
+    wbuf_u64(b, m->store_id);
+    wbuf_str(b, m->exchange, m->exchange_len);
+    wbuf_str(b, m->rkey, m->rkey_len);
+    wbuf_str(b, m->hdr, m->hdr_len);
+    wbuf_u64(b, m->body_len);
+    wbuf_reserve(b, (size_t)m->body_len);
+    msg_body_copy(m, b->p + b->len);
+    b->len += (size_t)m->body_len;
+    rec_end(b, at);
+}
+
+static void
+serialise(struct wbuf *b)
+{
+    for (size_t i = 0; i < st.nops; i++) {
+        struct op *o = &st.ops[i];
+        struct msg *m = o->m;
+        size_t at;
+
+        switch (o->type) {
+        case J_MSG:
+            if (m->store_refs == 0) {
+                /* Settled before it was written: never written. */
+                m->store_state = MS_NONE;
+                break;
+            }
+            at = b->len;
+            put_msg(b, m);
+            PUSH(st.job.msgs, st.job.nmsgs, st.job.msgs_cap, msg_ref(m));
+            m->store_state = MS_WRITTEN;
+            m->store_seg = (uint32_t)st.cur_seg;
+            m->store_size = (uint32_t)(b->len - at);
+            *live_of(st.cur_seg) += m->store_size;
+            st.stats.live_bytes += m->store_size;
+            break;
+        case J_ENQ:
+            if (m->store_state != MS_WRITTEN)
+                break;
+            at = rec_begin(b, J_ENQ);
+            wbuf_u32(b, o->qid);
+            wbuf_u64(b, o->seq);
+            wbuf_u64(b, m->store_id);
+            wbuf_u64(b, o->expires_wall);
+            wbuf_u32(b, o->deliveries);
+            rec_end(b, at);
+            break;
+        case J_DELIVER:
+            if (m && m->store_state != MS_WRITTEN)
+                break;
+            at = rec_begin(b, J_DELIVER);
+            wbuf_u32(b, o->qid);
+            wbuf_u64(b, o->seq);
+            wbuf_u32(b, o->deliveries);
+            rec_end(b, at);
+            break;
+        case J_ACK:
+            if (m && m->store_state != MS_WRITTEN)
+                break;
+            at = rec_begin(b, J_ACK);
+            wbuf_u32(b, o->qid);
+            wbuf_u64(b, o->seq);
+            wbuf_u64(b, o->seq_hi);
+            rec_end(b, at);
+            break;
+        case J_TX_BEGIN:
+        case J_TX_COMMIT:
+            at = rec_begin(b, o->type);
+            wbuf_u64(b, o->seq);
+            rec_end(b, at);
+            break;
+        }
+        st.stats.records++;
+    }
+    for (size_t i = 0; i < st.nops; i++)
+        msg_unref(st.ops[i].m);
+    if (st.nops > st.stats.batch_max_records)
+        st.stats.batch_max_records = st.nops;
+    st.nops = 0;
+}
+
+static void
+seg_header(struct wbuf *b, uint64_t seg)
+{
+    size_t at = rec_begin(b, J_SEG);
+    wbuf_u32(b, STORE_FORMAT);
+    wbuf_u64(b, seg);
+    rec_end(b, at);
+}
+
+static void job_done(struct io_job *j);
+
+/* Hand the open batch to the thread, if it is idle and there is work. */
+static void
+kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct io_job *j = &st.job;
+    (void)fd;
+    (void)what;
+    (void)arg;
+
+    if (st.busy || st.failed || st.in_tx)
+        return;
+    if (st.nops == 0 && st.defs.len == 0 && st.nunlink == 0)
+        return;
+    j->batch = st.open_batch++;
+    j->journal.len = 0;
+    if (st.nops > 0) {
+        if (st.cur_len >= st.seg_size) {
+            st.cur_seg++;
+            st.cur_len = 0;
+            st.stats.segments++;
+        }
+        if (st.cur_len == 0)
+            seg_header(&j->journal, st.cur_seg);
+        serialise(&j->journal);
+        st.cur_len += j->journal.len;
+    }
+    j->seg = st.cur_seg;
+    /* Definitions: compact into a snapshot once the log is mostly
+     * history, so a change costs what it changes, amortised. */
+    j->snapshot = false;
+    j->defs.len = 0;
+    j->defs_snap.len = 0;
+    if (st.defs.len > 0 &&
+        st.defs_log_records > 2 * st.defs_live + 1024) {
+        st.defs_gen++;
+        st.defs_live = defs_snapshot(&j->defs_snap, st.defs_gen);
+        defs_header(&j->defs, st.defs_gen);
+        st.defs_log_records = 0;
+        j->snapshot = true;
+    } else {
+        wbuf_bytes(&j->defs, st.defs.p, st.defs.len);
+    }
+    st.defs.len = 0;
+    free(j->unlink);
+    j->unlink = st.unlink;
+    j->nunlink = st.nunlink;
+    st.unlink = NULL;
+    st.nunlink = st.unlink_cap = 0;
+    st.busy = true;
+    st.stats.batches++;
+    st.stats.bytes_written += j->journal.len + j->defs.len + j->defs_snap.len;
+    io_submit(j);
+}
+
+/* Write the failed job's batch again, whole, at the start of a new
+ * segment: the old one is abandoned (what it held before the batch was
+ * synced and stays valid). The batch's messages move with it. */
+static void
+rewrite_job(struct io_job *j)
+{
+    uint64_t old = j->seg;
+    struct wbuf again = { 0 };
+    struct rec r;
+    size_t off = 0;
+
+    st.cur_seg++;
+    st.stats.segments++;
+    seg_header(&again, st.cur_seg);
+    if (rec_read(j->journal.p, j->journal.len, &r) == REC_OK && r.type == J_SEG)
+        off = r.size;
+    wbuf_bytes(&again, j->journal.p + off, j->journal.len - off);
+    wbuf_free(&j->journal);
+    j->journal = again;
+    j->seg = st.cur_seg;
+    st.cur_len = j->journal.len;
+    for (size_t i = 0; i < j->nmsgs; i++) {
+        struct msg *m = j->msgs[i];
+        if (m->store_state != MS_WRITTEN || m->store_seg != old)
+            continue;
+        m->store_seg = (uint32_t)st.cur_seg;
+        if (m->store_refs > 0) {
+            *live_of(old) -= m->store_size;
+            *live_of(st.cur_seg) += m->store_size;
+        }
+    }
+}
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    io_submit(&st.job);
+}
+
+static void
+release_job_msgs(struct io_job *j)
+{
+    for (size_t i = 0; i < j->nmsgs; i++)
+        msg_unref(j->msgs[i]);
+    j->nmsgs = 0;
+}
+
+static void
+job_done(struct io_job *j)
+{
+    if (j->err != 0) {
+        st.failures++;
+        log_warnx("store: batch %" PRIu64 " not written (%s); segment %" PRIu64
+                  " abandoned, nothing in the batch is confirmed, writing it "
+                  "again to a new segment", j->batch, j->errmsg, j->seg);
+        rewrite_job(j);
+        if (st.failures < 2) {
+            io_submit(j);
+            return;
+        }
+        if (!st.failed) {
+            st.failed = true;
+            log_warnx("store: writes keep failing: publishers are blocked "
+                      "until the disk takes writes again (retrying every "
+                      "second)");
+        }
+        struct timeval tv = { 1, 0 };
+        evtimer_add(st.retry, &tv);
+        return;
+    }
+    st.busy = false;
+    if (st.failed) {
+        st.failed = false;
+        log_info("store: writes succeed again; publishers may go on");
+    }
+    st.failures = 0;
+    st.stats.syncs += j->synced;
+    st.durable_batch = j->batch;
+    release_job_msgs(j);
+    wake_waiters();
+    schedule();
+}
+
+bool
+store_is_failed(void)
+{
+    return st.failed;
+}
+
+void
+store_get_stats(struct store_stats *s)
+{
+    *s = st.stats;
+    s->disk_bytes = 0;
+}
+
+/* ---- open and close ---- */
+
+static int
+read_file(const char *path, uint8_t **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+
+    *out = NULL;
+    *len = 0;
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    if (fstat(fd, &sb) != 0) {
+        close(fd);
+        return -1;
+    }
+    *len = (size_t)sb.st_size;
+    *out = xmalloc(*len + 1);
+    size_t got = 0;
+    while (got < *len) {
+        ssize_t n = read(fd, *out + got, *len - got);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)n;
+    }
+    *len = got;
+    close(fd);
+    return 1;
+}
+
+static int
+write_synced(const char *dir, const char *name, const char *text)
+{
+    char path[4200], tmp[4200];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(text);
+    if (write(fd, text, n) != (ssize_t)n || fsync(fd) != 0) {
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0)
+        return -1;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+int
+store_lock_dir(const char *dir, char *err, size_t errlen)
+{
+    char path[4200], pid[32];
+    snprintf(path, sizeof(path), "%s/LOCK", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        snprintf(err, errlen, "data directory %s is in use by process %s "
+                 "(%s is locked)", dir, pid[0] ? pid : "?", path);
+        close(fd);
+        return -1;
+    }
+    snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, strlen(pid), 0) < 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int
+store_check_format(const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    uint8_t *text;
+    size_t len;
+
+    snprintf(path, sizeof(path), "%s/FORMAT", dir);
+    int r = read_file(path, &text, &len);
+    if (r < 0) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (r == 0) {
+        char line[64];
+        snprintf(line, sizeof(line), "roost-store %d\n", STORE_FORMAT);
+        if (write_synced(dir, "FORMAT", line) != 0) {
+            snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    text[len] = '\0';
+    int v = 0;
+    if (sscanf((char *)text, "roost-store %d", &v) != 1 || v != STORE_FORMAT) {
+        snprintf(err, errlen, "%s says the data is in format '%.*s'; this "
+                 "roostd reads 'roost-store %d' only (an older roostd wrote "
+                 "it, or a newer one: use the release that did, or migrate)",
+                 path, (int)strcspn((char *)text, "\n"), (char *)text,
+                 STORE_FORMAT);
+        free(text);
+        return -1;
+    }
+    free(text);
+    return 0;
+}
+
+int
+store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
+{
+    char path[4200];
+
+    snprintf(st.dir, sizeof(st.dir), "%s", dir);
+    st.lock_fd = store_lock_dir(dir, err, errlen);
+    if (st.lock_fd < 0)
+        return -1;
+    if (store_check_format(dir, err, errlen) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/msgs", dir);
+    if (mkdir(path, 0750) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    st.seg_size = (uint64_t)cfg->store_segment_size;
+    st.next_msg_id = 1;
+    st.next_qid = 1;
+    st.next_txid = 1;
+    st.open_batch = 1;
+    st.durable_batch = 0;
+    TAILQ_INIT(&st.waiters);
+    st.kick = event_new(broker.base, -1, 0, kick_cb, NULL);
+    st.retry = evtimer_new(broker.base, retry_cb, NULL);
+    st.open = true;
+    return 0;
+}
+
+/* ---- recovery ---- */
+
+struct r_msg {
+    uint64_t id;
+    uint32_t seg;       /* index into the mapped segments */
+    uint32_t size;
+    const uint8_t *payload;
+    uint32_t len;
+    struct msg *m;
+};
+
+struct r_enq {
+    uint32_t qid;
+    uint32_t deliveries;
+    uint64_t seq, id, expires_wall, order;
+};
+
+struct r_range {
+    uint32_t qid;
+    uint64_t lo, hi;
+};
+
+struct r_del {
+    uint32_t qid, deliveries;
+    uint64_t seq;
+};
+
+struct recovery {
+    struct r_msg *msgs;
+    size_t nmsgs, msgs_cap;
+    struct r_enq *enqs;
+    size_t nenqs, enqs_cap;
+    struct r_range *acks;
+    size_t nacks, acks_cap;
+    struct r_del *dels;
+    size_t ndels, dels_cap;
+    uint64_t max_id;
+    uint64_t corrupt, torn;
+};
+
+static void
+scan_segment(struct recovery *rc, uint32_t idx, const char *name,
+             const uint8_t *p, size_t len)
+{
+    size_t off = 0;
+    struct rec rec;
+    /* A transaction's records count only with its commit. */
+    size_t tx_msgs = 0, tx_enqs = 0, tx_acks = 0, tx_dels = 0;
+    bool in_tx = false;
+
+    while (off < len) {
+        enum rec_status s = rec_read(p + off, len - off, &rec);
+        if (s == REC_END)
+            break;
+        if (s == REC_BAD) {
+            size_t next = rec_resync(p, len, off);
+            if (next == len) {
+                /* Only zeros after it: a write the crash cut short. */
+                log_warnx("store: %s: torn record at offset %zu cut", name, off);
+                rc->torn++;
+                break;
+            }
+            log_warnx("store: %s: corrupt record at offset %zu skipped (%zu "
+                      "bytes); the records after it are kept", name, off,
+                      next - off);
+            rc->corrupt++;
+            off = next;
+            continue;
+        }
+        struct rbuf r;
+        rbuf_init(&r, rec.payload, rec.len);
+        switch (rec.type) {
+        case J_MSG: {
+            struct r_msg m = { 0 };
+            m.id = rbuf_u64(&r);
+            m.seg = idx;
+            m.size = (uint32_t)rec.size;
+            m.payload = rec.payload;
+            m.len = rec.len;
+            if (!r.bad)
+                PUSH(rc->msgs, rc->nmsgs, rc->msgs_cap, m);
+            if (m.id > rc->max_id)
+                rc->max_id = m.id;
+            break;
+        }
+        case J_ENQ: {
+            struct r_enq e;
+            e.qid = rbuf_u32(&r);
+            e.seq = rbuf_u64(&r);
+            e.id = rbuf_u64(&r);
+            e.expires_wall = rbuf_u64(&r);
+            e.deliveries = rbuf_u32(&r);
+            e.order = rc->nenqs;
+            if (!r.bad)
+                PUSH(rc->enqs, rc->nenqs, rc->enqs_cap, e);
+            break;
+        }
+        case J_DELIVER: {
+            struct r_del d;
+            d.qid = rbuf_u32(&r);
+            d.seq = rbuf_u64(&r);
+            d.deliveries = rbuf_u32(&r);
+            if (!r.bad)
+                PUSH(rc->dels, rc->ndels, rc->dels_cap, d);
+            break;
+        }
+        case J_ACK: {
+            struct r_range a;
+            a.qid = rbuf_u32(&r);
+            a.lo = rbuf_u64(&r);
+            a.hi = rbuf_u64(&r);
+            if (!r.bad)
+                PUSH(rc->acks, rc->nacks, rc->acks_cap, a);
+            break;
+        }
+        case J_TX_BEGIN:
+            in_tx = true;
+            tx_msgs = rc->nmsgs;
+            tx_enqs = rc->nenqs;
+            tx_acks = rc->nacks;
+            tx_dels = rc->ndels;
+            break;
+        case J_TX_COMMIT:
+            in_tx = false;
+            break;
+        default:
+            break;
+        }
+        off += rec.size;
+    }
+    if (in_tx) {
+        log_warnx("store: %s: a transaction without its commit record is "
+                  "ignored", name);
+        rc->nmsgs = tx_msgs;
+        rc->nenqs = tx_enqs;
+        rc->nacks = tx_acks;
+        rc->ndels = tx_dels;
+    }
+}
+
+static int
+cmp_msg(const void *a, const void *b)
+{
+    const struct r_msg *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    /* The newest copy last. */
+    return x->seg < y->seg ? -1 : x->seg > y->seg;
+}
+
+static int
+cmp_enq(const void *a, const void *b)
+{
+    const struct r_enq *x = a, *y = b;
+    if (x->qid != y->qid)
+        return x->qid < y->qid ? -1 : 1;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int
+cmp_range(const void *a, const void *b)
+{
+    const struct r_range *x = a, *y = b;
+    if (x->qid != y->qid)
+        return x->qid < y->qid ? -1 : 1;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int
+cmp_del(const void *a, const void *b)
+{
+    const struct r_del *x = a, *y = b;
+    if (x->qid != y->qid)
+        return x->qid < y->qid ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static struct r_msg *
+find_msg(struct recovery *rc, uint64_t id)
+{
+    size_t lo = 0, hi = rc->nmsgs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rc->msgs[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* The last copy with this id. */
+    struct r_msg *found = NULL;
+    while (lo < rc->nmsgs && rc->msgs[lo].id == id)
+        found = &rc->msgs[lo++];
+    return found;
+}
+
+/* The message of record 'rm', made once. */
+static struct msg *
+restore_msg(struct r_msg *rm, const uint64_t *seg_numbers)
+{
+    struct rbuf r;
+    uint32_t xlen, rklen, hlen;
+
+    if (rm->m)
+        return rm->m;
+    rbuf_init(&r, rm->payload, rm->len);
+    (void)rbuf_u64(&r);
+    const uint8_t *x = rbuf_str(&r, &xlen);
+    const uint8_t *rk = rbuf_str(&r, &rklen);
+    const uint8_t *h = rbuf_str(&r, &hlen);
+    uint64_t blen = rbuf_u64(&r);
+    const uint8_t *body = rbuf_bytes(&r, (size_t)blen);
+    struct content_header ch;
+    if (r.bad || xlen > 255 || rklen > 255 ||
+        content_header_decode(h, hlen, &ch) != AMQP_OK || ch.body_size != blen) {
+        log_warnx("store: message %" PRIu64 " does not decode; dropped", rm->id);
+        return NULL;
+    }
+    struct msg *m = msg_new((struct amqp_bytes){ x, xlen },
+                            (struct amqp_bytes){ rk, rklen }, h, hlen, &ch,
+                            false);
+    msg_body_copy_in(m, body);
+    m->store_id = rm->id;
+    m->store_state = MS_WRITTEN;
+    m->store_seg = (uint32_t)seg_numbers[rm->seg];
+    m->store_size = rm->size;
+    *live_of(m->store_seg) += m->store_size;
+    st.stats.live_bytes += m->store_size;
+    rm->m = m;
+    return m;
+}
+
+static struct queue *
+queue_by_sid(uint32_t sid)
+{
+    size_t pos = 0, qpos;
+    struct hmap_slot *s, *qs;
+    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
+        struct vhost *vh = s->val;
+        qpos = 0;
+        while ((qs = hmap_next(&vh->queues, &qpos)) != NULL)
+            if (((struct queue *)qs->val)->sid == sid)
+                return qs->val;
+    }
+    return NULL;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int
+recover_defs(uint32_t *max_qid)
+{
+    char path[4200];
+    uint8_t *p;
+    size_t len;
+    uint64_t snap_gen = 0, log_gen = 0;
+    long n = 0;
+
+    snprintf(path, sizeof(path), "%s/defs.snap", st.dir);
+    if (read_file(path, &p, &len) < 0)
+        return -1;
+    if (p) {
+        n += defs_replay("defs.snap", p, len, &snap_gen, max_qid);
+        free(p);
+    }
+    snprintf(path, sizeof(path), "%s/defs.log", st.dir);
+    if (read_file(path, &p, &len) < 0)
+        return -1;
+    if (p) {
+        long k = defs_replay("defs.log", p, len, &log_gen, max_qid);
+        n += k;
+        st.defs_log_records = (uint64_t)k;
+        free(p);
+    }
+    st.defs_gen = snap_gen > log_gen ? snap_gen : log_gen;
+    return (int)n;
+}
+
+int
+store_recover(void)
+{
+    uint64_t t0 = now_ms();
+    char path[4200];
+    struct recovery rc = { 0 };
+    uint32_t max_qid = 0;
+    uint64_t *segs = NULL;
+    size_t nsegs = 0, segs_cap = 0;
+
+    defs_quiet(true);
+    int ndefs = recover_defs(&max_qid);
+    if (ndefs < 0) {
+        defs_quiet(false);
+        log_warn("store: cannot read the definitions in %s", st.dir);
+        return -1;
+    }
+    st.next_qid = max_qid + 1;
+
+    /* The journal's segments, oldest first. */
+    snprintf(path, sizeof(path), "%s/msgs", st.dir);
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        defs_quiet(false);
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        unsigned long long n;
+        char tail[8];
+        if (sscanf(de->d_name, "%llu.se%1s", &n, tail) == 2 &&
+            strcmp(tail, "g") == 0)
+            PUSH(segs, nsegs, segs_cap, (uint64_t)n);
+    }
+    closedir(d);
+    if (nsegs)
+        qsort(segs, nsegs, sizeof(*segs), cmp_u64);
+    void **maps = xcalloc(nsegs + 1, sizeof(*maps));
+    size_t *lens = xcalloc(nsegs + 1, sizeof(*lens));
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < nsegs; i++) {
+        char name[64];
+        io_seg_name(name, sizeof(name), segs[i]);
+        snprintf(path, sizeof(path), "%s/msgs/%s", st.dir, name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        struct stat sb;
+        if (fd < 0 || fstat(fd, &sb) != 0) {
+            log_warn("store: cannot open %s", path);
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        if (sb.st_size > 0) {
+            maps[i] = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE,
+                           fd, 0);
+            if (maps[i] == MAP_FAILED) {
+                maps[i] = NULL;
+            } else {
+                lens[i] = (size_t)sb.st_size;
+                madvise(maps[i], lens[i], MADV_SEQUENTIAL | MADV_WILLNEED);
+                scan_segment(&rc, (uint32_t)i, name, maps[i], lens[i]);
+                bytes += lens[i];
+            }
+        }
+        close(fd);
+    }
+    st.base = nsegs ? segs[0] : 1;
+    st.first_seg = st.base;
+    st.cur_seg = nsegs ? segs[nsegs - 1] + 1 : 1;
+    st.cur_len = 0;
+    st.stats.segments = nsegs + 1;
+    st.next_msg_id = rc.max_id + 1;
+
+    if (rc.nmsgs)
+        qsort(rc.msgs, rc.nmsgs, sizeof(*rc.msgs), cmp_msg);
+    if (rc.nenqs)
+        qsort(rc.enqs, rc.nenqs, sizeof(*rc.enqs), cmp_enq);
+    if (rc.nacks)
+        qsort(rc.acks, rc.nacks, sizeof(*rc.acks), cmp_range);
+    if (rc.ndels)
+        qsort(rc.dels, rc.ndels, sizeof(*rc.dels), cmp_del);
+
+    uint64_t nrec = 0, nqueues = 0, orphans = 0, now_wall = wall_ms(),
+             now = now_ms();
+    size_t ai = 0, di = 0;
+    struct queue *q = NULL;
+    uint32_t qid = 0;
+    for (size_t i = 0; i < rc.nenqs; i++) {
+        struct r_enq *e = &rc.enqs[i];
+        /* Of several records for one entry (moved), the last counts. */
+        if (i + 1 < rc.nenqs && rc.enqs[i + 1].qid == e->qid &&
+            rc.enqs[i + 1].seq == e->seq)
+            continue;
+        if (e->qid != qid) {
+            qid = e->qid;
+            q = queue_by_sid(qid);
+            if (q)
+                nqueues++;
+        }
+        if (q == NULL) {
+            orphans++;
+            continue;
+        }
+        while (ai < rc.nacks && (rc.acks[ai].qid < e->qid ||
+                                 (rc.acks[ai].qid == e->qid &&
+                                  rc.acks[ai].hi < e->seq)))
+            ai++;
+        bool acked = false;
+        for (size_t k = ai; k < rc.nacks && rc.acks[k].qid == e->qid &&
+                            rc.acks[k].lo <= e->seq; k++)
+            if (rc.acks[k].hi >= e->seq) {
+                acked = true;
+                break;
+            }
+        if (acked)
+            continue;
+        uint32_t deliveries = e->deliveries;
+        while (di < rc.ndels && (rc.dels[di].qid < e->qid ||
+                                 (rc.dels[di].qid == e->qid &&
+                                  rc.dels[di].seq < e->seq)))
+            di++;
+        for (size_t k = di; k < rc.ndels && rc.dels[k].qid == e->qid &&
+                            rc.dels[k].seq == e->seq; k++)
+            if (rc.dels[k].deliveries > deliveries)
+                deliveries = rc.dels[k].deliveries;
+        struct r_msg *rm = find_msg(&rc, e->id);
+        struct msg *m = rm ? restore_msg(rm, segs) : NULL;
+        if (m == NULL) {
+            log_warnx("store: queue '%s': message %" PRIu64 " at position %"
+                      PRIu64 " is missing from the journal; dropped", q->name,
+                      e->id, e->seq);
+            continue;
+        }
+        uint64_t expires = 0;
+        if (e->expires_wall == 1)
+            expires = 1;
+        else if (e->expires_wall > 1)
+            expires = e->expires_wall > now_wall
+                          ? now + (e->expires_wall - now_wall) : 1;
+        m->store_refs++;
+        queue_restore(q, m, e->seq, expires, deliveries);
+        nrec++;
+    }
+    /* Each restored message holds itself once; the queues hold the rest. */
+    for (size_t i = 0; i < rc.nmsgs; i++)
+        msg_unref(rc.msgs[i].m);
+    for (size_t i = 0; i < nsegs; i++)
+        if (maps[i])
+            munmap(maps[i], lens[i]);
+    free(maps);
+    free(lens);
+    free(segs);
+    free(rc.msgs);
+    free(rc.enqs);
+    free(rc.acks);
+    free(rc.dels);
+    defs_quiet(false);
+    collect_dead_segments();
+    /* The queues restored: expire what is due, arm timers. */
+    size_t pos = 0, qpos;
+    struct hmap_slot *s, *qs;
+    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
+        struct vhost *vh = s->val;
+        qpos = 0;
+        while ((qs = hmap_next(&vh->queues, &qpos)) != NULL)
+            queue_arm(qs->val);
+    }
+    log_info("store: recovered %d definitions, %" PRIu64 " messages in %"
+             PRIu64 " durable queues from %zu segments (%" PRIu64 " bytes) "
+             "in %" PRIu64 " ms; %" PRIu64 " orphan records dropped, %" PRIu64
+             " corrupt records skipped, %" PRIu64 " torn tails cut",
+             ndefs, nrec, nqueues, nsegs, bytes, now_ms() - t0, orphans,
+             rc.corrupt, rc.torn);
+    if (io_start(st.dir, st.seg_size, job_done) != 0) {
+        log_warn("store: cannot start the I/O thread");
+        return -1;
+    }
+    schedule();
+    return 0;
+}
+
+void
+store_close(void)
+{
+    if (!st.open)
+        return;
+    /* What is pending goes to disk; nothing after this is recorded (the
+     * shutdown's own teardown of queues is not a deletion). */
+    while (st.busy || store_has_pending() || st.nunlink) {
+        if (st.busy) {
+            io_wait();
+            continue;
+        }
+        if (st.failed)
+            break;
+        kick_cb(-1, 0, NULL);
+        if (!st.busy)
+            break;
+    }
+    st.closing = true;
+    io_stop();
+    st.open = false;
+    /* Whoever still waits hears now (their connections are closing). */
+    st.durable_batch = st.open_batch;
+    wake_waiters();
+    for (size_t i = 0; i < st.nops; i++)
+        msg_unref(st.ops[i].m);
+    free(st.ops);
+    wbuf_free(&st.defs);
+    wbuf_free(&st.job.journal);
+    wbuf_free(&st.job.defs);
+    wbuf_free(&st.job.defs_snap);
+    release_job_msgs(&st.job);
+    free(st.job.msgs);
+    free(st.job.unlink);
+    free(st.unlink);
+    free(st.live);
+    if (st.kick)
+        event_free(st.kick);
+    if (st.retry)
+        event_free(st.retry);
+    close(st.lock_fd);
+}

@@ -1,0 +1,106 @@
+/*
+ * The store, as the event loop sees it: durable definitions and
+ * persistent messages on disk (docs/storage.md has the format).
+ *
+ * Everything here runs on the event-loop thread. The store collects what
+ * changes into an open batch; whenever its I/O thread is idle, the open
+ * batch is serialised and handed over, and the thread appends it to the
+ * journal (and the definitions log), syncs, and reports back. So many
+ * publishes share one fdatasync: the batch is whatever arrived while the
+ * previous sync ran. Whoever must not answer before the disk has it
+ * (publisher confirms, tx.commit-ok, a durable declare-ok) takes the
+ * number of the open batch and waits for it with a store_waiter.
+ *
+ * The store learns of a queue entry's life only from queue.c (push,
+ * take, settle) and of definitions only from defs_changed (defs.h).
+ */
+#ifndef ROOST_BROKER_STORE_STORE_H
+#define ROOST_BROKER_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+struct queue;
+struct qentry;
+struct msg;
+struct config;
+
+/* Something waiting for batch 'batch' to be durable: 'durable' is called
+ * once it is (or at shutdown), after the waiter was taken off the list. */
+struct store_waiter {
+    TAILQ_ENTRY(store_waiter) link;
+    uint64_t batch;
+    bool waiting;
+    void (*durable)(struct store_waiter *w);
+};
+
+/*
+ * Lock the data directory (flock: a second roostd gets -1 and a message
+ * naming the holder's pid), check or write its format version, and start
+ * the I/O thread. -1 with a message in 'err' on failure.
+ */
+int store_open(const char *dir, const struct config *cfg, char *err,
+               size_t errlen);
+
+/* The pieces of store_open, for offline tools: lock 'dir' (returns the
+ * lock's fd) and check its format version (writing it if new). */
+int store_lock_dir(const char *dir, char *err, size_t errlen);
+int store_check_format(const char *dir, char *err, size_t errlen);
+
+/* Rebuild the durable definitions and every durable queue's messages
+ * from disk, and log what was recovered and how long it took. Runs
+ * before the listeners open. -1 if the data cannot be read at all. */
+int store_recover(void);
+
+/* Write and sync what is pending, stop the thread, unlock. */
+void store_close(void);
+
+/* Whether 'q' keeps its persistent messages on disk. */
+bool store_queue_is_durable(const struct queue *q);
+
+/* A new entry in 'q'. True if it went to the store: the publish's
+ * confirm then waits for store_open_batch(). */
+bool store_enqueue(struct queue *q, const struct qentry *e);
+
+/* The entry was handed out (its delivery count changed). */
+void store_delivered(struct queue *q, const struct qentry *e);
+
+/* The entry left 'q' for good (acked, expired, dead-lettered, purged). */
+void store_settled(struct queue *q, const struct qentry *e);
+
+/* The queue is gone with everything in it (its records become orphans). */
+void store_queue_gone(struct queue *q);
+
+/* Publishes and settlements of one tx.commit: recovery applies all of
+ * them or none. store_tx_end says whether the transaction wrote to the
+ * store (its commit-ok must then wait for store_open_batch()). */
+void store_tx_begin(void);
+bool store_tx_end(void);
+
+/* The number of the batch now being collected, and whether anything in
+ * it needs the disk. */
+uint64_t store_open_batch(void);
+bool store_has_pending(void);
+
+/* How many definition records have been written so far: a handler that
+ * changed it must hold its reply for the disk (conn_hold_for_store). */
+uint64_t store_defs_written(void);
+
+/* Wait for batch 'batch'; a batch already durable calls back at once. */
+void store_wait(struct store_waiter *w, uint64_t batch);
+void store_unwait(struct store_waiter *w);
+
+/* True while the store cannot write: publishers are blocked. */
+bool store_is_failed(void);
+
+/* The messages and bytes held by the store, for logs and metrics. */
+struct store_stats {
+    uint64_t batches, syncs, records, bytes_written;
+    uint64_t batch_max_records;
+    uint64_t segments, live_bytes, disk_bytes;
+};
+void store_get_stats(struct store_stats *s);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * The definitions log, inside the store: durable vhosts, exchanges,
+ * queues and bindings as records in defs.log, compacted from time to
+ * time into defs.snap (docs/storage.md). store.c owns the files' I/O;
+ * this is the encoding, the replay and the snapshot.
+ */
+#ifndef ROOST_BROKER_STORE_STORE_DEFS_H
+#define ROOST_BROKER_STORE_STORE_DEFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker/defs.h"
+#include "broker/store/record.h"
+
+struct exchange;
+struct queue;
+struct binding;
+
+enum {
+    D_HEADER = 1, D_VHOST, D_VHOST_DEL, D_EXCHANGE, D_EXCHANGE_DEL,
+    D_QUEUE, D_QUEUE_DEL, D_BIND, D_UNBIND,
+    /* users, permissions and policies will follow: 10 and up */
+};
+
+#define STORE_FORMAT 1
+
+/* defs_changed() lands here (defs.c). */
+void store_defs_changed(enum defs_event ev, const void *obj);
+
+/* Whether the store keeps this object. */
+bool store_keeps_exchange(const struct exchange *x);
+bool store_keeps_queue(const struct queue *q);
+bool store_keeps_binding(const struct binding *b);
+
+/* Append the record for one change to 'out'; false if it is not kept. */
+bool defs_encode(struct wbuf *out, enum defs_event ev, const void *obj);
+
+/* Every kept definition, as a snapshot with generation 'gen'; returns
+ * how many objects it holds. */
+uint64_t defs_snapshot(struct wbuf *out, uint64_t gen);
+
+/* A header record for generation 'gen'. */
+void defs_header(struct wbuf *out, uint64_t gen);
+
+/*
+ * Apply the records in 'p' (a snapshot or log file) to the broker.
+ * Returns the records applied, or -1 if the file is unusable; notes the
+ * file's generation in '*gen' (0 if it has no header), the largest queue
+ * id in '*max_qid', and logs each bad record.
+ */
+long defs_replay(const char *file, const uint8_t *p, size_t len,
+                 uint64_t *gen, uint32_t *max_qid);
+
+#endif
