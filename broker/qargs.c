@@ -5,6 +5,8 @@
  */
 #include "broker/qargs.h"
 
+#include "broker/queue.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +144,7 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
                             "invalid_overflow");
         } else if (amqp_bytes_eq(k, "x-queue-type")) {
             if (v.kind != AMQP_FIELD_LONGSTR ||
-                !amqp_bytes_eq(v.v.str, "classic")) {
+                (out->type = queue_ops_find(v.v.str)) == NULL) {
                 snprintf(err, errlen, "queue type '%.*s' is not implemented; "
                          "only 'classic'",
                          v.kind == AMQP_FIELD_LONGSTR ? (int)v.v.str.len : 1,

@@ -16,7 +16,10 @@
 
 enum qargs_overflow { OVERFLOW_DROP_HEAD, OVERFLOW_REJECT_PUBLISH };
 
+struct queue_ops;
+
 struct qargs {
+    const struct queue_ops *type;   /* x-queue-type; NULL: classic */
     int64_t message_ttl;        /* ms; -1: none */
     int64_t expires;            /* ms; 0: never */
     int64_t max_length;         /* messages; -1: no limit */

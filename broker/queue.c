@@ -18,12 +18,26 @@
 #include "broker/util.h"
 #include "broker/vhost.h"
 
+const struct queue_ops queue_classic_ops = { "classic", true };
+
+static const struct queue_ops *const queue_types[] = { &queue_classic_ops };
+
+const struct queue_ops *
+queue_ops_find(struct amqp_bytes name)
+{
+    for (size_t i = 0; i < NELEMS(queue_types); i++)
+        if (amqp_bytes_eq(name, queue_types[i]->type))
+            return queue_types[i];
+    return NULL;
+}
+
 struct queue *
 queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
           bool exclusive, bool auto_delete, struct conn *owner,
           struct amqp_table args, struct qargs *qa)
 {
     struct queue *q = xcalloc(1, sizeof(*q));
+    q->ops = qa->type ? qa->type : &queue_classic_ops;
     q->name = xstrndup(name.ptr, name.len);
     q->name_len = name.len;
     q->vh = vh;

@@ -38,6 +38,21 @@ struct qentry {
     uint32_t deliveries;        /* times handed out (survives restarts) */
 };
 
+/*
+ * A queue type, in the way of struct exchange_ops: "classic" now; quorum
+ * and stream queues will each bring their own. x-queue-type names one.
+ */
+struct queue_ops {
+    const char *type;
+    /* whether its durable queues keep persistent messages in the store */
+    bool stores_messages;
+};
+
+extern const struct queue_ops queue_classic_ops;
+
+/* The type called 'name', or NULL if Roost has none. */
+const struct queue_ops *queue_ops_find(struct amqp_bytes name);
+
 struct consumer {
     struct queue *q;
     struct channel *ch;
@@ -54,6 +69,7 @@ struct consumer {
 TAILQ_HEAD(consumer_list, consumer);
 
 struct queue {
+    const struct queue_ops *ops;
     char *name;
     size_t name_len;
     struct vhost *vh;

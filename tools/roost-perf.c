@@ -98,6 +98,7 @@ static struct opts {
     uint64_t count;             /* per producer; consume-only: total */
     int confirm;                /* outstanding confirms per producer */
     bool persistent;
+    const char *queue_type;     /* x-queue-type, or NULL */
     int prefetch;
     bool autoack;
     int multi_ack;
@@ -1443,9 +1444,17 @@ setup_topology(struct link *l)
 
         snprintf(q->name, sizeof(q->name), "%s%d", o.prefix, i);
         /* Consume-only looks the queue up (passive) to learn its backlog. */
+        amqp_table_entry_t qt = { amqp_cstring_bytes("x-queue-type"),
+                                  { AMQP_FIELD_KIND_UTF8, { 0 } } };
+        amqp_table_t qargs = amqp_empty_table;
+        if (o.queue_type && !o.consume_only) {
+            qt.value.value.bytes = amqp_cstring_bytes(o.queue_type);
+            qargs.num_entries = 1;
+            qargs.entries = &qt;
+        }
         ok = amqp_queue_declare(l->st, CH, amqp_cstring_bytes(q->name),
-                                o.consume_only, o.persistent, 0, 0,
-                                amqp_empty_table);
+                                o.consume_only, o.persistent || o.queue_type,
+                                0, 0, qargs);
         if (rpc_check(l, "queue.declare", EXIT_BROKER) != 0)
             return -1;
         if (o.consume_only) {
@@ -1592,6 +1601,8 @@ usage(FILE *f)
 "  --count N             messages per producer; consume-only: messages in total\n"
 "  --confirm N           publisher confirms, N outstanding per producer\n"
 "  --persistent          durable queues, delivery mode 2\n"
+"  --queue-type T        declare the queues durable with x-queue-type T\n"
+"                        (classic, quorum)\n"
 "  --prefetch N          basic.qos per consumer (default 0: none)\n"
 "  --autoack             no acks (default: manual acks)\n"
 "  --multi-ack N         ack every N messages with multiple=true (default 1)\n"
@@ -1635,7 +1646,7 @@ parse_args(int argc, char **argv)
         O_URI = 256, O_HOST, O_PORT, O_USER, O_PASS, O_VHOST, O_TLS, O_CACERT,
         O_CERT, O_KEY, O_INSECURE, O_FRAME_MAX, O_PRODUCERS, O_CONSUMERS,
         O_QUEUES, O_EXCHANGE, O_FANOUT, O_SIZE, O_RATE, O_DURATION, O_COUNT,
-        O_CONFIRM, O_PERSISTENT, O_PREFETCH, O_AUTOACK, O_MULTI_ACK,
+        O_CONFIRM, O_PERSISTENT, O_QUEUE_TYPE, O_PREFETCH, O_AUTOACK, O_MULTI_ACK,
         O_PUBLISH_ONLY, O_CONSUME_ONLY, O_PREFIX, O_KEEP, O_BATCH, O_DRAIN,
         O_JSON, O_INTERVAL, O_QUIET, O_FAIL_ON_LOSS, O_HELP,
     };
@@ -1652,6 +1663,7 @@ parse_args(int argc, char **argv)
         { "rate", 1, 0, O_RATE }, { "duration", 1, 0, O_DURATION },
         { "count", 1, 0, O_COUNT }, { "confirm", 1, 0, O_CONFIRM },
         { "persistent", 0, 0, O_PERSISTENT },
+        { "queue-type", 1, 0, O_QUEUE_TYPE },
         { "prefetch", 1, 0, O_PREFETCH }, { "autoack", 0, 0, O_AUTOACK },
         { "multi-ack", 1, 0, O_MULTI_ACK },
         { "publish-only", 0, 0, O_PUBLISH_ONLY },
@@ -1741,6 +1753,7 @@ parse_args(int argc, char **argv)
             o.confirm = (int)num_arg("--confirm", optarg, 0, 1 << 20);
             break;
         case O_PERSISTENT: o.persistent = true; break;
+        case O_QUEUE_TYPE: o.queue_type = optarg; break;
         case O_PREFETCH:
             o.prefetch = (int)num_arg("--prefetch", optarg, 0, 65535);
             break;

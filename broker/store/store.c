@@ -208,7 +208,7 @@ store_enqueue(struct queue *q, const struct qentry *e)
     struct msg *m = e->m;
 
     if (!st.open || st.closing || q->sid == 0 || q->store_gone ||
-        !m->persistent)
+        !m->persistent || !q->ops->stores_messages)
         return false;
     if (m->store_id == 0) {
         m->store_id = st.next_msg_id++;
@@ -1256,12 +1256,17 @@ store_close(void)
         return;
     /* What is pending goes to disk; nothing after this is recorded (the
      * shutdown's own teardown of queues is not a deletion). */
-    while (st.busy || store_has_pending() || st.nunlink) {
+    for (;;) {
+        if (st.failed) {
+            log_warnx("store: stopping while the disk refuses writes; what "
+                      "was not synced was not confirmed either");
+            break;
+        }
         if (st.busy) {
             io_wait();
             continue;
         }
-        if (st.failed)
+        if (!store_has_pending() && st.nunlink == 0)
             break;
         kick_cb(-1, 0, NULL);
         if (!st.busy)
