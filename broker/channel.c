@@ -511,6 +511,18 @@ channel_cancel_consumer(struct channel *ch, struct amqp_bytes tag)
 }
 
 void
+channel_foreach_unacked(struct channel *ch,
+                        void (*fn)(struct queue *q, struct qentry *e,
+                                   void *arg), void *arg)
+{
+    for (size_t i = 0; i < ch->ua_len; i++) {
+        struct unacked *u = ua_at(ch, i);
+        if (u->e.m != NULL)
+            fn(u->q, &u->e, arg);
+    }
+}
+
+void
 channel_resume(struct channel *ch)
 {
     size_t pos = 0;

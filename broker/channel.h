@@ -140,6 +140,11 @@ void channel_consumer_cancelled(struct channel *ch, struct consumer *c);
 /* Send the publisher confirms that became due (end of a read). */
 void channel_flush_confirms(struct channel *ch);
 
+/* Call 'fn' for each delivery the channel holds unacked. */
+void channel_foreach_unacked(struct channel *ch,
+                             void (*fn)(struct queue *q, struct qentry *e,
+                                        void *arg), void *arg);
+
 /* Output drained below the low watermark: retry dispatch for this
  * channel's consumers. */
 void channel_resume(struct channel *ch);

@@ -537,6 +537,17 @@ conn_buffer_bytes(void)
 }
 
 void
+conn_foreach_unacked(void (*fn)(struct queue *q, struct qentry *e, void *arg),
+                     void *arg)
+{
+    struct conn *c;
+    TAILQ_FOREACH(c, &conns, link)
+        for (uint32_t i = 0; i < c->channels_cap; i++)
+            if (c->channels[i])
+                channel_foreach_unacked(c->channels[i], fn, arg);
+}
+
+void
 conn_free_all(void)
 {
     struct conn *c;

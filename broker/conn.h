@@ -181,6 +181,12 @@ void conn_channel_closed(struct conn *c, uint16_t number);
  * of it: hold output and input until the store's open batch is durable. */
 void conn_hold_for_store(struct conn *c);
 
+/* Call 'fn' for every delivery any channel holds unacked (the store's
+ * compaction finds the live entries that way). */
+struct qentry;
+void conn_foreach_unacked(void (*fn)(struct queue *q, struct qentry *e,
+                                     void *arg), void *arg);
+
 /* Queue a channel's confirms for the end of the current read. */
 void conn_confirm_dirty(struct conn *c, uint16_t number);
 

@@ -157,6 +157,15 @@ queue_push(struct queue *q, struct msg *m)
 }
 
 void
+queue_foreach_ready(struct queue *q,
+                    void (*fn)(struct queue *q, struct qentry *e, void *arg),
+                    void *arg)
+{
+    for (size_t i = 0; i < q->len; i++)
+        fn(q, at(q, i), arg);
+}
+
+void
 queue_restore(struct queue *q, struct msg *m, uint64_t seq,
               uint64_t expires_at, uint32_t deliveries)
 {

@@ -120,6 +120,11 @@ void queue_unref(struct queue *q);
  * it (persistent, durable queue: a confirm waits for the disk), else 0. */
 int queue_push(struct queue *q, struct msg *m);
 
+/* Call 'fn' for each ready entry, in order. */
+void queue_foreach_ready(struct queue *q,
+                         void (*fn)(struct queue *q, struct qentry *e,
+                                    void *arg), void *arg);
+
 /* Recovery: append an entry the store rebuilt, in sequence order,
  * taking a new reference to 'm'; not written back to the store. */
 void queue_restore(struct queue *q, struct msg *m, uint64_t seq,

@@ -124,12 +124,14 @@ open_segment(struct io_job *j)
         errno != EOPNOTSUPP) {
         int e = errno;
         close(fd);
+        unlinkat(io.msgdirfd, name, 0);
         errno = e;
         return fail(j, "cannot preallocate segment");
     }
     if (injected_failure() || fsync(io.msgdirfd) != 0) {
         int e = errno;
         close(fd);
+        unlinkat(io.msgdirfd, name, 0);
         errno = e;
         return fail(j, "cannot sync the journal directory");
     }

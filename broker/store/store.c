@@ -32,17 +32,18 @@
 
 #include "amqp/props.h"
 #include "broker/broker.h"
+#include "broker/conn.h"
 #include "broker/defs.h"
 #include "broker/log.h"
 #include "broker/msg.h"
 #include "broker/queue.h"
 #include "broker/store/io.h"
+#include "broker/store/journal.h"
 #include "broker/store/record.h"
 #include "broker/store/store_defs.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
-enum { J_SEG = 1, J_MSG, J_ENQ, J_DELIVER, J_ACK, J_TX_BEGIN, J_TX_COMMIT };
 enum { MS_NONE, MS_PENDING, MS_WRITTEN };
 
 /* One change waiting in the open batch. 'm' holds a reference while its
@@ -58,6 +59,11 @@ struct op {
 };
 
 TAILQ_HEAD(waiter_list, store_waiter);
+
+/* One segment: bytes of live message records in it, bytes written. */
+struct segacct {
+    uint64_t live, written;
+};
 
 #define PUSH(arr, n, cap, v)                                                 \
     do {                                                                     \
@@ -90,8 +96,10 @@ static struct {
     /* the journal's segments: live bytes of each, from 'base' on */
     uint64_t cur_seg, cur_len;
     uint64_t first_seg;
-    uint64_t *live;
+    struct segacct *live;
     size_t nlive;
+    uint64_t disk_bytes;        /* written to segments that still exist */
+    uint64_t compactions, copied_bytes;
     uint64_t base;
     uint64_t *unlink;
     size_t nunlink, unlink_cap;
@@ -106,8 +114,8 @@ static struct {
 
 /* ---- segments ---- */
 
-static uint64_t *
-live_of(uint64_t seg)
+static struct segacct *
+seg_of(uint64_t seg)
 {
     if (seg < st.base)
         fatalx("store: segment %" PRIu64 " below base %" PRIu64, seg, st.base);
@@ -123,6 +131,12 @@ live_of(uint64_t seg)
     return &st.live[i];
 }
 
+static uint64_t *
+live_of(uint64_t seg)
+{
+    return &seg_of(seg)->live;
+}
+
 /* Queue every dead segment at the front of the journal for deletion
  * (with the next job, after its sync). */
 static void
@@ -134,6 +148,7 @@ collect_dead_segments(void)
             st.unlink = xrealloc(st.unlink, st.unlink_cap * sizeof(*st.unlink));
         }
         st.unlink[st.nunlink++] = st.first_seg;
+        st.disk_bytes -= seg_of(st.first_seg)->written;
         st.first_seg++;
         st.stats.segments--;
     }
@@ -504,6 +519,8 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
             seg_header(&j->journal, st.cur_seg);
         serialise(&j->journal);
         st.cur_len += j->journal.len;
+        seg_of(st.cur_seg)->written += j->journal.len;
+        st.disk_bytes += j->journal.len;
     }
     j->seg = st.cur_seg;
     /* Definitions: compact into a snapshot once the log is mostly
@@ -554,6 +571,8 @@ rewrite_job(struct io_job *j)
     j->journal = again;
     j->seg = st.cur_seg;
     st.cur_len = j->journal.len;
+    seg_of(st.cur_seg)->written += j->journal.len;
+    st.disk_bytes += j->journal.len;
     for (size_t i = 0; i < j->nmsgs; i++) {
         struct msg *m = j->msgs[i];
         if (m->store_state != MS_WRITTEN || m->store_seg != old)
@@ -573,6 +592,88 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     (void)arg;
     io_submit(&st.job);
+}
+
+/* ---- compaction ---- */
+
+struct compact_ctx {
+    uint64_t seg;
+    uint64_t copied;
+};
+
+/* A live entry whose message is in the segment being compacted: write
+ * the message again (once) and the entry, as it is now, after it. */
+static void
+compact_entry(struct queue *q, struct qentry *e, void *arg)
+{
+    struct compact_ctx *cc = arg;
+    struct msg *m = e->m;
+
+    if (q->sid == 0 || q->store_gone || m->store_id == 0)
+        return;
+    if (m->store_state == MS_WRITTEN && m->store_seg == cc->seg) {
+        *live_of(m->store_seg) -= m->store_size;
+        st.stats.live_bytes -= m->store_size;
+        cc->copied += m->store_size;
+        m->store_state = MS_PENDING;
+        add_op(J_MSG, 0, 0, m);
+    } else if (!(m->store_state == MS_PENDING && m->store_seg == cc->seg)) {
+        return;
+    }
+    struct op *o = add_op(J_ENQ, q->sid, e->seq, m);
+    o->deliveries = e->deliveries;
+    if (e->expires_at > 1) {
+        uint64_t now = now_ms();
+        o->expires_wall = wall_ms() + (e->expires_at > now ? e->expires_at - now
+                                                           : 0);
+    } else if (e->expires_at == 1) {
+        o->expires_wall = 1;
+    }
+}
+
+/*
+ * The oldest segment holds the journal back: every segment after it
+ * waits for it to go. Copy its live messages forward when at most half
+ * of it is live (each byte copied frees at least one), or when the
+ * journal holds more than twice the live bytes and two segments more
+ * (a long-lived backlog at the front would otherwise keep any number of
+ * dead segments behind it). Then the segment is deleted with the batch
+ * that holds the copies, after its sync.
+ */
+static void
+maybe_compact(void)
+{
+    static uint64_t stuck;
+
+    if (st.first_seg >= st.cur_seg || st.first_seg == stuck)
+        return;
+    struct segacct *a = seg_of(st.first_seg);
+    bool sparse = a->live * 2 <= a->written;
+    bool bloated = st.disk_bytes > 2 * st.stats.live_bytes + 2 * st.seg_size;
+    if (a->live == 0 || !(sparse || bloated))
+        return;
+    struct compact_ctx cc = { st.first_seg, 0 };
+    size_t pos = 0, qpos;
+    struct hmap_slot *s, *qs;
+    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
+        struct vhost *vh = s->val;
+        qpos = 0;
+        while ((qs = hmap_next(&vh->queues, &qpos)) != NULL)
+            queue_foreach_ready(qs->val, compact_entry, &cc);
+    }
+    conn_foreach_unacked(compact_entry, &cc);
+    st.compactions++;
+    st.copied_bytes += cc.copied;
+    log_debug("store: compacting segment %" PRIu64 ": %" PRIu64 " of %" PRIu64
+              " bytes live, copied forward (%s)", cc.seg, cc.copied,
+              a->written, sparse ? "mostly dead" : "journal over twice live");
+    if (a->live == 0) {
+        collect_dead_segments();
+    } else {
+        stuck = cc.seg;
+        log_warnx("store: segment %" PRIu64 " keeps %" PRIu64 " live bytes "
+                  "that compaction did not find", cc.seg, a->live);
+    }
 }
 
 static void
@@ -616,6 +717,7 @@ job_done(struct io_job *j)
     st.durable_batch = j->batch;
     release_job_msgs(j);
     wake_waiters();
+    maybe_compact();
     schedule();
 }
 
@@ -1107,6 +1209,7 @@ store_recover(void)
         qsort(segs, nsegs, sizeof(*segs), cmp_u64);
     void **maps = xcalloc(nsegs + 1, sizeof(*maps));
     size_t *lens = xcalloc(nsegs + 1, sizeof(*lens));
+    uint64_t *seglens = xcalloc(nsegs + 1, sizeof(*seglens));
     uint64_t bytes = 0;
     for (size_t i = 0; i < nsegs; i++) {
         char name[64];
@@ -1130,12 +1233,18 @@ store_recover(void)
                 madvise(maps[i], lens[i], MADV_SEQUENTIAL | MADV_WILLNEED);
                 scan_segment(&rc, (uint32_t)i, name, maps[i], lens[i]);
                 bytes += lens[i];
+                seglens[i] = lens[i];
             }
         }
         close(fd);
     }
     st.base = nsegs ? segs[0] : 1;
     st.first_seg = st.base;
+    for (size_t i = 0; i < nsegs; i++) {
+        seg_of(segs[i])->written = seglens[i];
+        st.disk_bytes += seglens[i];
+    }
+    free(seglens);
     st.cur_seg = nsegs ? segs[nsegs - 1] + 1 : 1;
     st.cur_len = 0;
     st.stats.segments = nsegs + 1;
@@ -1274,6 +1383,13 @@ store_close(void)
     }
     st.closing = true;
     io_stop();
+    if (st.stats.batches)
+        log_info("store: closed after %" PRIu64 " batches, %" PRIu64
+                 " syncs, %" PRIu64 " records (%.1f a batch on average, "
+                 "%" PRIu64 " at most), %" PRIu64 " bytes written",
+                 st.stats.batches, st.stats.syncs, st.stats.records,
+                 (double)st.stats.records / (double)st.stats.batches,
+                 st.stats.batch_max_records, st.stats.bytes_written);
     st.open = false;
     /* Whoever still waits hears now (their connections are closing). */
     st.durable_batch = st.open_batch;

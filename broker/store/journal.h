@@ -1,0 +1,21 @@
+/*
+ * The record types of the journal (dir/msgs/NNNNNNNNNN.seg), shared by
+ * the store (store.c writes and recovers them) and the offline checker
+ * (check.c). The payloads, little-endian as record.h frames them:
+ *
+ *   J_SEG        u32 format, u64 segment number (first in each segment)
+ *   J_MSG        u64 id, str exchange, str routing key, str content
+ *                header, u64 body length, the body
+ *   J_ENQ        u32 queue id, u64 seq, u64 message id, u64 expiry (wall
+ *                ms; 0 never, 1 already expired), u32 deliveries
+ *   J_DELIVER    u32 queue id, u64 seq, u32 deliveries
+ *   J_ACK        u32 queue id, u64 first seq, u64 last seq
+ *   J_TX_BEGIN   u64 transaction id
+ *   J_TX_COMMIT  u64 transaction id
+ */
+#ifndef ROOST_BROKER_STORE_JOURNAL_H
+#define ROOST_BROKER_STORE_JOURNAL_H
+
+enum { J_SEG = 1, J_MSG, J_ENQ, J_DELIVER, J_ACK, J_TX_BEGIN, J_TX_COMMIT };
+
+#endif
