@@ -67,7 +67,8 @@ static void dead_letter(struct queue *q, struct qentry e, const char *reason);
 static void
 entry_end(struct queue *q, struct qentry e)
 {
-    store_settled(q, &e);
+    if (q->sid)     /* a call only for queues the store keeps */
+        store_settled(q, &e);
     msg_unref(e.m);
 }
 
@@ -140,7 +141,7 @@ queue_push(struct queue *q, struct msg *m)
         e->expires_at = 1;
     q->len++;
     q->bytes += m->body_len;
-    stored = store_enqueue(q, e);
+    stored = q->sid && store_enqueue(q, e);
     /* x-overflow drop-head: the oldest messages make room. */
     while (q->len > 0 && over_limit(q, 0, 0)) {
         struct qentry old;
@@ -339,7 +340,8 @@ queue_take(struct queue *q, struct qentry *out)
     if (!queue_pop(q, out))
         return false;
     out->deliveries++;
-    store_delivered(q, out);
+    if (q->sid)
+        store_delivered(q, out);
     return true;
 }
 
