@@ -37,6 +37,19 @@ kind_name(enum amqp_field_kind k)
     }
 }
 
+/* RabbitMQ's name of a field's type, as in {unacceptable_type,T}. */
+static const char *
+type_atom(enum amqp_field_kind k)
+{
+    switch (k) {
+    case AMQP_FIELD_I8: return "byte";
+    case AMQP_FIELD_I16: return "short";
+    case AMQP_FIELD_I32: return "signedint";
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64: return "long";
+    default: return kind_name(k);
+    }
+}
+
 /* Integers of any width, as RabbitMQ accepts them. */
 static bool
 as_int(const struct amqp_field *v, int64_t *out)
@@ -100,6 +113,27 @@ str_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
     return QARGS_OK;
 }
 
+/* x-queue-mode: "default" or "lazy", as RabbitMQ 3.10 accepts them.
+ * Both behave alike in Roost (docs/compatibility.md, "Durability"). */
+static enum qargs_result
+queue_mode_arg(const struct amqp_field *v, struct amqp_bytes k,
+               const char *what, char *err, size_t errlen)
+{
+    char why[300];
+    if (v->kind != AMQP_FIELD_LONGSTR) {
+        snprintf(why, sizeof(why), "{unacceptable_type,%s}",
+                 type_atom(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    if (!amqp_bytes_eq(v->v.str, "default") && !amqp_bytes_eq(v->v.str, "lazy")) {
+        snprintf(why, sizeof(why), "\"unsupported queue mode '%.*s'\"",
+                 (int)(v->v.str.len > 200 ? 200 : v->v.str.len),
+                 (const char *)v->v.str.ptr);
+        return invalid(err, errlen, k, what, why);
+    }
+    return QARGS_OK;
+}
+
 enum qargs_result
 qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             char *err, size_t errlen)
@@ -124,6 +158,8 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
         else if (amqp_bytes_eq(k, "x-max-length-bytes"))
             r = int_arg(&v, k, what, false, &out->max_length_bytes, err,
                         errlen);
+        else if (amqp_bytes_eq(k, "x-queue-mode"))
+            r = queue_mode_arg(&v, k, what, err, errlen);
         else if (amqp_bytes_eq(k, "x-dead-letter-exchange"))
             r = str_arg(&v, k, what, &out->dlx, err, errlen);
         else if (amqp_bytes_eq(k, "x-dead-letter-routing-key"))

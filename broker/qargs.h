@@ -2,7 +2,8 @@
  * The queue arguments Roost implements, parsed and validated once at
  * declare: x-message-ttl, x-expires, x-max-length, x-max-length-bytes,
  * x-overflow (drop-head, reject-publish), x-dead-letter-exchange,
- * x-dead-letter-routing-key, and x-queue-type=classic. Any other "x-"
+ * x-dead-letter-routing-key, x-queue-mode (default, lazy) and
+ * x-queue-type=classic. Any other "x-"
  * argument is refused with 540 NOT_IMPLEMENTED.
  */
 #ifndef ROOST_BROKER_QARGS_H

@@ -254,6 +254,43 @@ START_TEST(args_classic_queue_type_accepted)
 }
 END_TEST
 
+START_TEST(args_queue_mode)
+{
+    /* x-queue-mode: lazy and default accepted, anything else refused with
+     * RabbitMQ 3.10's texts (checked against it). */
+    amqp_connection_state_t c = h_connect(H);
+    char q[256], name[64], want[512];
+    amqp_table_entry_t a[] = { h_entry_str("x-queue-mode", "lazy") };
+    amqp_table_entry_t d[] = { h_entry_str("x-queue-mode", "default") };
+    amqp_table_entry_t bad[] = { h_entry_str("x-queue-mode", "foo") };
+    amqp_table_entry_t num;
+
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, "", false, true, false,
+                       h_table(a, 1), q, NULL, NULL);
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, "", false, true, false,
+                       h_table(d, 1), q, NULL, NULL);
+    h_name(name, sizeof(name), "qmode");
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(name), 0, 0, 1, 0,
+                       h_table(bad, 1));
+    snprintf(want, sizeof(want), "PRECONDITION_FAILED - invalid arg "
+             "'x-queue-mode' for queue '%s' in vhost '/': \"unsupported "
+             "queue mode 'foo'\"", name);
+    EXPECT_CHANNEL_CLOSE(c, 1, 406, want);
+    num.key = amqp_cstring_bytes("x-queue-mode");
+    num.value.kind = AMQP_FIELD_KIND_I32;
+    num.value.value.i32 = 5;
+    amqp_channel_open(c, 2);
+    EXPECT_OK(c, "channel.open");
+    amqp_queue_declare(c, 2, amqp_cstring_bytes(name), 0, 0, 1, 0,
+                       h_table(&num, 1));
+    snprintf(want, sizeof(want), "PRECONDITION_FAILED - invalid arg "
+             "'x-queue-mode' for queue '%s' in vhost '/': "
+             "{unacceptable_type,signedint}", name);
+    EXPECT_CHANNEL_CLOSE(c, 2, 406, want);
+    h_close(c);
+}
+END_TEST
+
 static void
 expect_arg_540(amqp_table_entry_t arg, const char *text)
 {
@@ -795,6 +832,7 @@ main(void)
     tc = h_tcase(s, "arguments", 20, true);
     tcase_add_test(tc, args_other_than_x_not_compared);
     tcase_add_test(tc, args_classic_queue_type_accepted);
+    tcase_add_test(tc, args_queue_mode);
     tcase_add_test(tc, args_unimplemented_540);
     tcase_add_test(tc, args_implemented_compared_406);
     tcase_add_test(tc, args_compared_by_value);
