@@ -168,7 +168,7 @@ queue_foreach_ready(struct queue *q,
 
 void
 queue_restore(struct queue *q, struct msg *m, uint64_t seq,
-              uint64_t expires_at, uint32_t deliveries)
+              uint64_t expires_at, uint32_t deliveries, bool redelivered)
 {
     if (q->len == q->cap)
         grow(q);
@@ -177,7 +177,7 @@ queue_restore(struct queue *q, struct msg *m, uint64_t seq,
     e->seq = seq;
     e->expires_at = expires_at;
     e->deliveries = deliveries;
-    e->redelivered = deliveries > 0;
+    e->redelivered = redelivered;
     q->len++;
     q->bytes += m->body_len;
     if (seq >= q->next_seq)

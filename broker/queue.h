@@ -128,7 +128,8 @@ void queue_foreach_ready(struct queue *q,
 /* Recovery: append an entry the store rebuilt, in sequence order,
  * taking a new reference to 'm'; not written back to the store. */
 void queue_restore(struct queue *q, struct msg *m, uint64_t seq,
-                   uint64_t expires_at, uint32_t deliveries);
+                   uint64_t expires_at, uint32_t deliveries,
+                   bool redelivered);
 
 /* Whether publishing to 'q' should pause the publisher (flow control):
  * more is ready than flow_control allows, and a consumer with credit

@@ -7,7 +7,9 @@
  * disk the tests cannot break: ROOST_TEST_SYNC_LOG names a file to
  * which every successful sync appends "FILE LENGTH" (what a power cut
  * would keep), and while the file named by ROOST_TEST_IO_FAIL exists,
- * every write fails with EIO.
+ * every write fails with EIO. ROOST_TEST_SYNC_DELAY_US waits that long
+ * between each write and its sync, so that a kill finds written but
+ * unsynced data more often.
  */
 #define _GNU_SOURCE
 #include "broker/store/io.h"
@@ -48,6 +50,7 @@ static struct {
     /* test hooks */
     FILE *sync_log;
     char *fail_path;
+    unsigned sync_delay_us;
 } io = { .seg_fd = -1, .defs_fd = -1, .dirfd = -1, .msgdirfd = -1 };
 
 void
@@ -95,6 +98,8 @@ write_all(int fd, const uint8_t *p, size_t n)
 static int
 sync_fd(int fd, const char *name, uint64_t len)
 {
+    if (io.sync_delay_us)
+        usleep(io.sync_delay_us);
     if (injected_failure() || fdatasync(fd) != 0)
         return -1;
     if (io.sync_log) {
@@ -307,6 +312,9 @@ io_start(const char *dir, uint64_t seg_size, void (*done)(struct io_job *j))
     const char *p = getenv("ROOST_TEST_SYNC_LOG");
     if (p && *p)
         io.sync_log = fopen(p, "a");
+    p = getenv("ROOST_TEST_SYNC_DELAY_US");
+    if (p && *p)
+        io.sync_delay_us = (unsigned)strtoul(p, NULL, 10);
     p = getenv("ROOST_TEST_IO_FAIL");
     if (p && *p)
         io.fail_path = xstrdup(p);

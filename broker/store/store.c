@@ -768,6 +768,17 @@ read_file(const char *path, uint8_t **out, size_t *len)
 }
 
 static int
+sync_dir(const char *dir)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    int r = fsync(dfd);
+    close(dfd);
+    return r;
+}
+
+static int
 write_synced(const char *dir, const char *name, const char *text)
 {
     char path[4200], tmp[4200];
@@ -784,12 +795,7 @@ write_synced(const char *dir, const char *name, const char *text)
     close(fd);
     if (rename(tmp, path) != 0)
         return -1;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
+    return sync_dir(dir);
 }
 
 int
@@ -1119,19 +1125,29 @@ restore_msg(struct r_msg *rm, const uint64_t *seg_numbers)
     return m;
 }
 
-static struct queue *
-queue_by_sid(uint32_t sid)
+/* Every kept queue by its store id, for recovery. */
+static void
+index_queues(struct hmap *by_sid)
 {
     size_t pos = 0, qpos;
     struct hmap_slot *s, *qs;
+
+    hmap_init(by_sid);
     while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
         struct vhost *vh = s->val;
         qpos = 0;
-        while ((qs = hmap_next(&vh->queues, &qpos)) != NULL)
-            if (((struct queue *)qs->val)->sid == sid)
-                return qs->val;
+        while ((qs = hmap_next(&vh->queues, &qpos)) != NULL) {
+            struct queue *q = qs->val;
+            if (q->sid)
+                hmap_put(by_sid, &q->sid, sizeof(q->sid), q);
+        }
     }
-    return NULL;
+}
+
+static struct queue *
+queue_by_sid(const struct hmap *by_sid, uint32_t sid)
+{
+    return hmap_get(by_sid, &sid, sizeof(sid));
 }
 
 static int
@@ -1180,6 +1196,15 @@ store_recover(void)
     uint64_t *segs = NULL;
     size_t nsegs = 0, segs_cap = 0;
 
+    /* CLEAN says the last stop synced everything, deliveries included.
+     * It goes (durably) before anything else, so that a crash from now on
+     * is never taken for a clean stop. */
+    snprintf(path, sizeof(path), "%s/CLEAN", st.dir);
+    bool clean = access(path, F_OK) == 0;
+    if (clean && (unlink(path) != 0 || sync_dir(st.dir) != 0)) {
+        log_warn("store: cannot remove %s", path);
+        return -1;
+    }
     defs_quiet(true);
     int ndefs = recover_defs(&max_qid);
     if (ndefs < 0) {
@@ -1249,6 +1274,15 @@ store_recover(void)
     st.cur_len = 0;
     st.stats.segments = nsegs + 1;
     st.next_msg_id = rc.max_id + 1;
+    /* Queue ids the journal still names are not given out again, even
+     * when the definitions no longer know them (a snapshot leaves out
+     * deleted queues): a new queue would take their records. */
+    for (size_t i = 0; i < rc.nenqs; i++)
+        if (rc.enqs[i].qid >= st.next_qid)
+            st.next_qid = rc.enqs[i].qid + 1;
+    for (size_t i = 0; i < rc.nacks; i++)
+        if (rc.acks[i].qid >= st.next_qid)
+            st.next_qid = rc.acks[i].qid + 1;
 
     if (rc.nmsgs)
         qsort(rc.msgs, rc.nmsgs, sizeof(*rc.msgs), cmp_msg);
@@ -1264,6 +1298,8 @@ store_recover(void)
     size_t ai = 0, di = 0;
     struct queue *q = NULL;
     uint32_t qid = 0;
+    struct hmap by_sid;
+    index_queues(&by_sid);
     for (size_t i = 0; i < rc.nenqs; i++) {
         struct r_enq *e = &rc.enqs[i];
         /* Of several records for one entry (moved), the last counts. */
@@ -1272,7 +1308,7 @@ store_recover(void)
             continue;
         if (e->qid != qid) {
             qid = e->qid;
-            q = queue_by_sid(qid);
+            q = queue_by_sid(&by_sid, qid);
             if (q)
                 nqueues++;
         }
@@ -1317,9 +1353,37 @@ store_recover(void)
             expires = e->expires_wall > now_wall
                           ? now + (e->expires_wall - now_wall) : 1;
         m->store_refs++;
-        queue_restore(q, m, e->seq, expires, deliveries);
+        /* After a crash a delivery may have gone out before its record
+         * was synced: every message may have been delivered. */
+        queue_restore(q, m, e->seq, expires, deliveries,
+                      deliveries > 0 || !clean);
         nrec++;
     }
+    /* Nor are positions: a queue that comes back empty (or short) would
+     * number new entries from where its restored ones end, and a settled
+     * record still on disk for an old entry at that position would settle
+     * the new one at the next recovery. */
+    for (size_t i = 0; i < rc.nenqs + rc.nacks + rc.ndels; i++) {
+        uint32_t id;
+        uint64_t seq;
+        if (i < rc.nenqs) {
+            id = rc.enqs[i].qid;
+            seq = rc.enqs[i].seq;
+        } else if (i < rc.nenqs + rc.nacks) {
+            id = rc.acks[i - rc.nenqs].qid;
+            seq = rc.acks[i - rc.nenqs].hi;
+        } else {
+            id = rc.dels[i - rc.nenqs - rc.nacks].qid;
+            seq = rc.dels[i - rc.nenqs - rc.nacks].seq;
+        }
+        if (i == 0 || id != qid) {
+            qid = id;
+            q = queue_by_sid(&by_sid, qid);
+        }
+        if (q && seq >= q->next_seq)
+            q->next_seq = seq + 1;
+    }
+    hmap_destroy(&by_sid);
     /* Each restored message holds itself once; the queues hold the rest. */
     for (size_t i = 0; i < rc.nmsgs; i++)
         msg_unref(rc.msgs[i].m);
@@ -1346,9 +1410,10 @@ store_recover(void)
     }
     log_info("store: recovered %d definitions, %" PRIu64 " messages in %"
              PRIu64 " durable queues from %zu segments (%" PRIu64 " bytes) "
-             "in %" PRIu64 " ms; %" PRIu64 " orphan records dropped, %" PRIu64
-             " corrupt records skipped, %" PRIu64 " torn tails cut",
-             ndefs, nrec, nqueues, nsegs, bytes, now_ms() - t0, orphans,
+             "in %" PRIu64 " ms after %s stop; %" PRIu64 " orphan records "
+             "dropped, %" PRIu64 " corrupt records skipped, %" PRIu64
+             " torn tails cut", ndefs, nrec, nqueues, nsegs, bytes,
+             now_ms() - t0, clean ? "a clean" : "an unclean", orphans,
              rc.corrupt, rc.torn);
     if (io_start(st.dir, st.seg_size, job_done) != 0) {
         log_warn("store: cannot start the I/O thread");
@@ -1383,6 +1448,9 @@ store_close(void)
     }
     st.closing = true;
     io_stop();
+    /* Everything is synced: say so, for the next recovery. */
+    if (!st.failed && write_synced(st.dir, "CLEAN", "") != 0)
+        log_warn("store: cannot write %s/CLEAN", st.dir);
     if (st.stats.batches)
         log_info("store: closed after %" PRIu64 " batches, %" PRIu64
                  " syncs, %" PRIu64 " records (%.1f a batch on average, "
