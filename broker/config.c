@@ -25,6 +25,10 @@ const struct opt_def config_opts[] = {
         "TCP listen backlog"),
     OPT("data_dir", OPT_STRING, "./data", 0, 0, false, data_dir,
         "directory for definitions and persistent messages"),
+    OPT("load_definitions", OPT_STRING, "", 0, 0, false, load_definitions,
+        "RabbitMQ definitions file (JSON) whose vhosts, exchanges, queues "
+        "and bindings are added at start, after the data directory is "
+        "recovered; existing ones are kept; empty: none"),
     OPT("log.file", OPT_STRING, "-", 0, 0, false, log_file,
         "log file; - is standard error; SIGHUP reopens it"),
     OPT("log.level", OPT_LOG_LEVEL, "info", 0, 0, false, log_level,

@@ -20,6 +20,7 @@ struct config {
     int listen_backlog;
     /* files */
     char *data_dir;
+    char *load_definitions;     /* "" = none */
     char *log_file;             /* "-" = stderr */
     int log_level;              /* enum log_level */
     /* protocol limits offered in connection.tune */

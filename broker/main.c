@@ -1,6 +1,8 @@
 /*
  * roostd: command line, configuration, the event loop, signals, and an
  * orderly shutdown (every connection closed with 320 CONNECTION_FORCED).
+ * Also the offline commands that work on a stopped broker's data
+ * directory: --export-definitions and --check-data.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -19,9 +21,11 @@
 #include "broker/config.h"
 #include "broker/conn.h"
 #include "broker/defs.h"
+#include "broker/defs_json.h"
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "broker/msg.h"
+#include "broker/store/check.h"
 #include "broker/store/store.h"
 #include "broker/util.h"
 #include "broker/version.h"
@@ -50,6 +54,18 @@ usage(FILE *fp)
             "      --log-level LVL   debug, info, warning or error\n"
             "      --log-file FILE   log file (default standard error)\n"
             "      --set KEY=VALUE   set any configuration key\n"
+            "      --import-definitions FILE\n"
+            "                        at start, add the exchanges, queues and\n"
+            "                        bindings of a RabbitMQ definitions file\n"
+            "                        (JSON; the load_definitions key)\n"
+            "      --export-definitions FILE\n"
+            "                        write the definitions kept in the data\n"
+            "                        directory of a stopped broker (--data-dir)\n"
+            "                        as a RabbitMQ definitions file (- for\n"
+            "                        standard output) and exit\n"
+            "      --check-data DIR  verify a stopped broker's data directory,\n"
+            "                        print what it holds, and exit (0 clean,\n"
+            "                        1 corrupt, 2 cannot check)\n"
             "  -t, --test-config     check the configuration and exit\n"
             "      --dump-config     print every key with its default (roost.conf)\n"
             "      --version         print the version and exit\n"
@@ -99,8 +115,15 @@ apply_setting(struct config *cfg, const char *key, const char *value)
     return 0;
 }
 
+/* What the command line asks for besides settings. */
+struct cmdline {
+    bool test_only;
+    const char *export_file;    /* --export-definitions */
+    const char *check_dir;      /* --check-data */
+};
+
 static int
-parse_args(int argc, char **argv, struct config *cfg, bool *test_only)
+parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
 {
     static const struct option opts[] = {
         { "config", required_argument, NULL, 'c' },
@@ -110,6 +133,9 @@ parse_args(int argc, char **argv, struct config *cfg, bool *test_only)
         { "log-level", required_argument, NULL, 'l' },
         { "log-file", required_argument, NULL, 'L' },
         { "set", required_argument, NULL, 's' },
+        { "import-definitions", required_argument, NULL, 'I' },
+        { "export-definitions", required_argument, NULL, 'E' },
+        { "check-data", required_argument, NULL, 'K' },
         { "test-config", no_argument, NULL, 't' },
         { "dump-config", no_argument, NULL, 'D' },
         { "version", no_argument, NULL, 'V' },
@@ -183,14 +209,28 @@ parse_args(int argc, char **argv, struct config *cfg, bool *test_only)
             *eq = '=';
             break;
         }
+        case 'I':
+            rc = apply_setting(cfg, "load_definitions", optarg);
+            break;
+        case 'E':
+            cl->export_file = optarg;
+            break;
+        case 'K':
+            cl->check_dir = optarg;
+            break;
         case 't':
-            *test_only = true;
+            cl->test_only = true;
             break;
         default:
             break;
         }
         if (rc != 0)
             return -1;
+    }
+    if (cl->export_file && cl->check_dir) {
+        fprintf(stderr, "roostd: --export-definitions and --check-data are "
+                "separate commands\n");
+        return -1;
     }
     char err[512];
     if (config_validate(cfg, err, sizeof(err)) != 0) {
@@ -200,25 +240,171 @@ parse_args(int argc, char **argv, struct config *cfg, bool *test_only)
     return 0;
 }
 
+/* The broker's state without the store: what every mode starts with. */
+static void
+broker_init(void)
+{
+    broker.base = event_base_new();
+    if (broker.base == NULL)
+        fatalx("cannot create the event loop");
+    hmap_init(&broker.vhosts);
+    hmap_init(&broker.users);
+}
+
+/* In reverse: the store first (it syncs what is pending, and nothing
+ * after it is recorded, so the teardown of the vhosts deletes nothing on
+ * disk), then the definitions, then the rest. */
+static void
+broker_teardown(void)
+{
+    store_close();
+    size_t pos = 0;
+    struct hmap_slot *s;
+    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL)
+        vhost_free(s->val);
+    hmap_destroy(&broker.vhosts);
+    msg_pool_free();
+    auth_free_users();
+    event_base_free(broker.base);
+    config_free(&broker.cfg);
+}
+
+static bool import_synced;
+
+static void
+import_durable(struct store_waiter *w)
+{
+    (void)w;
+    import_synced = true;
+}
+
+/*
+ * Import the definitions file 'path' and wait until what it added is on
+ * disk: the listener opens only after, so no client sees an imported
+ * object that a crash could lose. -1 (logged) stops the start.
+ */
+static int
+import_definitions(const char *path)
+{
+    char err[1536];
+    struct store_waiter w = { .durable = import_durable };
+
+    if (defs_json_import(path, err, sizeof(err)) != 0) {
+        log_errorx("cannot import definitions: %s", err);
+        return -1;
+    }
+    if (!store_has_pending())
+        return 0;
+    import_synced = false;
+    store_wait(&w, store_open_batch());
+    while (!import_synced && !store_is_failed())
+        event_base_loop(broker.base, EVLOOP_ONCE);
+    store_unwait(&w);
+    if (!import_synced) {
+        log_errorx("cannot import definitions: %s: the store cannot write "
+                   "them", path);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * --export-definitions: recover the data directory as a start would
+ * (store_open refuses a directory another roostd holds, naming its pid),
+ * write the definitions, and put everything away as a stop would.
+ */
+static int
+export_definitions(const char *file)
+{
+    const char *dir = broker.cfg.data_dir;
+    char err[1024], path[4200], tmp[4300];
+    struct stat sb;
+    int rc = 1;
+
+    snprintf(path, sizeof(path), "%s/FORMAT", dir);
+    if (stat(path, &sb) != 0) {
+        fprintf(stderr, "roostd: cannot export definitions: %s is not a "
+                "Roost data directory (%s: %s)\n", dir, path, strerror(errno));
+        config_free(&broker.cfg);
+        return 1;
+    }
+    broker_init();
+    if (store_open(dir, &broker.cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "roostd: cannot export definitions: %s\n", err);
+        broker_teardown();
+        return 1;
+    }
+    if (store_recover() != 0) {
+        /* As at start: a store that did not recover is not closed (it
+         * has nothing to write, and its thread may not run). */
+        fprintf(stderr, "roostd: cannot export definitions: the data in %s "
+                "cannot be read\n", dir);
+        return 1;
+    }
+    bool to_stdout = strcmp(file, "-") == 0;
+    /* A file appears whole or not at all. */
+    snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+    FILE *fp = to_stdout ? stdout : fopen(tmp, "w");
+    if (fp == NULL) {
+        fprintf(stderr, "roostd: cannot write %s: %s\n", tmp, strerror(errno));
+    } else if (defs_json_export(fp, err, sizeof(err)) != 0) {
+        fprintf(stderr, "roostd: %s: %s\n", file, err);
+        if (!to_stdout) {
+            fclose(fp);
+            unlink(tmp);
+        }
+    } else if (!to_stdout && (fclose(fp) != 0 || rename(tmp, file) != 0)) {
+        fprintf(stderr, "roostd: cannot write %s: %s\n", file,
+                strerror(errno));
+        unlink(tmp);
+    } else {
+        rc = 0;
+    }
+    broker_teardown();
+    return rc;
+}
+
+/* --check-data: the store's offline check, on a broker with nothing in
+ * it (the check replays the definitions into it and frees them). */
+static int
+check_data(const char *dir)
+{
+    broker_init();
+    int rc = store_check_data(dir, stdout);
+    fflush(stdout);
+    broker_teardown();
+    return rc;
+}
+
 int
 main(int argc, char **argv)
 {
-    bool test_only = false;
+    struct cmdline cl = { 0 };
     struct event *sigs[3];
     int signums[3] = { SIGTERM, SIGINT, SIGHUP };
 
     config_defaults(&broker.cfg);
-    if (parse_args(argc, argv, &broker.cfg, &test_only) != 0) {
+    if (parse_args(argc, argv, &broker.cfg, &cl) != 0) {
         config_free(&broker.cfg);
         return 2;
     }
-    if (test_only) {
+    if (cl.test_only) {
         printf("configuration ok\n");
         config_free(&broker.cfg);
         return 0;
     }
     if (log_open(broker.cfg.log_file, (enum log_level)broker.cfg.log_level) != 0)
         return 1;
+    if (cl.check_dir) {
+        int rc = check_data(cl.check_dir);
+        log_close();
+        return rc;
+    }
+    if (cl.export_file) {
+        int rc = export_definitions(cl.export_file);
+        log_close();
+        return rc;
+    }
     if (mkdir(broker.cfg.data_dir, 0750) != 0 && errno != EEXIST)
         fatal("cannot create data directory %s", broker.cfg.data_dir);
     signal(SIGPIPE, SIG_IGN);
@@ -228,11 +414,7 @@ main(int argc, char **argv)
     mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
     mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
 
-    broker.base = event_base_new();
-    if (broker.base == NULL)
-        fatalx("cannot create the event loop");
-    hmap_init(&broker.vhosts);
-    hmap_init(&broker.users);
+    broker_init();
     auth_add_user(broker.cfg.default_user, broker.cfg.default_pass);
     char err[1024];
     if (store_open(broker.cfg.data_dir, &broker.cfg, err, sizeof(err)) != 0) {
@@ -248,6 +430,14 @@ main(int argc, char **argv)
         struct vhost *vh = vhost_new(broker.cfg.default_vhost);
         hmap_put(&broker.vhosts, vh->name, strlen(vh->name), vh);
         defs_changed(DEFS_VHOST_ADDED, vh);
+    }
+    /* Then what the operator asked to load (RabbitMQ's load_definitions),
+     * into the recovered broker: what exists is kept. */
+    if (broker.cfg.load_definitions[0] != '\0' &&
+        import_definitions(broker.cfg.load_definitions) != 0) {
+        broker_teardown();
+        log_close();
+        return 1;
     }
 
     for (int i = 0; i < 3; i++) {
@@ -269,22 +459,11 @@ main(int argc, char **argv)
     listener_stop();
     alarm_shutdown();
     conn_free_all();
-    /* Everything pending is synced; the teardown below deletes nothing
-     * on disk. */
-    store_close();
     for (int i = 0; i < 3; i++)
         event_free(sigs[i]);
     if (shutdown_timer)
         event_free(shutdown_timer);
-    size_t pos = 0;
-    struct hmap_slot *s;
-    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL)
-        vhost_free(s->val);
-    hmap_destroy(&broker.vhosts);
-    msg_pool_free();
-    auth_free_users();
-    event_base_free(broker.base);
-    config_free(&broker.cfg);
+    broker_teardown();
     log_info("stopped");
     log_close();
     return 0;

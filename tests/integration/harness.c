@@ -309,33 +309,16 @@ harness_start(struct harness *h, const char *const *args)
     return harness_start_asan(h, args, NULL);
 }
 
-bool
-harness_start_asan(struct harness *h, const char *const *args,
-                   const char *asan_extra)
+/*
+ * Fork and exec roostd on h's temp dir, then wait (polling) for its ready
+ * line at or after byte 'log_from' of its log, which it appends to.
+ */
+static void
+spawn(struct harness *h, const char *path, const char *const *args,
+      const char *asan_extra, size_t log_from)
 {
-    char path[PATH_MAX];
-    const char *tmp = getenv("TMPDIR");
     const char *ready = "ready for connections on port ";
     pid_t parent = getpid();
-
-    if (harness_is_remote())
-        return start_remote(h, args);
-    memset(h, 0, sizeof(*h));
-    roostd_path(path, sizeof(path));
-    ck_assert_msg(access(path, X_OK) == 0,
-                  "harness: no roostd at %s (set ROOSTD)", path);
-    /* Inside the run's directory (h_run removes it), else in TMPDIR. */
-    const char *session = getenv("ROOST_TEST_SESSION");
-    if (session && session[0])
-        snprintf(h->dir, sizeof(h->dir), "%s/roostd-XXXXXX", session);
-    else
-        snprintf(h->dir, sizeof(h->dir), "%s/roost-it-XXXXXX",
-                 tmp && tmp[0] ? tmp : "/tmp");
-    ck_assert_msg(mkdtemp(h->dir) != NULL, "harness: mkdtemp: %s",
-                  strerror(errno));
-    snprintf(h->log_path, sizeof(h->log_path), "%s/roostd.log", h->dir);
-    snprintf(h->err_path, sizeof(h->err_path), "%s/stderr.txt", h->dir);
-    snprintf(h->host, sizeof(h->host), "127.0.0.1");
 
     h->pid = fork();
     ck_assert_msg(h->pid >= 0, "harness: fork: %s", strerror(errno));
@@ -348,8 +331,10 @@ harness_start_asan(struct harness *h, const char *const *args,
 
     uint64_t deadline = h_now_ms() + START_TIMEOUT_MS;
     for (;;) {
-        char *log = slurp(h->log_path, NULL);
-        char *p = log ? strstr(log, ready) : NULL;
+        size_t len = 0;
+        char *log = slurp(h->log_path, &len);
+        char *p = log && len >= log_from ? strstr(log + log_from, ready)
+                                         : NULL;
         if (p) {
             h->port = atoi(p + strlen(ready));
             free(log);
@@ -372,6 +357,52 @@ harness_start_asan(struct harness *h, const char *const *args,
         h_sleep_ms(POLL_MS);
     }
     ck_assert_msg(h->port > 0, "harness: bad port in the ready line");
+}
+
+bool
+harness_start_asan(struct harness *h, const char *const *args,
+                   const char *asan_extra)
+{
+    char path[PATH_MAX];
+    const char *tmp = getenv("TMPDIR");
+
+    if (harness_is_remote())
+        return start_remote(h, args);
+    memset(h, 0, sizeof(*h));
+    roostd_path(path, sizeof(path));
+    ck_assert_msg(access(path, X_OK) == 0,
+                  "harness: no roostd at %s (set ROOSTD)", path);
+    /* Inside the run's directory (h_run removes it), else in TMPDIR. */
+    const char *session = getenv("ROOST_TEST_SESSION");
+    if (session && session[0])
+        snprintf(h->dir, sizeof(h->dir), "%s/roostd-XXXXXX", session);
+    else
+        snprintf(h->dir, sizeof(h->dir), "%s/roost-it-XXXXXX",
+                 tmp && tmp[0] ? tmp : "/tmp");
+    ck_assert_msg(mkdtemp(h->dir) != NULL, "harness: mkdtemp: %s",
+                  strerror(errno));
+    snprintf(h->log_path, sizeof(h->log_path), "%s/roostd.log", h->dir);
+    snprintf(h->err_path, sizeof(h->err_path), "%s/stderr.txt", h->dir);
+    snprintf(h->host, sizeof(h->host), "127.0.0.1");
+    spawn(h, path, args, asan_extra, 0);
+    return true;
+}
+
+bool
+harness_restart(struct harness *h, const char *const *args)
+{
+    char path[PATH_MAX];
+    struct stat sb;
+
+    if (h->remote)
+        return false;
+    ck_assert_msg(h->pid == 0, "harness_restart: roostd %d is still running",
+                  (int)h->pid);
+    ck_assert_msg(h->dir[0] != '\0', "harness_restart: no data dir");
+    roostd_path(path, sizeof(path));
+    h->port = 0;
+    spawn(h, path, args, NULL,
+          stat(h->log_path, &sb) == 0 ? (size_t)sb.st_size : 0);
     return true;
 }
 
@@ -391,8 +422,8 @@ rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
     return remove(path);
 }
 
-void
-harness_stop(struct harness *h)
+static void
+stop(struct harness *h, bool remove_dir)
 {
     int status = 0;
     pid_t pid = h->pid;
@@ -428,7 +459,49 @@ harness_stop(struct harness *h)
                      "(leaks make it non-zero under ASan; see above)",
                      WEXITSTATUS(status));
     }
-    nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (remove_dir)
+        nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void
+harness_stop(struct harness *h)
+{
+    stop(h, true);
+}
+
+void
+harness_stop_keep(struct harness *h)
+{
+    stop(h, false);
+}
+
+int
+harness_reap(struct harness *h)
+{
+    int status = 0;
+    pid_t pid = h->pid;
+
+    if (h->remote || pid <= 0)
+        return -1;
+    uint64_t deadline = h_now_ms() + STOP_TIMEOUT_MS;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            break;
+        if (r < 0 || h_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            forget(pid);
+            h->pid = 0;
+            harness_dump(h);
+            ck_abort_msg("harness: roostd did not exit within %d ms",
+                         STOP_TIMEOUT_MS);
+        }
+        h_sleep_ms(POLL_MS);
+    }
+    forget(pid);
+    h->pid = 0;
+    return status;
 }
 
 long

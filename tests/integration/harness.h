@@ -70,6 +70,28 @@ bool harness_start_asan(struct harness *h, const char *const *args,
  */
 void harness_stop(struct harness *h);
 
+/*
+ * The same as harness_stop (SIGTERM, exit status 0 or fail) but keep the
+ * temp dir, its data/ and logs, for harness_restart.
+ */
+void harness_stop_keep(struct harness *h);
+
+/*
+ * After harness_kill (a signal that ends roostd, SIGKILL say): wait (at
+ * most 10 s) for roostd to exit and return its wait status; the temp dir
+ * stays. -1 when none runs or in remote mode.
+ */
+int harness_reap(struct harness *h);
+
+/*
+ * Start a new roostd on the temp dir of 'h' (its data/, appending to its
+ * log) with 'args' as harness_start does, after harness_stop_keep or
+ * harness_kill and harness_reap, and wait for a ready line that follows
+ * the log's end at the time of the call. The port changes. False in
+ * remote mode.
+ */
+bool harness_restart(struct harness *h, const char *const *args);
+
 /* Send 'sig' to roostd (not in remote mode). */
 void harness_kill(const struct harness *h, int sig);
 

@@ -1,0 +1,1022 @@
+/*
+ * Definitions files (defs_json.h), through jansson.
+ *
+ * Import is two passes. The first checks every item of the file and
+ * builds what applying it needs (argument tables encoded, queue
+ * arguments parsed, binding arguments tried on a scratch index of the
+ * source's type) into a plan; the second applies the plan and cannot
+ * fail. So a file with one bad item changes nothing, and the message
+ * names the item ("queues[3]: ...").
+ *
+ * JSON values become AMQP field values as RabbitMQ converts them:
+ * strings 'S', integers 'l', booleans 't', other numbers 'd', null 'V',
+ * arrays 'A', objects 'F'. Export converts back; every integer type
+ * becomes a JSON integer, and byte arrays are written as strings.
+ */
+#include "broker/defs_json.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amqp/table.h"
+#include "broker/broker.h"
+#include "broker/defs.h"
+#include "broker/exchange.h"
+#include "broker/log.h"
+#include "broker/qargs.h"
+#include "broker/queue.h"
+#include "broker/store/store_defs.h"
+#include "broker/util.h"
+#include "broker/version.h"
+#include "broker/vhost.h"
+
+/* Names are shortstrs on the wire. */
+#define NAME_MAX_LEN 255
+
+/* The sections Roost reads but does not import yet. */
+static const struct {
+    const char *key, *one, *many;
+} unsupported[] = {
+    { "users", "user", "users" },
+    { "permissions", "permission", "permissions" },
+    { "topic_permissions", "topic permission", "topic permissions" },
+    { "parameters", "parameter", "parameters" },
+    { "global_parameters", "global parameter", "global parameters" },
+    { "policies", "policy", "policies" },
+};
+
+/* ---- the plan ---- */
+
+struct p_exchange {
+    const char *vhost, *name;   /* borrowed from the JSON */
+    const struct exchange_ops *ops;
+    bool durable, auto_delete, internal;
+    bool skip;                  /* amq.* or the default, or a repeat */
+    uint8_t *args_buf;
+    struct amqp_table args;
+};
+
+struct p_queue {
+    const char *vhost, *name;
+    bool durable, auto_delete;
+    bool skip;                  /* a repeat in the file */
+    uint8_t *args_buf;
+    struct amqp_table args;
+    struct qargs qa;            /* queue_new takes it over */
+};
+
+struct p_binding {
+    const char *vhost, *source, *dest, *key;
+    bool to_queue;
+    uint8_t *args_buf;
+    struct amqp_table args;
+};
+
+struct plan {
+    const char *path;
+    char *err;
+    size_t errlen;
+    const char **vhosts;
+    size_t nvhosts;
+    struct p_exchange *xs;
+    size_t nxs;
+    struct p_queue *qs;
+    size_t nqs;
+    struct p_binding *bs;
+    size_t nbs;
+    /* what the file defines, by "vhost\0name" */
+    struct hmap vnames, xnames, qnames;
+    /* a vhost as vhost_new makes it: the predeclared exchanges that a
+     * vhost the file creates will have */
+    struct vhost *proto;
+    size_t repeats, reserved;
+    size_t n_unsupported[NELEMS(unsupported)];
+};
+
+struct counts {
+    size_t vhosts, exchanges, queues, bindings, kept;
+};
+
+static int fail(struct plan *p, const char *section, size_t i,
+                const char *fmt, ...) LOG_PRINTF(4, 5);
+
+/* Write "path: section[i]: message" to p->err; always -1. */
+static int
+fail(struct plan *p, const char *section, size_t i, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (section)
+        snprintf(p->err, p->errlen, "%s: %s[%zu]: %s", p->path, section, i,
+                 msg);
+    else
+        snprintf(p->err, p->errlen, "%s: %s", p->path, msg);
+    return -1;
+}
+
+/* A name for a message; names come from a file an operator wrote, but
+ * may still hold anything. */
+static const char *
+esc(char *buf, size_t cap, const char *s)
+{
+    return log_escape(buf, cap, s, strlen(s));
+}
+
+/* "queue 'q' in vhost '/'", as RabbitMQ names an object, escaped. */
+static const char *
+obj_what(char *buf, size_t cap, const char *kind, const char *vhost,
+         const char *name)
+{
+    char n[300], v[300];
+    snprintf(buf, cap, "%s '%s' in vhost '%s'", kind, esc(n, sizeof(n), name),
+             esc(v, sizeof(v), vhost));
+    return buf;
+}
+
+/* The key of an object in p's maps: "vhost\0name". 'out' holds 512. */
+static size_t
+obj_key(char *out, const char *vhost, const char *name)
+{
+    size_t a = strlen(vhost), b = strlen(name);
+    memcpy(out, vhost, a);
+    out[a] = '\0';
+    memcpy(out + a + 1, name, b);
+    return a + 1 + b;
+}
+
+/* The string 'key' of 'o' (at most NAME_MAX_LEN bytes), or 'def' when it
+ * is absent; a NULL 'def' makes it required. */
+static int
+get_str(struct plan *p, const char *section, size_t i, json_t *o,
+        const char *key, const char *def, const char **out)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (v == NULL) {
+        if (def == NULL)
+            return fail(p, section, i, "\"%s\" is missing", key);
+        *out = def;
+        return 0;
+    }
+    if (!json_is_string(v))
+        return fail(p, section, i, "\"%s\" must be a string", key);
+    if (json_string_length(v) > NAME_MAX_LEN)
+        return fail(p, section, i, "\"%s\" is longer than %d bytes", key,
+                    NAME_MAX_LEN);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int
+get_bool(struct plan *p, const char *section, size_t i, json_t *o,
+         const char *key, bool def, bool *out)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (v == NULL) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_boolean(v))
+        return fail(p, section, i, "\"%s\" must be true or false", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* The vhost an item names ("vhost", or the default vhost): it must exist
+ * or be in "vhosts". */
+static int
+get_vhost(struct plan *p, const char *section, size_t i, json_t *o,
+          const char **out)
+{
+    char e[300];
+
+    if (get_str(p, section, i, o, "vhost", broker.cfg.default_vhost, out) != 0)
+        return -1;
+    if (broker_vhost(*out, strlen(*out)) == NULL &&
+        hmap_get_str(&p->vnames, *out) == NULL)
+        return fail(p, section, i, "vhost '%s' does not exist and is not in "
+                    "\"vhosts\"", esc(e, sizeof(e), *out));
+    return 0;
+}
+
+/* ---- JSON to field tables ---- */
+
+static int put_value(struct wire_wr *w, json_t *v, unsigned depth);
+
+/* Entries of 'obj' as a table with its length prefix, at 'depth'. -1:
+ * nested too deep, or a key longer than a shortstr. */
+static int
+put_table(struct wire_wr *w, json_t *obj, unsigned depth)
+{
+    const char *key;
+    json_t *v;
+
+    if (depth > TABLE_MAX_DEPTH)
+        return -1;
+    size_t mark = table_begin(w);
+    json_object_foreach(obj, key, v) {
+        if (table_put_key(w, amqp_cstr(key)) != AMQP_OK ||
+            put_value(w, v, depth) != 0)
+            return -1;
+    }
+    table_end(w, mark);
+    return 0;
+}
+
+static int
+put_value(struct wire_wr *w, json_t *v, unsigned depth)
+{
+    struct amqp_field f;
+    size_t i, mark;
+    json_t *e;
+
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        wire_put_u8(w, AMQP_FIELD_TABLE);
+        return put_table(w, v, depth + 1);
+    case JSON_ARRAY:
+        if (depth + 1 > TABLE_MAX_DEPTH)
+            return -1;
+        wire_put_u8(w, AMQP_FIELD_ARRAY);
+        mark = table_begin(w);
+        json_array_foreach(v, i, e)
+            if (put_value(w, e, depth + 1) != 0)
+                return -1;
+        table_end(w, mark);
+        return 0;
+    case JSON_STRING:
+        f = (struct amqp_field){
+            .kind = AMQP_FIELD_LONGSTR,
+            .v.str = { (const uint8_t *)json_string_value(v),
+                       json_string_length(v) } };
+        break;
+    case JSON_INTEGER:
+        f = (struct amqp_field){ .kind = AMQP_FIELD_I64,
+                                 .v.i = (int64_t)json_integer_value(v) };
+        break;
+    case JSON_REAL:
+        f = (struct amqp_field){ .kind = AMQP_FIELD_DOUBLE,
+                                 .v.d = json_real_value(v) };
+        break;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        f = (struct amqp_field){ .kind = AMQP_FIELD_BOOL,
+                                 .v.b = json_is_true(v) };
+        break;
+    default:
+        f = (struct amqp_field){ .kind = AMQP_FIELD_VOID };
+        break;
+    }
+    field_put(w, &f);
+    return 0;
+}
+
+/* "arguments" of an item as an encoded table in a new buffer ('*buf',
+ * which 't' borrows). Absent or null: an empty table. */
+static int
+get_args(struct plan *p, const char *section, size_t i, json_t *o,
+         uint8_t **buf, struct amqp_table *t)
+{
+    json_t *args = json_object_get(o, "arguments");
+    struct wire_wr w;
+
+    *buf = NULL;
+    *t = (struct amqp_table){ NULL, 0 };
+    if (args == NULL || json_is_null(args))
+        return 0;
+    if (!json_is_object(args))
+        return fail(p, section, i, "\"arguments\" must be an object");
+    /* Once to size it, once to write it. */
+    wire_wr_init(&w, NULL, 0);
+    if (put_table(&w, args, 1) != 0)
+        return fail(p, section, i, "\"arguments\" nest deeper than %d levels "
+                    "or have a key longer than 255 bytes", TABLE_MAX_DEPTH);
+    if (w.len - 4 > TABLE_MAX_SIZE)
+        return fail(p, section, i, "\"arguments\" take more than %u bytes",
+                    TABLE_MAX_SIZE);
+    size_t len = w.len;
+    *buf = xmalloc(len);
+    wire_wr_init(&w, *buf, len);
+    (void)put_table(&w, args, 1);
+    *t = (struct amqp_table){ *buf + 4, len - 4 };
+    if (table_validate(t->ptr, t->len, 1) != AMQP_OK)
+        fatalx("definitions: an argument table we encoded does not validate");
+    return 0;
+}
+
+/* ---- checking the file into a plan ---- */
+
+/* The array 'key' of the root, or NULL (with *n = 0) when absent. */
+static int
+get_section(struct plan *p, json_t *root, const char *key, json_t **out,
+            size_t *n)
+{
+    json_t *v = json_object_get(root, key);
+
+    *out = NULL;
+    *n = 0;
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_array(v))
+        return fail(p, NULL, 0, "\"%s\" must be an array", key);
+    *out = v;
+    *n = json_array_size(v);
+    return 0;
+}
+
+static int
+item_object(struct plan *p, const char *section, size_t i, json_t *o)
+{
+    return json_is_object(o) ? 0 : fail(p, section, i, "must be an object");
+}
+
+static int
+check_vhosts(struct plan *p, json_t *arr, size_t n)
+{
+    p->vhosts = xcalloc(n + 1, sizeof(*p->vhosts));
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i);
+        const char *name;
+        if (item_object(p, "vhosts", i, o) != 0 ||
+            get_str(p, "vhosts", i, o, "name", NULL, &name) != 0)
+            return -1;
+        if (name[0] == '\0')
+            return fail(p, "vhosts", i, "\"name\" must not be empty");
+        if (hmap_get_str(&p->vnames, name)) {
+            p->repeats++;
+            continue;
+        }
+        hmap_put(&p->vnames, name, strlen(name), (void *)name);
+        p->vhosts[p->nvhosts++] = name;
+    }
+    return 0;
+}
+
+static int
+check_exchanges(struct plan *p, json_t *arr, size_t n)
+{
+    char key[512], e[300], what[700];
+    const char *type;
+
+    p->xs = xcalloc(n + 1, sizeof(*p->xs));
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i);
+        struct p_exchange *x = &p->xs[p->nxs++];
+        if (item_object(p, "exchanges", i, o) != 0 ||
+            get_str(p, "exchanges", i, o, "name", NULL, &x->name) != 0 ||
+            get_vhost(p, "exchanges", i, o, &x->vhost) != 0)
+            return -1;
+        /* The default exchange and the amq.* ones are the broker's own
+         * (RabbitMQ's exports leave them out; its plugins' amq.rabbitmq.*
+         * ones mean nothing here). */
+        if (x->name[0] == '\0' || strncmp(x->name, "amq.", 4) == 0) {
+            x->skip = true;
+            p->reserved++;
+            continue;
+        }
+        if (get_str(p, "exchanges", i, o, "type", NULL, &type) != 0 ||
+            get_bool(p, "exchanges", i, o, "durable", true, &x->durable) != 0 ||
+            get_bool(p, "exchanges", i, o, "auto_delete", false,
+                     &x->auto_delete) != 0 ||
+            get_bool(p, "exchanges", i, o, "internal", false,
+                     &x->internal) != 0)
+            return -1;
+        if ((x->ops = exchange_ops_find(amqp_cstr(type))) == NULL)
+            return fail(p, "exchanges", i, "%s: unknown exchange type '%s'",
+                        obj_what(what, sizeof(what), "exchange", x->vhost,
+                                 x->name), esc(e, sizeof(e), type));
+        if (get_args(p, "exchanges", i, o, &x->args_buf, &x->args) != 0)
+            return -1;
+        size_t klen = obj_key(key, x->vhost, x->name);
+        if (hmap_get(&p->xnames, key, klen)) {
+            x->skip = true;
+            p->repeats++;
+            continue;
+        }
+        hmap_put(&p->xnames, key, klen, x);
+    }
+    return 0;
+}
+
+static int
+check_queues(struct plan *p, json_t *arr, size_t n)
+{
+    char key[512], e[300], what[700], msg[1024];
+    const char *type;
+
+    p->qs = xcalloc(n + 1, sizeof(*p->qs));
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i);
+        struct p_queue *q = &p->qs[p->nqs++];
+        if (item_object(p, "queues", i, o) != 0 ||
+            get_str(p, "queues", i, o, "name", NULL, &q->name) != 0 ||
+            get_vhost(p, "queues", i, o, &q->vhost) != 0 ||
+            get_bool(p, "queues", i, o, "durable", true, &q->durable) != 0 ||
+            get_bool(p, "queues", i, o, "auto_delete", false,
+                     &q->auto_delete) != 0 ||
+            get_str(p, "queues", i, o, "type", "classic", &type) != 0)
+            return -1;
+        if (q->name[0] == '\0')
+            return fail(p, "queues", i, "\"name\" must not be empty");
+        obj_what(what, sizeof(what), "queue", q->vhost, q->name);
+        if (strcmp(type, "classic") != 0)
+            return fail(p, "queues", i, "%s: queue type '%s' is not "
+                        "implemented; only 'classic'", what,
+                        esc(e, sizeof(e), type));
+        if (get_args(p, "queues", i, o, &q->args_buf, &q->args) != 0)
+            return -1;
+        if (qargs_parse(q->args, what, &q->qa, msg, sizeof(msg)) != QARGS_OK)
+            return strstr(msg, what) ? fail(p, "queues", i, "%s", msg)
+                                     : fail(p, "queues", i, "%s: %s", what,
+                                            msg);
+        size_t klen = obj_key(key, q->vhost, q->name);
+        if (hmap_get(&p->qnames, key, klen)) {
+            q->skip = true;
+            p->repeats++;
+            continue;
+        }
+        hmap_put(&p->qnames, key, klen, q);
+    }
+    return 0;
+}
+
+/* The type of exchange 'name' once the plan is applied, or NULL if there
+ * will be none. What exists already wins: import keeps it. */
+static const struct exchange_ops *
+exchange_type(struct plan *p, const char *vhost, const char *name)
+{
+    struct vhost *vh = broker_vhost(vhost, strlen(vhost));
+    struct exchange *x;
+    char key[512];
+
+    if (vh == NULL)
+        vh = p->proto;
+    if ((x = vhost_exchange(vh, amqp_cstr(name))) != NULL)
+        return x->ops;
+    struct p_exchange *px = hmap_get(&p->xnames, key, obj_key(key, vhost,
+                                                               name));
+    return px ? px->ops : NULL;
+}
+
+static bool
+has_queue(struct plan *p, const char *vhost, const char *name)
+{
+    struct vhost *vh = broker_vhost(vhost, strlen(vhost));
+    char key[512];
+
+    if (vh && vhost_queue(vh, amqp_cstr(name)))
+        return true;
+    return hmap_get(&p->qnames, key, obj_key(key, vhost, name)) != NULL;
+}
+
+/* Whether an exchange of type 'ops' takes a binding with these
+ * arguments (only headers has rules): tried on a scratch index. */
+static int
+try_binding(const struct exchange_ops *ops, const char *key,
+            struct amqp_table args, char *msg, size_t msglen)
+{
+    struct binding b = { .key = (char *)key, .key_len = strlen(key),
+                         .args = args };
+    void *index = ops->create();
+    int rc = ops->add(index, &b, msg, msglen);
+
+    if (rc == 0)
+        ops->remove(index, &b);
+    ops->destroy(index);
+    return rc;
+}
+
+static int
+check_bindings(struct plan *p, json_t *arr, size_t n)
+{
+    char e1[300], e2[300], what[700], msg[512];
+    const char *dtype;
+
+    p->bs = xcalloc(n + 1, sizeof(*p->bs));
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i);
+        struct p_binding *b = &p->bs[p->nbs++];
+        if (item_object(p, "bindings", i, o) != 0 ||
+            get_vhost(p, "bindings", i, o, &b->vhost) != 0 ||
+            get_str(p, "bindings", i, o, "source", NULL, &b->source) != 0 ||
+            get_str(p, "bindings", i, o, "destination", NULL, &b->dest) != 0 ||
+            get_str(p, "bindings", i, o, "destination_type", NULL,
+                    &dtype) != 0 ||
+            get_str(p, "bindings", i, o, "routing_key", "", &b->key) != 0)
+            return -1;
+        if (strcmp(dtype, "queue") == 0)
+            b->to_queue = true;
+        else if (strcmp(dtype, "exchange") != 0)
+            return fail(p, "bindings", i, "\"destination_type\" must be "
+                        "\"queue\" or \"exchange\", not '%s'",
+                        esc(e1, sizeof(e1), dtype));
+        if (b->source[0] == '\0' || (!b->to_queue && b->dest[0] == '\0'))
+            return fail(p, "bindings", i, "operation not permitted on the "
+                        "default exchange");
+        esc(e1, sizeof(e1), b->source);
+        esc(e2, sizeof(e2), b->dest);
+        const struct exchange_ops *ops = exchange_type(p, b->vhost, b->source);
+        if (ops == NULL)
+            return fail(p, "bindings", i, "source %s does not exist and is "
+                        "not in \"exchanges\"",
+                        obj_what(what, sizeof(what), "exchange", b->vhost,
+                                 b->source));
+        if (b->to_queue ? !has_queue(p, b->vhost, b->dest)
+                        : exchange_type(p, b->vhost, b->dest) == NULL)
+            return fail(p, "bindings", i, "destination %s does not exist and "
+                        "is not in \"%s\"",
+                        obj_what(what, sizeof(what), dtype, b->vhost, b->dest),
+                        b->to_queue ? "queues" : "exchanges");
+        if (get_args(p, "bindings", i, o, &b->args_buf, &b->args) != 0)
+            return -1;
+        if (try_binding(ops, b->key, b->args, msg, sizeof(msg)) != 0)
+            return fail(p, "bindings", i, "binding from '%s' to '%s': %s", e1,
+                        e2, msg);
+    }
+    return 0;
+}
+
+static int
+check_file(struct plan *p, json_t *root)
+{
+    json_t *arr;
+    size_t n;
+
+    if (!json_is_object(root))
+        return fail(p, NULL, 0, "the top level must be a JSON object");
+    for (size_t k = 0; k < NELEMS(unsupported); k++)
+        if (get_section(p, root, unsupported[k].key, &arr,
+                        &p->n_unsupported[k]) != 0)
+            return -1;
+    /* In this order: each refers only to what comes before it. */
+    if (get_section(p, root, "vhosts", &arr, &n) != 0 ||
+        check_vhosts(p, arr, n) != 0 ||
+        get_section(p, root, "exchanges", &arr, &n) != 0 ||
+        check_exchanges(p, arr, n) != 0 ||
+        get_section(p, root, "queues", &arr, &n) != 0 ||
+        check_queues(p, arr, n) != 0 ||
+        get_section(p, root, "bindings", &arr, &n) != 0 ||
+        check_bindings(p, arr, n) != 0)
+        return -1;
+    return 0;
+}
+
+/* ---- applying the plan ---- */
+
+static void
+apply_plan(struct plan *p, struct counts *c)
+{
+    char msg[512];
+
+    for (size_t i = 0; i < p->nvhosts; i++) {
+        if (broker_vhost(p->vhosts[i], strlen(p->vhosts[i]))) {
+            c->kept++;
+            continue;
+        }
+        struct vhost *vh = vhost_new(p->vhosts[i]);
+        hmap_put(&broker.vhosts, vh->name, strlen(vh->name), vh);
+        defs_changed(DEFS_VHOST_ADDED, vh);
+        c->vhosts++;
+    }
+    for (size_t i = 0; i < p->nxs; i++) {
+        struct p_exchange *px = &p->xs[i];
+        if (px->skip)
+            continue;
+        struct vhost *vh = broker_vhost(px->vhost, strlen(px->vhost));
+        if (vhost_exchange(vh, amqp_cstr(px->name))) {
+            c->kept++;
+            continue;
+        }
+        vhost_add_exchange(vh, exchange_new(vh, amqp_cstr(px->name), px->ops,
+                                            px->durable, px->auto_delete,
+                                            px->internal, px->args));
+        c->exchanges++;
+    }
+    for (size_t i = 0; i < p->nqs; i++) {
+        struct p_queue *pq = &p->qs[i];
+        if (pq->skip)
+            continue;
+        struct vhost *vh = broker_vhost(pq->vhost, strlen(pq->vhost));
+        if (vhost_queue(vh, amqp_cstr(pq->name))) {
+            c->kept++;
+            continue;
+        }
+        vhost_add_queue(vh, queue_new(vh, amqp_cstr(pq->name), pq->durable,
+                                      false, pq->auto_delete, NULL, pq->args,
+                                      &pq->qa));
+        c->queues++;
+    }
+    for (size_t i = 0; i < p->nbs; i++) {
+        struct p_binding *pb = &p->bs[i];
+        struct vhost *vh = broker_vhost(pb->vhost, strlen(pb->vhost));
+        struct exchange *src = vhost_exchange(vh, amqp_cstr(pb->source));
+        struct queue *q = pb->to_queue ? vhost_queue(vh, amqp_cstr(pb->dest))
+                                       : NULL;
+        struct exchange *dx = pb->to_queue
+                                  ? NULL
+                                  : vhost_exchange(vh, amqp_cstr(pb->dest));
+        if (src == NULL || (q == NULL && dx == NULL))
+            fatalx("definitions: bindings[%zu]: checked, but its ends are "
+                   "gone", i);
+        size_t before = src->nbindings;
+        if (exchange_bind(src, q, dx, amqp_cstr(pb->key), pb->args, msg,
+                          sizeof(msg)) != 0)
+            fatalx("definitions: bindings[%zu]: checked, but refused: %s", i,
+                   msg);
+        if (src->nbindings > before)
+            c->bindings++;
+        else
+            c->kept++;
+    }
+}
+
+static void
+plan_free(struct plan *p)
+{
+    for (size_t i = 0; i < p->nxs; i++)
+        free(p->xs[i].args_buf);
+    for (size_t i = 0; i < p->nqs; i++) {
+        free(p->qs[i].args_buf);
+        qargs_free(&p->qs[i].qa);
+    }
+    for (size_t i = 0; i < p->nbs; i++)
+        free(p->bs[i].args_buf);
+    free(p->vhosts);
+    free(p->xs);
+    free(p->qs);
+    free(p->bs);
+    hmap_destroy(&p->vnames);
+    hmap_destroy(&p->xnames);
+    hmap_destroy(&p->qnames);
+    if (p->proto)
+        vhost_free(p->proto);
+}
+
+static const char *
+plural(size_t n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}
+
+static void
+log_result(const struct plan *p, const struct counts *c)
+{
+    char skipped[1024];
+    size_t off = 0;
+
+    log_info("definitions: imported %s: %zu %s, %zu %s, %zu %s and %zu %s "
+             "added; %zu already present and kept; %zu amq.* or default "
+             "%s skipped", p->path, c->vhosts,
+             plural(c->vhosts, "vhost", "vhosts"), c->exchanges,
+             plural(c->exchanges, "exchange", "exchanges"), c->queues,
+             plural(c->queues, "queue", "queues"), c->bindings,
+             plural(c->bindings, "binding", "bindings"),
+             c->kept + p->repeats, p->reserved,
+             plural(p->reserved, "exchange", "exchanges"));
+    skipped[0] = '\0';
+    for (size_t k = 0; k < NELEMS(unsupported); k++) {
+        size_t n = p->n_unsupported[k];
+        if (n == 0 || off >= sizeof(skipped))
+            continue;
+        off += (size_t)snprintf(skipped + off, sizeof(skipped) - off,
+                                "%s%zu %s", off ? ", " : "", n,
+                                plural(n, unsupported[k].one,
+                                       unsupported[k].many));
+    }
+    if (skipped[0])
+        log_warnx("definitions: %s: %s not imported (not implemented yet)",
+                  p->path, skipped);
+}
+
+int
+defs_json_import(const char *path, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    struct plan p = { .path = path, .err = err, .errlen = errlen };
+    struct counts c = { 0 };
+
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        if (jerr.line > 0)
+            snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line,
+                     jerr.column, jerr.text);
+        else if (strstr(jerr.text, path))
+            snprintf(err, errlen, "%s", jerr.text);   /* "unable to open" */
+        else
+            snprintf(err, errlen, "%s: %s", path, jerr.text);
+        return -1;
+    }
+    hmap_init(&p.vnames);
+    hmap_init(&p.xnames);
+    hmap_init(&p.qnames);
+    p.proto = vhost_new("");
+    int rc = check_file(&p, root);
+    if (rc == 0) {
+        apply_plan(&p, &c);
+        log_result(&p, &c);
+    }
+    plan_free(&p);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- export ---- */
+
+/* A JSON string of 'n' bytes. JSON strings are UTF-8 and AMQP names and
+ * values need not be: bytes that are not become '?' (rare: clients send
+ * UTF-8). */
+static json_t *
+jstr(const void *s, size_t n)
+{
+    json_t *v = json_stringn(s, n);
+
+    if (v == NULL) {
+        char *copy = xmalloc(n + 1);
+        for (size_t i = 0; i < n; i++) {
+            uint8_t ch = ((const uint8_t *)s)[i];
+            copy[i] = ch < 0x80 ? (char)ch : '?';
+        }
+        v = json_stringn(copy, n);
+        free(copy);
+    }
+    return v;
+}
+
+static json_t *
+jreal(double d)
+{
+    json_t *v = json_real(d);
+    /* NaN and infinities have no JSON form. */
+    return v ? v : json_null();
+}
+
+static json_t *table_to_json(struct amqp_table t);
+
+static json_t *
+field_to_json(const struct amqp_field *f)
+{
+    struct table_iter it;
+    struct amqp_field e;
+    json_t *a;
+    double d;
+
+    switch (f->kind) {
+    case AMQP_FIELD_BOOL:
+        return json_boolean(f->v.b);
+    case AMQP_FIELD_I8:
+    case AMQP_FIELD_I16:
+    case AMQP_FIELD_I32:
+    case AMQP_FIELD_I64:
+    case AMQP_FIELD_L64:
+        return json_integer((json_int_t)f->v.i);
+    case AMQP_FIELD_U8:
+    case AMQP_FIELD_U16:
+    case AMQP_FIELD_U32:
+    case AMQP_FIELD_TIMESTAMP:
+        if (f->v.u > (uint64_t)INT64_MAX)
+            return jreal((double)f->v.u);
+        return json_integer((json_int_t)f->v.u);
+    case AMQP_FIELD_FLOAT:
+        return jreal((double)f->v.f);
+    case AMQP_FIELD_DOUBLE:
+        return jreal(f->v.d);
+    case AMQP_FIELD_DECIMAL:
+        d = (double)f->v.decimal.value;
+        for (unsigned i = 0; i < f->v.decimal.scale; i++)
+            d /= 10;
+        return jreal(d);
+    case AMQP_FIELD_LONGSTR:
+    case AMQP_FIELD_BYTES:
+        return jstr(f->v.str.ptr, f->v.str.len);
+    case AMQP_FIELD_ARRAY:
+        a = json_array();
+        array_iter_init(&it, f->v.array);
+        while (array_next(&it, &e))
+            json_array_append_new(a, field_to_json(&e));
+        return a;
+    case AMQP_FIELD_TABLE:
+        return table_to_json(f->v.table);
+    case AMQP_FIELD_VOID:
+        break;
+    }
+    return json_null();
+}
+
+static json_t *
+table_to_json(struct amqp_table t)
+{
+    json_t *o = json_object();
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+
+    table_iter_init(&it, t);
+    while (table_next(&it, &k, &v)) {
+        json_t *key = jstr(k.ptr, k.len);
+        json_object_set_new(o, json_string_value(key), field_to_json(&v));
+        json_decref(key);
+    }
+    return o;
+}
+
+static int
+cmp_name(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c ? c : (al > bl) - (al < bl);
+}
+
+static int
+cmp_vhost(const void *a, const void *b)
+{
+    return strcmp((*(struct vhost *const *)a)->name,
+                  (*(struct vhost *const *)b)->name);
+}
+
+static int
+cmp_exchange(const void *a, const void *b)
+{
+    const struct exchange *x = *(struct exchange *const *)a;
+    const struct exchange *y = *(struct exchange *const *)b;
+    return cmp_name(x->name, x->name_len, y->name, y->name_len);
+}
+
+static int
+cmp_queue(const void *a, const void *b)
+{
+    const struct queue *x = *(struct queue *const *)a;
+    const struct queue *y = *(struct queue *const *)b;
+    return cmp_name(x->name, x->name_len, y->name, y->name_len);
+}
+
+/* By source, destination type (exchange first), destination, key and
+ * arguments. */
+static int
+cmp_binding(const void *a, const void *b)
+{
+    const struct binding *x = *(struct binding *const *)a;
+    const struct binding *y = *(struct binding *const *)b;
+    int c = cmp_name(x->src->name, x->src->name_len, y->src->name,
+                     y->src->name_len);
+    if (c)
+        return c;
+    if ((x->q != NULL) != (y->q != NULL))
+        return x->q ? 1 : -1;
+    c = x->q ? cmp_name(x->q->name, x->q->name_len, y->q->name, y->q->name_len)
+             : cmp_name(x->dest_x->name, x->dest_x->name_len, y->dest_x->name,
+                        y->dest_x->name_len);
+    if (c)
+        return c;
+    c = cmp_name(x->key, x->key_len, y->key, y->key_len);
+    if (c)
+        return c;
+    return cmp_name((const char *)x->args.ptr, x->args.len,
+                    (const char *)y->args.ptr, y->args.len);
+}
+
+/* The hmap's values, sorted. */
+static void **
+sorted_values(const struct hmap *m, int (*cmp)(const void *, const void *),
+              size_t *n)
+{
+    void **v = xmalloc((m->count + 1) * sizeof(*v));
+    size_t pos = 0;
+    struct hmap_slot *s;
+
+    *n = 0;
+    while ((s = hmap_next(m, &pos)) != NULL)
+        v[(*n)++] = s->val;
+    qsort(v, *n, sizeof(*v), cmp);
+    return v;
+}
+
+static bool
+is_predeclared(const struct exchange *x)
+{
+    return x->is_default ||
+           (x->name_len >= 4 && memcmp(x->name, "amq.", 4) == 0);
+}
+
+static void
+export_vhost(struct vhost *vh, json_t *queues, json_t *exchanges,
+             json_t *bindings)
+{
+    size_t nx, nq, nb = 0, cap = 16;
+    struct exchange **xs = (struct exchange **)sorted_values(&vh->exchanges,
+                                                              cmp_exchange,
+                                                              &nx);
+    struct queue **qs = (struct queue **)sorted_values(&vh->queues, cmp_queue,
+                                                       &nq);
+    struct binding **bs = xmalloc(cap * sizeof(*bs));
+    json_t *o;
+
+    for (size_t i = 0; i < nq; i++) {
+        struct queue *q = qs[i];
+        if (!store_keeps_queue(q))
+            continue;
+        o = json_object();
+        json_object_set_new(o, "name", jstr(q->name, q->name_len));
+        json_object_set_new(o, "vhost", jstr(vh->name, strlen(vh->name)));
+        json_object_set_new(o, "durable", json_boolean(q->durable));
+        json_object_set_new(o, "auto_delete", json_boolean(q->auto_delete));
+        json_object_set_new(o, "arguments", table_to_json(q->args));
+        json_array_append_new(queues, o);
+    }
+    for (size_t i = 0; i < nx; i++) {
+        struct exchange *x = xs[i];
+        struct binding *b;
+        TAILQ_FOREACH(b, &x->bindings, src_link) {
+            if (!store_keeps_binding(b) || x->is_default)
+                continue;
+            if (nb == cap) {
+                cap *= 2;
+                bs = xrealloc(bs, cap * sizeof(*bs));
+            }
+            bs[nb++] = b;
+        }
+        if (!store_keeps_exchange(x) || is_predeclared(x))
+            continue;
+        o = json_object();
+        json_object_set_new(o, "name", jstr(x->name, x->name_len));
+        json_object_set_new(o, "vhost", jstr(vh->name, strlen(vh->name)));
+        json_object_set_new(o, "type", json_string(x->ops->type));
+        json_object_set_new(o, "durable", json_boolean(x->durable));
+        json_object_set_new(o, "auto_delete", json_boolean(x->auto_delete));
+        json_object_set_new(o, "internal", json_boolean(x->internal));
+        json_object_set_new(o, "arguments", table_to_json(x->args));
+        json_array_append_new(exchanges, o);
+    }
+    qsort(bs, nb, sizeof(*bs), cmp_binding);
+    for (size_t i = 0; i < nb; i++) {
+        struct binding *b = bs[i];
+        o = json_object();
+        json_object_set_new(o, "source", jstr(b->src->name, b->src->name_len));
+        json_object_set_new(o, "vhost", jstr(vh->name, strlen(vh->name)));
+        json_object_set_new(o, "destination",
+                            b->q ? jstr(b->q->name, b->q->name_len)
+                                 : jstr(b->dest_x->name, b->dest_x->name_len));
+        json_object_set_new(o, "destination_type",
+                            json_string(b->q ? "queue" : "exchange"));
+        json_object_set_new(o, "routing_key", jstr(b->key, b->key_len));
+        json_object_set_new(o, "arguments", table_to_json(b->args));
+        json_array_append_new(bindings, o);
+    }
+    free(xs);
+    free(qs);
+    free(bs);
+}
+
+int
+defs_json_export(FILE *out, char *err, size_t errlen)
+{
+    json_t *root = json_object();
+    json_t *vhosts = json_array(), *queues = json_array(),
+           *exchanges = json_array(), *bindings = json_array();
+    size_t nv;
+    struct vhost **vs = (struct vhost **)sorted_values(&broker.vhosts,
+                                                        cmp_vhost, &nv);
+
+    for (size_t i = 0; i < nv; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", jstr(vs[i]->name, strlen(vs[i]->name)));
+        json_array_append_new(vhosts, o);
+        export_vhost(vs[i], queues, exchanges, bindings);
+    }
+    free(vs);
+    /* RabbitMQ's keys, in its order. */
+    json_object_set_new(root, "rabbit_version",
+                        json_string(ROOST_RABBITMQ_VERSION));
+    json_object_set_new(root, "rabbitmq_version",
+                        json_string(ROOST_RABBITMQ_VERSION));
+    json_object_set_new(root, "product_name", json_string(ROOST_PRODUCT));
+    json_object_set_new(root, "product_version", json_string(ROOST_VERSION));
+    json_object_set_new(root, "users", json_array());
+    json_object_set_new(root, "vhosts", vhosts);
+    json_object_set_new(root, "permissions", json_array());
+    json_object_set_new(root, "topic_permissions", json_array());
+    json_object_set_new(root, "parameters", json_array());
+    json_object_set_new(root, "global_parameters", json_array());
+    json_object_set_new(root, "policies", json_array());
+    json_object_set_new(root, "queues", queues);
+    json_object_set_new(root, "exchanges", exchanges);
+    json_object_set_new(root, "bindings", bindings);
+    errno = 0;
+    int rc = json_dumpf(root, out, JSON_INDENT(2));
+    json_decref(root);
+    if (rc != 0 || fputc('\n', out) == EOF || fflush(out) != 0 ||
+        ferror(out)) {
+        snprintf(err, errlen, "cannot write the definitions: %s",
+                 errno ? strerror(errno) : "write error");
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,47 @@
+/*
+ * RabbitMQ's definitions file: the JSON that `rabbitmqctl
+ * export_definitions` and the management API's /api/definitions write,
+ * and that RabbitMQ's `load_definitions` reads at start. Import reads one
+ * into the broker's vhosts; export writes the broker's durable
+ * definitions in the same format, so a file moves either way between
+ * Roost and RabbitMQ.
+ *
+ * Roost imports vhosts, exchanges, queues and bindings. Users,
+ * permissions, topic permissions, parameters, global parameters and
+ * policies are counted and reported as not imported (not implemented
+ * yet). Both run on the event-loop thread.
+ */
+#ifndef ROOST_BROKER_DEFS_JSON_H
+#define ROOST_BROKER_DEFS_JSON_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/*
+ * Read the definitions file at 'path' and add what it defines to the
+ * broker, with RabbitMQ's import semantics: an object that exists
+ * already is kept as it is (so importing twice changes nothing), and the
+ * predeclared exchanges (the default one and amq.*) are skipped. A
+ * missing "vhost" means the default vhost. New objects are announced
+ * through defs_changed(), so the store writes the durable ones; the
+ * caller waits for the disk if it must.
+ *
+ * The whole file is checked before anything is applied: on -1 nothing
+ * changed and 'err' holds "path:line:column: JSON error" or
+ * "path: queues[3]: what is wrong". Logs what was imported and what was
+ * not. 0 on success.
+ */
+int defs_json_import(const char *path, char *err, size_t errlen);
+
+/*
+ * Write the broker's definitions to 'out' as a RabbitMQ definitions file:
+ * what the store keeps (every vhost; durable exchanges other than the
+ * predeclared ones; durable queues that are neither exclusive nor
+ * auto-delete; the bindings between kept objects), sorted by vhost and
+ * name so that the output is deterministic. "rabbit_version" is the
+ * RabbitMQ version Roost follows. -1 with a message in 'err' if writing
+ * failed; 'out' stays open.
+ */
+int defs_json_export(FILE *out, char *err, size_t errlen);
+
+#endif
