@@ -1128,8 +1128,16 @@ START_TEST(crash_loop)
     DECLARE_QUEUE(c, 1, q, true, false, false, out);
     h_close(c);
 
-    for (round = 1; round <= MAX_ROUNDS; round++) {
-        if (round > MIN_ROUNDS && h_now_ms() - t0 > BUDGET_MS)
+    /* ROOST_CRASH_ROUNDS=N: exactly N rounds (scripts/crash-soak.sh). */
+    int min_rounds = MIN_ROUNDS, max_rounds = MAX_ROUNDS;
+    uint64_t budget = BUDGET_MS;
+    const char *want = getenv("ROOST_CRASH_ROUNDS");
+    if (want && atoi(want) > 0) {
+        min_rounds = max_rounds = atoi(want);
+        budget = UINT64_MAX;
+    }
+    for (round = 1; round <= max_rounds; round++) {
+        if (round > min_rounds && h_now_ms() - t0 > budget)
             break;
         if (round > 1) {
             harness_restart(H, args);
@@ -1584,8 +1592,11 @@ main(void)
     tcase_add_test(tc, emptied_queue_restart);
     tcase_add_test(tc, deleted_queue_records_stay_dead);
 
-    tc = h_tcase(s, "crashes", 120, false);
+    /* Alone in its case, so that scripts/crash-soak.sh can run just it
+     * (CK_RUN_CASE=crash_loop) for many rounds. */
+    tc = h_tcase(s, "crash_loop", 120, false);
     tcase_add_test(tc, crash_loop);
+    tc = h_tcase(s, "power_cut", 120, false);
     tcase_add_test(tc, power_cut);
 
     tc = h_tcase(s, "damage", 60, false);

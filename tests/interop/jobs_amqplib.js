@@ -6,10 +6,8 @@
 // ConfirmChannel, each with a callback: every callback must fire with no
 // error (basic.ack) and waitForConfirms must resolve; a mandatory publish
 // nobody takes emits 'return' (312 NO_ROUTE) before its callback reports
-// the ack. A persistent message for a durable queue is acked by RabbitMQ
-// but nacked (callback error) by Roost, which has no persistence yet
-// (docs/compatibility.md; Roost is told by the roost_version server
-// property). A worker process (this script with --worker) consumes under
+// the ack. A persistent message for a durable queue is acked once it is
+// on disk, by RabbitMQ and Roost alike. A worker process (this script with --worker) consumes under
 // prefetch 50 with manual acks, acks 100 jobs, holds the next 50 unacked
 // and is killed with SIGKILL: the broker requeues those 50. A second
 // worker takes the rest: every job is acked exactly once, the dead
@@ -144,8 +142,8 @@ async function unroutable(ch, q) {
   }
 }
 
-// RabbitMQ acks a persistent message for a durable queue once it is on
-// disk; Roost, which has no disk store yet, nacks it and drops it.
+// A persistent message for a durable queue is acked once it is on disk,
+// and is in the queue (RabbitMQ and Roost alike).
 async function persistent(ch, q, roost) {
   const pq = `${q}.persistent`;
   await ch.assertQueue(pq, { durable: true });
@@ -154,8 +152,8 @@ async function persistent(ch, q, roost) {
   });
   const result = err ? 'nacked' : 'acked';
   const n = (await ch.checkQueue(pq)).messageCount;
-  const want = roost ? ['nacked', 0] : ['acked', 1];
-  const who = roost ? 'Roost (no persistence yet)' : 'RabbitMQ';
+  const want = ['acked', 1];
+  const who = roost ? 'Roost' : 'RabbitMQ';
   if (result !== want[0] || n !== want[1]) {
     fail(`persistent message to a durable queue: ${result}, queue holds ${n}; ` +
          `expected from ${who}: ${want[0]}, ${want[1]}`);

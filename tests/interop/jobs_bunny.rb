@@ -3,8 +3,8 @@
 # A producer publishes N transient jobs to a durable queue with publisher
 # confirms (all acked, none nacked, the queue then holds N) and one
 # mandatory job to an unroutable key (basic.return, then its confirm is an
-# ack). A persistent publish to another durable queue is nacked by Roost
-# (no persistence yet, docs/compatibility.md) and acked by RabbitMQ. A
+# ack). A persistent publish to another durable queue is acked once it is
+# on disk, by Roost and RabbitMQ alike, and enqueued. A
 # forked worker (prefetch 50, manual acks) acks the first M jobs, holds the
 # next ones unacked and is SIGKILLed; its unacked jobs are requeued. A
 # second worker then acks the rest: every id is acked exactly once, the
@@ -174,20 +174,12 @@ begin
   p_acked = pch.wait_for_confirms
   p_nacked = pch.nacked_set.to_a
   p_count = pch.queue_declare(pname, passive: true).message_count
-  if roost
-    if !p_acked && p_nacked == [1] && p_count == 0
-      ok 'Roost: persistent publish to a durable queue is nacked and not enqueued (no persistence yet)'
-    else
-      fail "Roost: persistent publish to a durable queue: acked=#{p_acked}, nacked #{p_nacked}, " \
-           "queue holds #{p_count}; expected a nack and 0 (docs/compatibility.md)"
-    end
+  who = roost ? 'Roost' : 'RabbitMQ'
+  if p_acked && p_nacked.empty? && p_count == 1
+    ok "#{who}: persistent publish to a durable queue is acked and enqueued"
   else
-    if p_acked && p_nacked.empty? && p_count == 1
-      ok 'RabbitMQ: persistent publish to a durable queue is acked and enqueued'
-    else
-      fail "RabbitMQ: persistent publish to a durable queue: acked=#{p_acked}, nacked #{p_nacked}, " \
-           "queue holds #{p_count}; expected an ack and 1"
-    end
+    fail "#{who}: persistent publish to a durable queue: acked=#{p_acked}, nacked #{p_nacked}, " \
+         "queue holds #{p_count}; expected an ack and 1"
   end
   pch.queue_delete(pname)
   pch.close

@@ -5,8 +5,8 @@
 // wait_for_pending_acks: all acked, none nacked, the queue then holds N)
 // and one mandatory job to an unroutable key (wait_for_pending_acks_returns:
 // basic.return, then its confirm is an ack). A persistent publish to another
-// durable queue is nacked by Roost (no persistence yet,
-// docs/compatibility.md) and acked by RabbitMQ. A worker made with
+// durable queue is acked once it is on disk, by Roost and RabbitMQ alike,
+// and enqueued. A worker made with
 // pcntl_fork (prefetch 50, manual acks) acks the first M jobs, holds the next
 // ones unacked and is SIGKILLed; its unacked jobs are requeued. A second
 // worker then acks the rest: every id is acked exactly once, the dead
@@ -189,20 +189,12 @@ try {
         ['delivery_mode' => AMQPMessage::DELIVERY_MODE_PERSISTENT]), '', $pname);
     $pch->wait_for_pending_acks(10);
     [, $p_count] = $pch->queue_declare($pname, true);
-    if ($roost) {
-        if ($p_events === [['nack', 1]] && $p_count === 0) {
-            ok('Roost: persistent publish to a durable queue is nacked and not enqueued (no persistence yet)');
-        } else {
-            fail('Roost: persistent publish to a durable queue: confirms ' . json_encode($p_events) .
-                 ", queue holds $p_count; expected a nack and 0 (docs/compatibility.md)");
-        }
+    $who = $roost ? 'Roost' : 'RabbitMQ';
+    if ($p_events === [['ack', 1]] && $p_count === 1) {
+        ok("$who: persistent publish to a durable queue is acked and enqueued");
     } else {
-        if ($p_events === [['ack', 1]] && $p_count === 1) {
-            ok('RabbitMQ: persistent publish to a durable queue is acked and enqueued');
-        } else {
-            fail('RabbitMQ: persistent publish to a durable queue: confirms ' . json_encode($p_events) .
-                 ", queue holds $p_count; expected an ack and 1");
-        }
+        fail("$who: persistent publish to a durable queue: confirms " . json_encode($p_events) .
+             ", queue holds $p_count; expected an ack and 1");
     }
     $pch->queue_delete($pname);
     $pch->close();
