@@ -18,6 +18,9 @@ struct msg;
 
 struct io_job {
     uint64_t batch;
+    uint64_t durable_upto;      /* every batch up to this is durable when
+                                   the job is done (a job may carry only
+                                   the first part of a batch) */
     /* journal records for segment 'seg': a segment number the thread
      * has not written yet is a new file (preallocated, its directory
      * synced); the previous one is closed */

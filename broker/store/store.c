@@ -50,6 +50,7 @@ enum { MS_NONE, MS_PENDING, MS_WRITTEN };
  * record may still be dropped (the message was settled before it was
  * written). */
 struct op {
+    uint64_t batch;             /* the open batch when it was added */
     uint8_t type;
     uint32_t qid;
     uint32_t deliveries;
@@ -189,6 +190,7 @@ add_op(uint8_t type, uint32_t qid, uint64_t seq, struct msg *m)
     }
     struct op *o = &st.ops[st.nops++];
     memset(o, 0, sizeof(*o));
+    o->batch = st.open_batch;
     o->type = type;
     o->qid = qid;
     o->seq = o->seq_hi = seq;
@@ -414,13 +416,33 @@ put_msg(struct wbuf *b, const struct msg *m)
     rec_end(b, at);
 }
 
-static void
-serialise(struct wbuf *b)
+/*
+ * One job writes at most this much: a burst larger than that goes out in
+ * several writes and syncs, and the confirms of its first part need not
+ * wait for the rest. A job is cut only before a message (so a message's
+ * enqueues stay with it) and never inside a transaction.
+ */
+#define JOB_MAX_BYTES (16u * 1024 * 1024)
+
+/* Serialise the open batch's changes into 'b', up to about 'limit'
+ * bytes; returns how many were taken (the rest stay, in order). */
+static size_t
+serialise(struct wbuf *b, size_t limit)
 {
-    for (size_t i = 0; i < st.nops; i++) {
+    bool in_tx = false;
+    size_t i;
+
+    for (i = 0; i < st.nops; i++) {
         struct op *o = &st.ops[i];
         struct msg *m = o->m;
         size_t at;
+
+        if (o->type == J_TX_BEGIN)
+            in_tx = true;
+        else if (o->type == J_TX_COMMIT)
+            in_tx = false;
+        else if (o->type == J_MSG && !in_tx && b->len >= limit)
+            break;
 
         switch (o->type) {
         case J_MSG:
@@ -476,11 +498,13 @@ serialise(struct wbuf *b)
         }
         st.stats.records++;
     }
-    for (size_t i = 0; i < st.nops; i++)
-        msg_unref(st.ops[i].m);
-    if (st.nops > st.stats.batch_max_records)
-        st.stats.batch_max_records = st.nops;
-    st.nops = 0;
+    for (size_t k = 0; k < i; k++)
+        msg_unref(st.ops[k].m);
+    if (i > st.stats.batch_max_records)
+        st.stats.batch_max_records = i;
+    memmove(st.ops, st.ops + i, (st.nops - i) * sizeof(*st.ops));
+    st.nops -= i;
+    return i;
 }
 
 static void
@@ -509,6 +533,7 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
         return;
     j->batch = st.open_batch++;
     j->journal.len = 0;
+    j->durable_upto = 0;
     if (st.nops > 0) {
         if (st.cur_len >= st.seg_size) {
             st.cur_seg++;
@@ -517,12 +542,14 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
         }
         if (st.cur_len == 0)
             seg_header(&j->journal, st.cur_seg);
-        serialise(&j->journal);
+        serialise(&j->journal, JOB_MAX_BYTES);
         st.cur_len += j->journal.len;
         seg_of(st.cur_seg)->written += j->journal.len;
         st.disk_bytes += j->journal.len;
     }
     j->seg = st.cur_seg;
+    /* What is left over belongs to batches this job does not finish. */
+    j->durable_upto = st.nops ? st.ops[0].batch - 1 : j->batch;
     /* Definitions: compact into a snapshot once the log is mostly
      * history, so a change costs what it changes, amortised. */
     j->snapshot = false;
@@ -714,7 +741,8 @@ job_done(struct io_job *j)
     }
     st.failures = 0;
     st.stats.syncs += j->synced;
-    st.durable_batch = j->batch;
+    if (j->durable_upto > st.durable_batch)
+        st.durable_batch = j->durable_upto;
     release_job_msgs(j);
     wake_waiters();
     maybe_compact();

@@ -850,7 +850,7 @@ END_TEST
  * consumer thread), present at the last check (the main thread). Each
  * array has one writer; the main thread reads them after joining.
  */
-enum { CL_MAX_IDS = 1 << 22, CL_WINDOW = 200, CL_PREFETCH = 20 };
+enum { CL_MAX_IDS = 1 << 25, CL_WINDOW = 200, CL_PREFETCH = 20 };
 
 struct cl {
     const char *q;
@@ -1219,6 +1219,72 @@ cmp_name(const void *a, const void *b)
 {
     return strcmp(a, b);
 }
+
+START_TEST(large_batch_split)
+{
+    /* A batch far larger than one job may write (16 MiB) goes out in
+     * several writes and syncs, each at most that much plus one message;
+     * every confirm comes, and everything is there after a crash. The
+     * syncs are slowed so that a big batch gathers behind each one. */
+    enum { N = 60000, SIZE = 400, MAX_WRITE = 16 * 1024 * 1024 + 4096 };
+    char sync_log[256], q[64], out[256], line[512];
+    amqp_connection_state_t c;
+    struct confirms t = { 0 };
+    struct qmsg *m;
+
+    SKIP_IF_REMOTE("needs roostd's test hooks");
+    hook_path(sync_log, sizeof(sync_log), "sync-log-split");
+    unlink(sync_log);
+    setenv("ROOST_TEST_SYNC_LOG", sync_log, 1);
+    setenv("ROOST_TEST_SYNC_DELAY_US", "300000", 1);
+    harness_start(H, NULL);
+    unsetenv("ROOST_TEST_SYNC_LOG");
+    unsetenv("ROOST_TEST_SYNC_DELAY_US");
+    c = h_connect(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "split"), true, false, false, out);
+    confirm_select(c, 1);
+    for (int id = 1; id <= N; id++)
+        pub_at(__FILE__, __LINE__, c, 1, &t, "", q, id, SIZE, 2, 0);
+    CONF_WAIT_ALL(c, &t, 60000);
+
+    /* Each sync of the journal covered at most one job's write. */
+    FILE *f = fopen(sync_log, "r");
+    ck_assert(f != NULL);
+    char prev_name[64] = "";
+    unsigned long long prev = 0, len, biggest = 0;
+    int writes = 0;
+    char name[64];
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "%63s %llu", name, &len) == 2 &&
+            strstr(name, ".seg") != NULL) {
+            unsigned long long step =
+                strcmp(name, prev_name) == 0 ? len - prev : len;
+            if (step > biggest)
+                biggest = step;
+            writes++;
+            snprintf(prev_name, sizeof(prev_name), "%s", name);
+            prev = len;
+        }
+    fclose(f);
+    fprintf(stderr, "large_batch_split: %d journal syncs, largest write "
+            "%llu bytes\n", writes, biggest);
+    ck_assert_msg(biggest <= MAX_WRITE, "a write of %llu bytes", biggest);
+    ck_assert_msg(biggest > 8 * 1024 * 1024,
+                  "no batch was large enough to split (largest %llu)",
+                  biggest);
+
+    KILL9(H);
+    h_drop(c);
+    harness_restart(H, NULL);
+    c = h_connect(H);
+    int n = READ_QUEUE(c, 1, q, &m);
+    EXPECT_IDS_AFTER_CRASH(m, n, 1, N + 1, 1);
+    free(m);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
 
 START_TEST(power_cut)
 {
@@ -1598,6 +1664,7 @@ main(void)
     tcase_add_test(tc, crash_loop);
     tc = h_tcase(s, "power_cut", 120, false);
     tcase_add_test(tc, power_cut);
+    tcase_add_test(tc, large_batch_split);
 
     tc = h_tcase(s, "damage", 60, false);
     tcase_add_test(tc, corruption);
