@@ -47,6 +47,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/statvfs.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1524,6 +1525,123 @@ connect_blocked_cap(const struct harness *h)
     return c;
 }
 
+START_TEST(full_disk)
+{
+    /* A real full disk: the data directory on a small tmpfs the test
+     * mounts (as root; skipped otherwise), nearly filled by a file. The
+     * store gets ENOSPC, confirms nothing it could not sync, blocks the
+     * publisher with the disk alarm, and goes on by itself once the file
+     * is removed. The statvfs alarm is off (disk_free_limit 0), so that
+     * what is seen is the store's own reaction. */
+    enum { GOOD = 50, MAX_IDS = 6000 };
+    char mnt[] = "/tmp/roost-full-XXXXXX", data[128], filler[128], cmd[640];
+    char q[64], out[256], dir_arg[160];
+    amqp_connection_state_t c;
+    struct confirms t = { 0 };
+    struct qmsg *m;
+
+    SKIP_IF_REMOTE("fills roostd's disk");
+    /* A run that failed half-way left its mount: take it away. */
+    FILE *mounts = fopen("/proc/mounts", "r");
+    char line[512], old[256];
+    while (mounts && fgets(line, sizeof(line), mounts))
+        if (sscanf(line, "%*s %255s", old) == 1 &&
+            strncmp(old, "/tmp/roost-full-", 16) == 0) {
+            snprintf(cmd, sizeof(cmd), "umount %s && rmdir %s", old, old);
+            if (system(cmd) != 0)
+                fprintf(stderr, "full_disk: cannot remove %s\n", old);
+        }
+    if (mounts)
+        fclose(mounts);
+    if (geteuid() != 0 || mkdtemp(mnt) == NULL) {
+        fprintf(stderr, "full_disk: skipped: needs root to mount a tmpfs\n");
+        return;
+    }
+    snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=6m tmpfs %s", mnt);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "full_disk: skipped: cannot mount a tmpfs\n");
+        rmdir(mnt);
+        return;
+    }
+    snprintf(data, sizeof(data), "%s/data", mnt);
+    snprintf(dir_arg, sizeof(dir_arg), "%s", data);
+    snprintf(filler, sizeof(filler), "%s/filler", mnt);
+    const char *const *args = ARGS("--data-dir", dir_arg,
+                                   "--set", "store.segment_size=65536",
+                                   "--set", "disk_free_limit.absolute=0");
+    harness_start(H, args);
+    c = connect_blocked_cap(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "full"), true, false, false, out);
+    confirm_select(c, 1);
+    for (int id = 1; id <= GOOD; id++)
+        PUB(c, 1, &t, "", q, id, 1000, 2);
+    CONF_WAIT_ALL(c, &t, 5000);
+
+    /* Leave about 300 KiB free, then publish until the store fails. */
+    struct statvfs sv;
+    ck_assert_int_eq(statvfs(mnt, &sv), 0);
+    long long fill = (long long)sv.f_bavail * (long long)sv.f_frsize -
+                     300 * 1024;
+    snprintf(cmd, sizeof(cmd), "fallocate -l %lld %s", fill, filler);
+    ck_assert_int_eq(system(cmd), 0);
+    size_t mark = log_mark(H);
+    int id = GOOD + 1;
+    uint64_t until = h_now_ms() + 20000;
+    while (!harness_log_contains(H, "store: writes keep failing") &&
+           id < MAX_IDS && h_now_ms() < until) {
+        pub_at(__FILE__, __LINE__, c, 1, &t, "", q, id++, 1000, 2, 0);
+        CONF_PUMP(c, &t, 1);
+    }
+    WAIT_LOG(H, mark, "store: writes keep failing");
+    /* Confirms of the last batch that made it may still be on their way;
+     * after them, what was not synced is not confirmed. */
+    until = h_now_ms() + 500;
+    while (h_now_ms() < until)
+        CONF_PUMP(c, &t, 50);
+    uint64_t settled = t.settled;
+    until = h_now_ms() + 1500;
+    while (h_now_ms() < until)
+        CONF_PUMP(c, &t, 50);
+    ck_assert_msg(t.settled == settled, "%" PRIu64 " confirms while the "
+                  "disk was full", t.settled - settled);
+    ck_assert_msg(t.settled < t.n, "every publish was confirmed: the disk "
+                  "never filled");
+    until = h_now_ms() + 5000;
+    while (t.blocked == 0 && h_now_ms() < until) {
+        if (t.n < (uint64_t)MAX_IDS)
+            pub_at(__FILE__, __LINE__, c, 1, &t, "", q, id++, 1000, 2, 0);
+        CONF_PUMP(c, &t, 50);
+    }
+    ck_assert_msg(t.blocked == 1, "no connection.blocked within 5 s");
+    ck_assert_str_eq(t.blocked_reason, "low on disk");
+    fprintf(stderr, "full_disk: %" PRIu64 " published, %" PRIu64
+            " confirmed when the disk filled\n", t.n, t.settled);
+
+    /* Space returns: everything is confirmed and the publisher goes on. */
+    ck_assert_int_eq(unlink(filler), 0);
+    CONF_WAIT_ALL(c, &t, 10000);
+    until = h_now_ms() + 5000;
+    while (t.unblocked == 0 && h_now_ms() < until)
+        CONF_PUMP(c, &t, 50);
+    ck_assert_msg(t.unblocked == 1, "no connection.unblocked within 5 s");
+    WAIT_LOG(H, mark, "store: writes succeed again");
+
+    KILL9(H);
+    h_drop(c);
+    harness_restart(H, args);
+    c = h_connect(H);
+    int n = READ_QUEUE(c, 1, q, &m);
+    EXPECT_IDS_AFTER_CRASH(m, n, 1, id, 0);
+    free(m);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+    snprintf(cmd, sizeof(cmd), "umount %s", mnt);
+    ck_assert_int_eq(system(cmd), 0);
+    rmdir(mnt);
+}
+END_TEST
+
 START_TEST(failing_disk)
 {
     enum { GOOD = 20, HELD = 40, BLOCKED = 45 };
@@ -1669,6 +1787,7 @@ main(void)
     tc = h_tcase(s, "damage", 60, false);
     tcase_add_test(tc, corruption);
     tcase_add_test(tc, failing_disk);
+    tcase_add_test(tc, full_disk);
     tcase_add_test(tc, delivered_before_crash_marked);
 
     return h_run(s);
