@@ -1398,6 +1398,108 @@ END_TEST
 
 /* ---- 5. a corrupt record ---- */
 
+/* The offset of the last record of 'type' in journal segment 'buf'
+ * (records: "RSR1", u32 length, type, 3 zero bytes, CRC, payload), or
+ * -1. */
+static long
+last_record_of(const unsigned char *buf, size_t size, unsigned type)
+{
+    long found = -1;
+    size_t off = 0;
+
+    while (off + 16 <= size && memcmp(buf + off, "RSR1", 4) == 0) {
+        uint32_t len = (uint32_t)buf[off + 4] | (uint32_t)buf[off + 5] << 8 |
+                       (uint32_t)buf[off + 6] << 16 |
+                       (uint32_t)buf[off + 7] << 24;
+        if (buf[off + 8] == type)
+            found = (long)off;
+        off += 16 + (size_t)len;
+    }
+    return found;
+}
+
+START_TEST(tx_commit_record)
+{
+    /* tx.commit-ok for persistent messages comes after their sync (they
+     * survive kill -9); and a transaction whose commit record did not
+     * reach the disk is ignored as a whole by recovery, the messages
+     * before it kept. */
+    enum { BEFORE = 10, IN_TX = 25 };
+    char q[64], out[256], dir[512], path[1024];
+    amqp_connection_state_t c;
+    struct confirms t = { 0 };
+    struct qmsg *m;
+
+    SKIP_IF_REMOTE("kills roostd and edits its files");
+    harness_start(H, NULL);
+    c = h_connect(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "tx"), true, false, false, out);
+    confirm_select(c, 1);
+    for (int id = 1; id <= BEFORE; id++)
+        PUB(c, 1, &t, "", q, id, 200, 2);
+    CONF_WAIT_ALL(c, &t, 5000);
+    amqp_channel_open(c, 2);
+    EXPECT_OK(c, "channel.open 2");
+    amqp_tx_select(c, 2);
+    EXPECT_OK(c, "tx.select");
+    struct confirms none = { 0 };
+    for (int id = BEFORE + 1; id <= BEFORE + IN_TX; id++)
+        pub_at(__FILE__, __LINE__, c, 2, &none, "", q, id, 200, 2, 0);
+    amqp_tx_commit(c, 2);
+    EXPECT_OK(c, "tx.commit");
+
+    /* Committed: kill -9 keeps them all. */
+    KILL9(H);
+    h_drop(c);
+    harness_restart(H, NULL);
+    c = h_connect(H);
+    int n = READ_QUEUE(c, 1, q, &m);
+    EXPECT_IDS_AFTER_CRASH(m, n, 1, BEFORE + IN_TX + 1, 0);
+    free(m);
+    h_close(c);
+    harness_stop_keep(H);
+
+    /* Now as if the commit record had not reached the disk: cut the
+     * segment that holds it just before it. */
+    data_path(dir, sizeof(dir), H, "msgs");
+    DIR *d = opendir(dir);
+    ck_assert(d != NULL);
+    struct dirent *de;
+    bool cut = false;
+    while ((de = readdir(d)) != NULL && !cut) {
+        struct stat sb;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (!strstr(de->d_name, ".seg") || stat(path, &sb) != 0 ||
+            sb.st_size == 0)
+            continue;
+        unsigned char *buf = malloc((size_t)sb.st_size);
+        int fd = open(path, O_RDWR);
+        ck_assert(buf != NULL && fd >= 0);
+        ck_assert(pread(fd, buf, (size_t)sb.st_size, 0) == sb.st_size);
+        long at = last_record_of(buf, (size_t)sb.st_size, 7);
+        if (at >= 0) {
+            ck_assert_int_eq(ftruncate(fd, at), 0);
+            cut = true;
+        }
+        close(fd);
+        free(buf);
+    }
+    closedir(d);
+    ck_assert_msg(cut, "no transaction commit record in the journal");
+    size_t mark = log_mark(H);
+    harness_restart(H, NULL);
+    WAIT_LOG(H, mark, "a transaction without its commit record is ignored");
+    c = h_connect(H);
+    n = READ_QUEUE(c, 1, q, &m);
+    EXPECT_IDS_AFTER_CRASH(m, n, 1, BEFORE + 1, 0);
+    free(m);
+    h_close(c);
+    conf_free(&t);
+    conf_free(&none);
+    harness_stop(H);
+}
+END_TEST
+
 START_TEST(corruption)
 {
     enum { N = 200 };
@@ -1786,6 +1888,7 @@ main(void)
 
     tc = h_tcase(s, "damage", 60, false);
     tcase_add_test(tc, corruption);
+    tcase_add_test(tc, tx_commit_record);
     tcase_add_test(tc, failing_disk);
     tcase_add_test(tc, full_disk);
     tcase_add_test(tc, delivered_before_crash_marked);
