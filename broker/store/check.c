@@ -1,10 +1,11 @@
 /*
  * The offline check of a data directory (check.h). It reads every file
- * itself with the record reader, so that it can account for each record
- * and report each bad one; the definitions it then hands to
- * defs_replay(), the code recovery runs, and the journal's entries it
- * resolves by recovery's rules (docs/storage.md), so that the totals are
- * what a start would rebuild. It writes nothing but its pid in LOCK.
+ * itself, so that it can account for each record and report each bad
+ * one, with the code recovery runs, so that the totals are what a start
+ * would rebuild: the definitions with the record reader and then
+ * defs_replay(), the journal's segments with replay_segment(), whose
+ * entries it then resolves with replay.c (docs/storage.md). It writes
+ * nothing but its pid in LOCK.
  *
  * What counts as corrupt (exit status 1): a record that does not check
  * out with valid records after it, records hidden behind zeros, a record
@@ -17,7 +18,6 @@
  */
 #include "broker/store/check.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,7 +30,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "amqp/props.h"
 #include "broker/broker.h"
 #include "broker/defs.h"
 #include "broker/exchange.h"
@@ -39,36 +38,11 @@
 #include "broker/store/io.h"
 #include "broker/store/journal.h"
 #include "broker/store/record.h"
+#include "broker/store/replay.h"
 #include "broker/store/store.h"
 #include "broker/store/store_defs.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
-
-#define PUSH(arr, n, cap, v)                                                 \
-    do {                                                                     \
-        if ((n) == (cap)) {                                                  \
-            (cap) = (cap) ? (cap) * 2 : 256;                                 \
-            (arr) = xrealloc((arr), (cap) * sizeof(*(arr)));                 \
-        }                                                                    \
-        (arr)[(n)++] = (v);                                                  \
-    } while (0)
-
-struct c_msg {
-    uint64_t id;
-    uint64_t order;             /* the newest copy of an id counts */
-    bool ok;                    /* its fields and content header decode */
-    bool live;                  /* a live entry holds it */
-};
-
-struct c_enq {
-    uint32_t qid;
-    uint64_t seq, id, order;
-};
-
-struct c_range {
-    uint32_t qid;
-    uint64_t lo, hi;
-};
 
 /* A recovered queue, by the store's id, with its live entries. */
 struct c_queue {
@@ -85,17 +59,19 @@ struct check {
     const char *file;
     uint64_t counts[256];
     uint64_t records;
-    /* the journal */
-    struct c_msg *msgs;
-    size_t nmsgs, msgs_cap;
-    struct c_enq *enqs;
-    size_t nenqs, enqs_cap;
-    struct c_range *acks;
-    size_t nacks, acks_cap;
+    /* the journal: its segments, mapped, and their records */
+    uint64_t *segs;
+    size_t nsegs;
+    void **maps;
+    size_t *lens;
+    struct replay rp;
     uint64_t seg_number;        /* of the segment being read */
-    /* an open transaction in it: the journal's lengths at its begin */
-    bool in_tx;
-    size_t tx_msgs, tx_enqs, tx_acks;
+    /* a transaction it ends inside: the records dropped */
+    bool tx_cut;
+    size_t cut_msgs, cut_enqs, cut_acks;
+    /* the queues recovery would rebuild, by store id */
+    struct c_queue *qs;
+    size_t nqs;
     /* what is said about the file being read, printed after its counts */
     FILE *notes;
     char *notes_text;
@@ -213,96 +189,63 @@ print_counts(struct check *c, const char *(*type_name)(uint8_t),
     fputc('\n', c->out);
 }
 
-/*
- * Read the records of the file in 'p' as recovery does, and call 'each'
- * for every one that checks out. Bad records are reported here. Returns
- * the bytes up to the end of the last record.
- */
-static size_t
-scan(struct check *c, const uint8_t *p, size_t len,
-     void (*each)(struct check *c, const struct rec *r, size_t off))
+/* Before a file's records are read. */
+static void
+scan_begin(struct check *c)
 {
-    size_t off = 0, end = 0;
-    struct rec rec;
-
     memset(c->counts, 0, sizeof(c->counts));
     c->records = 0;
-    while (off < len) {
-        enum rec_status s = rec_read(p + off, len - off, &rec);
-        if (s == REC_END) {
-            /* The end: zeros (a preallocated segment), or less than a
-             * header. Anything valid behind it is lost to recovery. */
-            size_t next = rec_resync(p, len, off);
-            if (next < len) {
-                problem(c, "zeros at offset %zu hide records from offset "
-                        "%zu on (recovery stops at the zeros)", off, next);
-            } else if (len - off < REC_HDR) {
-                for (size_t i = off; i < len; i++)
-                    if (p[i]) {
-                        note(c, "torn record at offset %zu (%zu bytes), cut "
-                             "by recovery", off, len - off);
-                        end = len;
-                        break;
-                    }
-            }
-            break;
-        }
-        if (s == REC_BAD) {
-            size_t next = rec_resync(p, len, off);
-            if (next == len) {
-                note(c, "torn record at offset %zu (%zu bytes), cut by "
-                     "recovery", off, len - off);
-                end = len;
-                break;
-            }
-            problem(c, "corrupt record at offset %zu (%zu bytes), skipped; "
-                    "the records after it are kept", off, next - off);
-            off = next;
-            continue;
-        }
-        c->counts[rec.type]++;
-        c->records++;
-        if (each)
-            each(c, &rec, off);
-        off += rec.size;
-        end = off;
-    }
-    return end;
 }
 
-static int
-read_all(const char *path, uint8_t **out, size_t *len)
+/* A record that checks out (rec_walk). */
+static void
+scan_record(void *arg, const struct rec *r, size_t off)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
+    struct check *c = arg;
 
-    *out = NULL;
-    *len = 0;
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -1;
-    if (fstat(fd, &sb) != 0) {
-        close(fd);
-        return -1;
+    (void)off;
+    c->counts[r->type]++;
+    c->records++;
+}
+
+/* A record that does not (rec_walk, replay_segment). */
+static void
+scan_fault(void *arg, enum rec_fault f, size_t off, size_t n)
+{
+    struct check *c = arg;
+
+    if (f == REC_TORN)
+        note(c, "torn record at offset %zu (%zu bytes), cut by recovery",
+             off, n);
+    else
+        problem(c, "corrupt record at offset %zu (%zu bytes), skipped; the "
+                "records after it are kept", off, n);
+}
+
+/*
+ * The walk over the file in 'p' ended at 'stop' (rec_walk). Short of
+ * the end, it found zeros (a preallocated segment) or less than a
+ * header: anything valid behind them is lost to recovery. Returns the
+ * bytes up to the end of the last record.
+ */
+static size_t
+scan_end(struct check *c, const uint8_t *p, size_t len, size_t stop)
+{
+    if (stop == len)
+        return len;
+    size_t next = rec_resync(p, len, stop);
+    if (next < len) {
+        problem(c, "zeros at offset %zu hide records from offset %zu on "
+                "(recovery stops at the zeros)", stop, next);
+    } else if (len - stop < REC_HDR) {
+        for (size_t i = stop; i < len; i++)
+            if (p[i]) {
+                note(c, "torn record at offset %zu (%zu bytes), cut by "
+                     "recovery", stop, len - stop);
+                return len;
+            }
     }
-    *out = xmalloc((size_t)sb.st_size + 1);
-    while (*len < (size_t)sb.st_size) {
-        ssize_t n = read(fd, *out + *len, (size_t)sb.st_size - *len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = errno;
-            close(fd);
-            free(*out);
-            *out = NULL;
-            errno = e;
-            return -1;
-        }
-        if (n == 0)
-            break;
-        *len += (size_t)n;
-    }
-    close(fd);
-    return 1;
+    return stop;
 }
 
 /* ---- definitions ---- */
@@ -325,7 +268,7 @@ check_defs(struct check *c, const char *name, uint32_t *max_qid)
     uint64_t gen;
 
     snprintf(path, sizeof(path), "%s/%s", c->dir, name);
-    int r = read_all(path, &p, &len);
+    int r = store_read_file(path, &p, &len);
     if (r < 0) {
         fprintf(stderr, "roostd: cannot read %s: %s\n", path, strerror(errno));
         return -1;
@@ -335,7 +278,9 @@ check_defs(struct check *c, const char *name, uint32_t *max_qid)
         return 0;
     }
     file_begin(c, name);
-    size_t used = scan(c, p, len, NULL);
+    scan_begin(c);
+    size_t used = scan_end(c, p, len,
+                           rec_walk(p, len, scan_record, scan_fault, c));
     uint64_t good = c->records;
     /* Replay what recovery replays. Its warnings repeat what the scan
      * above reported: keep them out of the way. */
@@ -357,149 +302,91 @@ check_defs(struct check *c, const char *name, uint32_t *max_qid)
 
 /* ---- the journal ---- */
 
+/* A journal record that checks out, as replay_segment() collected it. */
 static void
-journal_record(struct check *c, const struct rec *rec, size_t off)
+journal_record(void *arg, const struct rec *rec, size_t off, bool fits)
 {
-    struct rbuf r;
+    struct check *c = arg;
 
-    rbuf_init(&r, rec->payload, rec->len);
+    scan_record(c, rec, off);
     if (off == 0 && rec->type != J_SEG)
         problem(c, "does not start with a segment header");
-    switch (rec->type) {
-    case J_SEG: {
-        uint32_t fmt = rbuf_u32(&r);
-        uint64_t seg = rbuf_u64(&r);
-        if (!r.bad && off == 0 && (fmt != STORE_FORMAT || seg != c->seg_number))
-            problem(c, "the segment header says format %u, segment %" PRIu64,
-                    fmt, seg);
-        break;
-    }
-    case J_MSG: {
-        struct c_msg m = { .order = c->nmsgs };
-        uint32_t xlen, rklen, hlen;
-        struct content_header ch;
-        m.id = rbuf_u64(&r);
-        (void)rbuf_str(&r, &xlen);
-        (void)rbuf_str(&r, &rklen);
-        const uint8_t *h = rbuf_str(&r, &hlen);
-        uint64_t blen = rbuf_u64(&r);
-        (void)rbuf_bytes(&r, (size_t)blen);
-        m.ok = !r.bad && xlen <= 255 && rklen <= 255 &&
-               content_header_decode(h, hlen, &ch) == AMQP_OK &&
-               ch.body_size == blen;
-        if (r.bad)
-            break;
-        PUSH(c->msgs, c->nmsgs, c->msgs_cap, m);
-        return;
-    }
-    case J_ENQ: {
-        struct c_enq e = { .order = c->nenqs };
-        e.qid = rbuf_u32(&r);
-        e.seq = rbuf_u64(&r);
-        e.id = rbuf_u64(&r);
-        (void)rbuf_u64(&r);
-        (void)rbuf_u32(&r);
-        if (r.bad)
-            break;
-        PUSH(c->enqs, c->nenqs, c->enqs_cap, e);
-        return;
-    }
-    case J_DELIVER:
-        (void)rbuf_u32(&r);
-        (void)rbuf_u64(&r);
-        (void)rbuf_u32(&r);
-        break;
-    case J_ACK: {
-        struct c_range a;
-        a.qid = rbuf_u32(&r);
-        a.lo = rbuf_u64(&r);
-        a.hi = rbuf_u64(&r);
-        if (r.bad)
-            break;
-        PUSH(c->acks, c->nacks, c->acks_cap, a);
-        return;
-    }
-    case J_TX_BEGIN:
-        /* A transaction's records count only with its commit. */
-        c->in_tx = true;
-        c->tx_msgs = c->nmsgs;
-        c->tx_enqs = c->nenqs;
-        c->tx_acks = c->nacks;
-        (void)rbuf_u64(&r);
-        break;
-    case J_TX_COMMIT:
-        c->in_tx = false;
-        (void)rbuf_u64(&r);
-        break;
-    default:
+    const char *name = journal_type_name(rec->type);
+    if (name == NULL) {
         problem(c, "record of unknown type %u at offset %zu", rec->type, off);
         return;
     }
-    if (r.bad)
+    if (!fits) {
         problem(c, "%s record at offset %zu is too short for its fields",
-                journal_type_name(rec->type), off);
+                name, off);
+        return;
+    }
+    if (rec->type == J_SEG && off == 0) {
+        struct rbuf r;
+        rbuf_init(&r, rec->payload, rec->len);
+        uint32_t fmt = rbuf_u32(&r);
+        uint64_t seg = rbuf_u64(&r);
+        if (fmt != STORE_FORMAT || seg != c->seg_number)
+            problem(c, "the segment header says format %u, segment %" PRIu64,
+                    fmt, seg);
+    }
 }
 
-/* The records of one segment, with recovery's rule for transactions:
- * what stands after a begin without its commit does not count. */
+/* Said after the segment's other notes, as it is found at its end. */
 static void
-check_segment(struct check *c, const uint8_t *p, size_t len)
+journal_tx_cut(void *arg, size_t msgs, size_t enqs, size_t acks, size_t dels)
 {
-    c->in_tx = false;
-    size_t used = scan(c, p, len, journal_record);
-    if (c->in_tx) {
+    struct check *c = arg;
+
+    (void)dels;
+    c->tx_cut = true;
+    c->cut_msgs = msgs;
+    c->cut_enqs = enqs;
+    c->cut_acks = acks;
+}
+
+/* The records of one segment, collected as recovery collects them. */
+static void
+check_segment(struct check *c, uint32_t idx, const uint8_t *p, size_t len)
+{
+    struct replay_report rep = {
+        .record = journal_record, .fault = scan_fault,
+        .tx_cut = journal_tx_cut, .arg = c,
+    };
+
+    scan_begin(c);
+    c->tx_cut = false;
+    size_t used = scan_end(c, p, len, replay_segment(&c->rp, idx, p, len,
+                                                     &rep));
+    if (c->tx_cut)
         note(c, "a transaction without its commit record: its %zu message, "
              "%zu enqueue and %zu settled records are ignored by recovery",
-             c->nmsgs - c->tx_msgs, c->nenqs - c->tx_enqs,
-             c->nacks - c->tx_acks);
-        c->nmsgs = c->tx_msgs;
-        c->nenqs = c->tx_enqs;
-        c->nacks = c->tx_acks;
-    }
+             c->cut_msgs, c->cut_enqs, c->cut_acks);
     print_counts(c, journal_type_name, used, len);
-}
-
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 static int
 check_journal(struct check *c)
 {
-    char path[4200], name[64];
-    uint64_t *segs = NULL;
-    size_t nsegs = 0, cap = 0;
+    char path[4200], name[64], file[80];
 
-    snprintf(path, sizeof(path), "%s/msgs", c->dir);
-    DIR *d = opendir(path);
-    if (d == NULL) {
+    if (io_list_segments(c->dir, &c->segs, &c->nsegs) != 0) {
         if (errno == ENOENT) {
             fprintf(c->out, "msgs: absent\n");
             return 0;
         }
-        fprintf(stderr, "roostd: cannot read %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "roostd: cannot read %s/msgs: %s\n", c->dir,
+                strerror(errno));
         return -1;
     }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        unsigned long long n;
-        char tail[8];
-        if (sscanf(de->d_name, "%llu.se%1s", &n, tail) == 2 &&
-            strcmp(tail, "g") == 0)
-            PUSH(segs, nsegs, cap, (uint64_t)n);
-    }
-    closedir(d);
-    if (nsegs)
-        qsort(segs, nsegs, sizeof(*segs), cmp_u64);
-    for (size_t i = 0; i < nsegs; i++) {
-        char file[80];
-        io_seg_name(name, sizeof(name), segs[i]);
+    /* Mapped until the end: the messages collected borrow them. */
+    c->maps = xcalloc(c->nsegs + 1, sizeof(*c->maps));
+    c->lens = xcalloc(c->nsegs + 1, sizeof(*c->lens));
+    for (size_t i = 0; i < c->nsegs; i++) {
+        io_seg_name(name, sizeof(name), c->segs[i]);
         snprintf(file, sizeof(file), "msgs/%s", name);
         snprintf(path, sizeof(path), "%s/%s", c->dir, file);
-        c->seg_number = segs[i];
+        c->seg_number = c->segs[i];
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         struct stat sb;
         if (fd < 0 || fstat(fd, &sb) != 0) {
@@ -507,7 +394,6 @@ check_journal(struct check *c)
                     strerror(errno));
             if (fd >= 0)
                 close(fd);
-            free(segs);
             return -1;
         }
         size_t len = (size_t)sb.st_size;
@@ -516,53 +402,22 @@ check_journal(struct check *c)
         if (p == MAP_FAILED) {
             fprintf(stderr, "roostd: cannot map %s: %s\n", path,
                     strerror(errno));
-            free(segs);
             return -1;
         }
         if (p)
             madvise(p, len, MADV_SEQUENTIAL);
+        c->maps[i] = p;
+        c->lens[i] = len;
         file_begin(c, file);
-        check_segment(c, p, len);
+        check_segment(c, (uint32_t)i, p, len);
         file_end(c);
-        if (p)
-            munmap(p, len);
     }
-    if (nsegs == 0)
+    if (c->nsegs == 0)
         fprintf(c->out, "msgs: no segments\n");
-    free(segs);
     return 0;
 }
 
 /* ---- what recovery would rebuild ---- */
-
-static int
-cmp_msg(const void *a, const void *b)
-{
-    const struct c_msg *x = a, *y = b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
-}
-
-static int
-cmp_enq(const void *a, const void *b)
-{
-    const struct c_enq *x = a, *y = b;
-    if (x->qid != y->qid)
-        return x->qid < y->qid ? -1 : 1;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
-}
-
-static int
-cmp_range(const void *a, const void *b)
-{
-    const struct c_range *x = a, *y = b;
-    if (x->qid != y->qid)
-        return x->qid < y->qid ? -1 : 1;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
 
 static int
 cmp_cq(const void *a, const void *b)
@@ -571,93 +426,69 @@ cmp_cq(const void *a, const void *b)
     return x->sid < y->sid ? -1 : x->sid > y->sid;
 }
 
-/* The newest copy of message 'id', or NULL. */
-static struct c_msg *
-find_msg(struct check *c, uint64_t id)
+/* replay_walk's lookup. */
+static void *
+find_cq(void *arg, uint32_t sid)
 {
-    size_t lo = 0, hi = c->nmsgs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->msgs[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    struct c_msg *found = NULL;
-    while (lo < c->nmsgs && c->msgs[lo].id == id)
-        found = &c->msgs[lo++];
-    return found;
+    struct check *c = arg;
+    struct c_queue key = { .sid = sid };
+
+    return c->nqs ? bsearch(&key, c->qs, c->nqs, sizeof(*c->qs), cmp_cq)
+                  : NULL;
 }
 
 struct totals {
     uint64_t entries, settled, orphans, messages;
 };
 
-/* Resolve the entries as recovery does: of several records for one
- * entry the newest counts, a settled range ends it, and an entry of a
- * queue that no longer exists is an orphan. */
+/* Per message record: whether it was looked at, and how it came out. */
+enum { MSG_UNSEEN, MSG_LIVE, MSG_BAD };
+
+/* Count the entries recovery would restore (replay.h has the rules). */
 static void
-resolve_entries(struct check *c, struct c_queue *qs, size_t nqs,
-                struct totals *t)
+resolve_entries(struct check *c, struct totals *t)
 {
     char qn[300];
-    size_t ai = 0;
+    struct replay_walk w;
+    struct replay_entry e;
+    struct replay_fields f;
+    uint8_t *state = xcalloc(c->rp.nmsgs + 1, 1);
 
-    if (c->nmsgs)
-        qsort(c->msgs, c->nmsgs, sizeof(*c->msgs), cmp_msg);
-    if (c->nenqs)
-        qsort(c->enqs, c->nenqs, sizeof(*c->enqs), cmp_enq);
-    if (c->nacks)
-        qsort(c->acks, c->nacks, sizeof(*c->acks), cmp_range);
+    replay_resolve(&c->rp);
     c->file = "journal";
-    for (size_t i = 0; i < c->nenqs; i++) {
-        struct c_enq *e = &c->enqs[i];
-        if (i + 1 < c->nenqs && c->enqs[i + 1].qid == e->qid &&
-            c->enqs[i + 1].seq == e->seq)
-            continue;
-        struct c_queue key = { .sid = e->qid };
-        struct c_queue *cq = nqs ? bsearch(&key, qs, nqs, sizeof(*qs), cmp_cq)
-                                 : NULL;
-        if (cq == NULL) {
+    replay_walk_init(&w, &c->rp, find_cq, c);
+    while (replay_next(&w, &e)) {
+        if (e.fate == REPLAY_ORPHAN) {
             t->orphans++;
             continue;
         }
-        while (ai < c->nacks && (c->acks[ai].qid < e->qid ||
-                                 (c->acks[ai].qid == e->qid &&
-                                  c->acks[ai].hi < e->seq)))
-            ai++;
-        bool acked = false;
-        for (size_t k = ai; k < c->nacks && c->acks[k].qid == e->qid &&
-                            c->acks[k].lo <= e->seq; k++)
-            if (c->acks[k].hi >= e->seq) {
-                acked = true;
-                break;
-            }
-        if (acked) {
+        if (e.fate == REPLAY_SETTLED) {
             t->settled++;
             continue;
         }
-        struct c_msg *m = find_msg(c, e->id);
+        struct c_queue *cq = e.queue;
         log_escape(qn, sizeof(qn), cq->q->name, cq->q->name_len);
-        if (m == NULL) {
+        if (e.msg == NULL) {
             problem(c, "queue '%s' in vhost '%s': message %" PRIu64 " at "
                     "position %" PRIu64 " is missing (recovery drops the "
-                    "entry)", qn, cq->q->vh->name, e->id, e->seq);
+                    "entry)", qn, cq->q->vh->name, e.msg_id, e.seq);
             continue;
         }
-        if (!m->ok) {
+        uint8_t *ms = &state[e.msg - c->rp.msgs];
+        if (*ms == MSG_UNSEEN) {
+            *ms = replay_msg_decode(e.msg, &f) ? MSG_LIVE : MSG_BAD;
+            t->messages += *ms == MSG_LIVE;
+        }
+        if (*ms == MSG_BAD) {
             problem(c, "queue '%s' in vhost '%s': message %" PRIu64 " at "
                     "position %" PRIu64 " does not decode (recovery drops "
-                    "it)", qn, cq->q->vh->name, e->id, e->seq);
+                    "it)", qn, cq->q->vh->name, e.msg_id, e.seq);
             continue;
-        }
-        if (!m->live) {
-            m->live = true;
-            t->messages++;
         }
         cq->entries++;
         t->entries++;
     }
+    free(state);
 }
 
 static bool
@@ -725,7 +556,9 @@ report_contents(struct check *c)
         }
     }
     qsort(qs, nqs, sizeof(*qs), cmp_cq);
-    resolve_entries(c, qs, nqs, &t);
+    c->qs = qs;
+    c->nqs = nqs;
+    resolve_entries(c, &t);
 
     for (size_t i = 0; i < nv; i++) {
         struct vhost *vh = vs[i];
@@ -759,6 +592,8 @@ report_contents(struct check *c)
             plural(tb, "binding", "bindings"), t.messages,
             plural(t.messages, "message", "messages"), t.entries,
             plural(t.entries, "entry", "entries"), t.settled, t.orphans);
+    c->qs = NULL;
+    c->nqs = 0;
     free(qs);
     free(vs);
 }
@@ -772,7 +607,7 @@ check_format(const char *dir)
     size_t len;
 
     snprintf(path, sizeof(path), "%s/FORMAT", dir);
-    int r = read_all(path, &text, &len);
+    int r = store_read_file(path, &text, &len);
     if (r <= 0) {
         fprintf(stderr, "roostd: %s is not a Roost data directory (%s: %s)\n",
                 dir, path, r == 0 ? "absent" : strerror(errno));
@@ -831,9 +666,13 @@ store_check_data(const char *dir, FILE *out)
         rc = c.corrupt ? 1 : 0;
     }
     free_vhosts();
-    free(c.msgs);
-    free(c.enqs);
-    free(c.acks);
+    replay_free(&c.rp);
+    for (size_t i = 0; i < c.nsegs && c.maps; i++)
+        if (c.maps[i])
+            munmap(c.maps[i], c.lens[i]);
+    free(c.maps);
+    free(c.lens);
+    free(c.segs);
     close(lock);
     return rc;
 }

@@ -330,39 +330,48 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
     }
 }
 
+/* The file defs_replay() walks. */
+struct defs_file {
+    const char *file;
+    uint64_t *gen;
+    uint32_t *max_qid;
+    long n;
+};
+
+static void
+apply_record(void *arg, const struct rec *rec, size_t off)
+{
+    struct defs_file *df = arg;
+    struct rbuf r;
+
+    rbuf_init(&r, rec->payload, rec->len);
+    if (!apply(rec->type, &r, df->gen, df->max_qid))
+        log_warnx("store: %s: definition record of type %u at offset "
+                  "%zu not applied", df->file, rec->type, off);
+    else
+        df->n++;
+}
+
+static void
+report_fault(void *arg, enum rec_fault f, size_t off, size_t n)
+{
+    struct defs_file *df = arg;
+
+    if (f == REC_TORN)
+        log_warnx("store: %s: torn record at offset %zu cut (%zu bytes)",
+                  df->file, off, n);
+    else
+        log_warnx("store: %s: corrupt record at offset %zu skipped (%zu "
+                  "bytes)", df->file, off, n);
+}
+
 long
 defs_replay(const char *file, const uint8_t *p, size_t len, uint64_t *gen,
             uint32_t *max_qid)
 {
-    size_t off = 0;
-    long n = 0;
-    struct rec rec;
+    struct defs_file df = { file, gen, max_qid, 0 };
 
     *gen = 0;
-    while (off < len) {
-        enum rec_status st = rec_read(p + off, len - off, &rec);
-        if (st == REC_END)
-            break;
-        if (st == REC_BAD) {
-            size_t next = rec_resync(p, len, off);
-            if (next == len) {
-                log_warnx("store: %s: torn record at offset %zu cut (%zu "
-                          "bytes)", file, off, len - off);
-                break;
-            }
-            log_warnx("store: %s: corrupt record at offset %zu skipped (%zu "
-                      "bytes)", file, off, next - off);
-            off = next;
-            continue;
-        }
-        struct rbuf r;
-        rbuf_init(&r, rec.payload, rec.len);
-        if (!apply(rec.type, &r, gen, max_qid))
-            log_warnx("store: %s: definition record of type %u at offset "
-                      "%zu not applied", file, rec.type, off);
-        else
-            n++;
-        off += rec.size;
-    }
-    return n;
+    (void)rec_walk(p, len, apply_record, report_fault, &df);
+    return df.n;
 }

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "broker/store/io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -57,6 +58,44 @@ void
 io_seg_name(char *out, size_t len, uint64_t seg)
 {
     snprintf(out, len, "%010llu.seg", (unsigned long long)seg);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int
+io_list_segments(const char *dir, uint64_t **segs, size_t *nsegs)
+{
+    char path[4200];
+    size_t cap = 0;
+
+    *segs = NULL;
+    *nsegs = 0;
+    snprintf(path, sizeof(path), "%s/msgs", dir);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        unsigned long long n;
+        char tail[8];
+        if (sscanf(de->d_name, "%llu.se%1s", &n, tail) != 2 ||
+            strcmp(tail, "g") != 0)
+            continue;
+        if (*nsegs == cap) {
+            cap = cap ? cap * 2 : 64;
+            *segs = xrealloc(*segs, cap * sizeof(**segs));
+        }
+        (*segs)[(*nsegs)++] = (uint64_t)n;
+    }
+    closedir(d);
+    if (*nsegs)
+        qsort(*segs, *nsegs, sizeof(**segs), cmp_u64);
+    return 0;
 }
 
 static int

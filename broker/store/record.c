@@ -148,6 +148,33 @@ rec_resync(const uint8_t *p, size_t len, size_t from)
     return len;
 }
 
+size_t
+rec_walk(const uint8_t *p, size_t len,
+         void (*each)(void *arg, const struct rec *r, size_t off),
+         void (*fault)(void *arg, enum rec_fault f, size_t off, size_t n),
+         void *arg)
+{
+    size_t off = 0;
+    struct rec r;
+
+    while (off < len) {
+        enum rec_status s = rec_read(p + off, len - off, &r);
+        if (s == REC_END)
+            return off;
+        if (s == REC_BAD) {
+            size_t next = rec_resync(p, len, off);
+            if (fault)
+                fault(arg, next == len ? REC_TORN : REC_CORRUPT, off,
+                      next - off);
+            off = next;
+            continue;
+        }
+        each(arg, &r, off);
+        off += r.size;
+    }
+    return len;
+}
+
 void
 rbuf_init(struct rbuf *r, const uint8_t *p, size_t len)
 {

@@ -59,6 +59,27 @@ enum rec_status rec_read(const uint8_t *p, size_t len, struct rec *out);
  * if none does. */
 size_t rec_resync(const uint8_t *p, size_t len, size_t from);
 
+/* What rec_walk() found at a record that does not check out. */
+enum rec_fault {
+    REC_CORRUPT,        /* records that check out follow: skipped */
+    REC_TORN,           /* none does: the tail a crash cut, the walk ends */
+};
+
+/*
+ * Walk the records of a whole file in 'p' as every reader of the store
+ * does: call 'each' for each record that checks out, with its offset; at
+ * one that does not, call 'fault' (if not NULL) with its offset and the
+ * bytes skipped (up to the next record that checks out, or to the end).
+ * The walk stops at a zero header or at fewer bytes than a header.
+ * Returns where the records end: 'len' after the last record or a torn
+ * tail, else the offset the walk stopped at. 'arg' is passed on.
+ */
+size_t rec_walk(const uint8_t *p, size_t len,
+                void (*each)(void *arg, const struct rec *r, size_t off),
+                void (*fault)(void *arg, enum rec_fault f, size_t off,
+                              size_t n),
+                void *arg);
+
 /* Reading fields from a payload: each fails (returns false, and keeps
  * failing) once the payload is exhausted. */
 struct rbuf {

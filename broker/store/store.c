@@ -12,6 +12,10 @@
  * A segment is deleted when no live message remains in it and every
  * older segment is gone: an ack in a segment may be what keeps a message
  * in an older one dead, so only the oldest may go.
+ *
+ * Recovery maps the segments and hands them to replay.c, which decides
+ * which entries are live (the offline check runs the same code); what is
+ * here builds the messages and queue entries from them.
  */
 #define _GNU_SOURCE
 #include "broker/store/store.h"
@@ -28,7 +32,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
 
 #include "amqp/props.h"
 #include "broker/broker.h"
@@ -40,6 +43,7 @@
 #include "broker/store/io.h"
 #include "broker/store/journal.h"
 #include "broker/store/record.h"
+#include "broker/store/replay.h"
 #include "broker/store/store_defs.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
@@ -65,15 +69,6 @@ TAILQ_HEAD(waiter_list, store_waiter);
 struct segacct {
     uint64_t live, written;
 };
-
-#define PUSH(arr, n, cap, v)                                                 \
-    do {                                                                     \
-        if ((n) == (cap)) {                                                  \
-            (cap) = (cap) ? (cap) * 2 : 1024;                                \
-            (arr) = xrealloc((arr), (cap) * sizeof(*(arr)));                 \
-        }                                                                    \
-        (arr)[(n)++] = (v);                                                  \
-    } while (0)
 
 static struct {
     bool open, closing;
@@ -453,7 +448,12 @@ serialise(struct wbuf *b, size_t limit)
             }
             at = b->len;
             put_msg(b, m);
-            PUSH(st.job.msgs, st.job.nmsgs, st.job.msgs_cap, msg_ref(m));
+            if (st.job.nmsgs == st.job.msgs_cap) {
+                st.job.msgs_cap = st.job.msgs_cap ? st.job.msgs_cap * 2 : 1024;
+                st.job.msgs = xrealloc(st.job.msgs, st.job.msgs_cap *
+                                                    sizeof(*st.job.msgs));
+            }
+            st.job.msgs[st.job.nmsgs++] = msg_ref(m);
             m->store_state = MS_WRITTEN;
             m->store_seg = (uint32_t)st.cur_seg;
             m->store_size = (uint32_t)(b->len - at);
@@ -764,8 +764,8 @@ store_get_stats(struct store_stats *s)
 
 /* ---- open and close ---- */
 
-static int
-read_file(const char *path, uint8_t **out, size_t *len)
+int
+store_read_file(const char *path, uint8_t **out, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
@@ -778,19 +778,24 @@ read_file(const char *path, uint8_t **out, size_t *len)
         close(fd);
         return -1;
     }
-    *len = (size_t)sb.st_size;
-    *out = xmalloc(*len + 1);
-    size_t got = 0;
-    while (got < *len) {
-        ssize_t n = read(fd, *out + got, *len - got);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            break;
+    *out = xmalloc((size_t)sb.st_size + 1);
+    while (*len < (size_t)sb.st_size) {
+        ssize_t n = read(fd, *out + *len, (size_t)sb.st_size - *len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            close(fd);
+            free(*out);
+            *out = NULL;
+            *len = 0;
+            errno = e;
+            return -1;
         }
-        got += (size_t)n;
+        if (n == 0)
+            break;
+        *len += (size_t)n;
     }
-    *len = got;
     close(fd);
     return 1;
 }
@@ -862,7 +867,7 @@ store_check_format(const char *dir, char *err, size_t errlen)
     size_t len;
 
     snprintf(path, sizeof(path), "%s/FORMAT", dir);
-    int r = read_file(path, &text, &len);
+    int r = store_read_file(path, &text, &len);
     if (r < 0) {
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
@@ -922,234 +927,57 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
 
 /* ---- recovery ---- */
 
-struct r_msg {
-    uint64_t id;
-    uint32_t seg;       /* index into the mapped segments */
-    uint32_t size;
-    const uint8_t *payload;
-    uint32_t len;
-    struct msg *m;
-};
+/* What replay_segment() meets, said in the log. */
+static void
+recover_fault(void *arg, enum rec_fault f, size_t off, size_t n)
+{
+    const char *name = arg;
 
-struct r_enq {
-    uint32_t qid;
-    uint32_t deliveries;
-    uint64_t seq, id, expires_wall, order;
-};
-
-struct r_range {
-    uint32_t qid;
-    uint64_t lo, hi;
-};
-
-struct r_del {
-    uint32_t qid, deliveries;
-    uint64_t seq;
-};
-
-struct recovery {
-    struct r_msg *msgs;
-    size_t nmsgs, msgs_cap;
-    struct r_enq *enqs;
-    size_t nenqs, enqs_cap;
-    struct r_range *acks;
-    size_t nacks, acks_cap;
-    struct r_del *dels;
-    size_t ndels, dels_cap;
-    uint64_t max_id;
-    uint64_t corrupt, torn;
-};
+    if (f == REC_TORN)
+        /* Only zeros after it: a write the crash cut short. */
+        log_warnx("store: %s: torn record at offset %zu cut", name, off);
+    else
+        log_warnx("store: %s: corrupt record at offset %zu skipped (%zu "
+                  "bytes); the records after it are kept", name, off, n);
+}
 
 static void
-scan_segment(struct recovery *rc, uint32_t idx, const char *name,
-             const uint8_t *p, size_t len)
+recover_tx_cut(void *arg, size_t msgs, size_t enqs, size_t acks, size_t dels)
 {
-    size_t off = 0;
-    struct rec rec;
-    /* A transaction's records count only with its commit. */
-    size_t tx_msgs = 0, tx_enqs = 0, tx_acks = 0, tx_dels = 0;
-    bool in_tx = false;
-
-    while (off < len) {
-        enum rec_status s = rec_read(p + off, len - off, &rec);
-        if (s == REC_END)
-            break;
-        if (s == REC_BAD) {
-            size_t next = rec_resync(p, len, off);
-            if (next == len) {
-                /* Only zeros after it: a write the crash cut short. */
-                log_warnx("store: %s: torn record at offset %zu cut", name, off);
-                rc->torn++;
-                break;
-            }
-            log_warnx("store: %s: corrupt record at offset %zu skipped (%zu "
-                      "bytes); the records after it are kept", name, off,
-                      next - off);
-            rc->corrupt++;
-            off = next;
-            continue;
-        }
-        struct rbuf r;
-        rbuf_init(&r, rec.payload, rec.len);
-        switch (rec.type) {
-        case J_MSG: {
-            struct r_msg m = { 0 };
-            m.id = rbuf_u64(&r);
-            m.seg = idx;
-            m.size = (uint32_t)rec.size;
-            m.payload = rec.payload;
-            m.len = rec.len;
-            if (!r.bad)
-                PUSH(rc->msgs, rc->nmsgs, rc->msgs_cap, m);
-            if (m.id > rc->max_id)
-                rc->max_id = m.id;
-            break;
-        }
-        case J_ENQ: {
-            struct r_enq e;
-            e.qid = rbuf_u32(&r);
-            e.seq = rbuf_u64(&r);
-            e.id = rbuf_u64(&r);
-            e.expires_wall = rbuf_u64(&r);
-            e.deliveries = rbuf_u32(&r);
-            e.order = rc->nenqs;
-            if (!r.bad)
-                PUSH(rc->enqs, rc->nenqs, rc->enqs_cap, e);
-            break;
-        }
-        case J_DELIVER: {
-            struct r_del d;
-            d.qid = rbuf_u32(&r);
-            d.seq = rbuf_u64(&r);
-            d.deliveries = rbuf_u32(&r);
-            if (!r.bad)
-                PUSH(rc->dels, rc->ndels, rc->dels_cap, d);
-            break;
-        }
-        case J_ACK: {
-            struct r_range a;
-            a.qid = rbuf_u32(&r);
-            a.lo = rbuf_u64(&r);
-            a.hi = rbuf_u64(&r);
-            if (!r.bad)
-                PUSH(rc->acks, rc->nacks, rc->acks_cap, a);
-            break;
-        }
-        case J_TX_BEGIN:
-            in_tx = true;
-            tx_msgs = rc->nmsgs;
-            tx_enqs = rc->nenqs;
-            tx_acks = rc->nacks;
-            tx_dels = rc->ndels;
-            break;
-        case J_TX_COMMIT:
-            in_tx = false;
-            break;
-        default:
-            break;
-        }
-        off += rec.size;
-    }
-    if (in_tx) {
-        log_warnx("store: %s: a transaction without its commit record is "
-                  "ignored", name);
-        rc->nmsgs = tx_msgs;
-        rc->nenqs = tx_enqs;
-        rc->nacks = tx_acks;
-        rc->ndels = tx_dels;
-    }
+    (void)msgs;
+    (void)enqs;
+    (void)acks;
+    (void)dels;
+    log_warnx("store: %s: a transaction without its commit record is "
+              "ignored", (const char *)arg);
 }
 
-static int
-cmp_msg(const void *a, const void *b)
-{
-    const struct r_msg *x = a, *y = b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    /* The newest copy last. */
-    return x->seg < y->seg ? -1 : x->seg > y->seg;
-}
-
-static int
-cmp_enq(const void *a, const void *b)
-{
-    const struct r_enq *x = a, *y = b;
-    if (x->qid != y->qid)
-        return x->qid < y->qid ? -1 : 1;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
-}
-
-static int
-cmp_range(const void *a, const void *b)
-{
-    const struct r_range *x = a, *y = b;
-    if (x->qid != y->qid)
-        return x->qid < y->qid ? -1 : 1;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-static int
-cmp_del(const void *a, const void *b)
-{
-    const struct r_del *x = a, *y = b;
-    if (x->qid != y->qid)
-        return x->qid < y->qid ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static struct r_msg *
-find_msg(struct recovery *rc, uint64_t id)
-{
-    size_t lo = 0, hi = rc->nmsgs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (rc->msgs[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    /* The last copy with this id. */
-    struct r_msg *found = NULL;
-    while (lo < rc->nmsgs && rc->msgs[lo].id == id)
-        found = &rc->msgs[lo++];
-    return found;
-}
-
-/* The message of record 'rm', made once. */
+/* The message of record 'rm', made once: 'made' has a slot for each of
+ * the replay's messages. */
 static struct msg *
-restore_msg(struct r_msg *rm, const uint64_t *seg_numbers)
+restore_msg(const struct replay *rp, const struct replay_msg *rm,
+            struct msg **made, const uint64_t *seg_numbers)
 {
-    struct rbuf r;
-    uint32_t xlen, rklen, hlen;
+    struct msg **slot = &made[rm - rp->msgs];
+    struct replay_fields f;
 
-    if (rm->m)
-        return rm->m;
-    rbuf_init(&r, rm->payload, rm->len);
-    (void)rbuf_u64(&r);
-    const uint8_t *x = rbuf_str(&r, &xlen);
-    const uint8_t *rk = rbuf_str(&r, &rklen);
-    const uint8_t *h = rbuf_str(&r, &hlen);
-    uint64_t blen = rbuf_u64(&r);
-    const uint8_t *body = rbuf_bytes(&r, (size_t)blen);
-    struct content_header ch;
-    if (r.bad || xlen > 255 || rklen > 255 ||
-        content_header_decode(h, hlen, &ch) != AMQP_OK || ch.body_size != blen) {
+    if (*slot)
+        return *slot;
+    if (!replay_msg_decode(rm, &f)) {
         log_warnx("store: message %" PRIu64 " does not decode; dropped", rm->id);
         return NULL;
     }
-    struct msg *m = msg_new((struct amqp_bytes){ x, xlen },
-                            (struct amqp_bytes){ rk, rklen }, h, hlen, &ch,
-                            false);
-    msg_body_copy_in(m, body);
+    struct msg *m = msg_new((struct amqp_bytes){ f.exchange, f.exchange_len },
+                            (struct amqp_bytes){ f.rkey, f.rkey_len }, f.hdr,
+                            f.hdr_len, &f.ch, false);
+    msg_body_copy_in(m, f.body);
     m->store_id = rm->id;
     m->store_state = MS_WRITTEN;
     m->store_seg = (uint32_t)seg_numbers[rm->seg];
     m->store_size = rm->size;
     *live_of(m->store_seg) += m->store_size;
     st.stats.live_bytes += m->store_size;
-    rm->m = m;
+    *slot = m;
     return m;
 }
 
@@ -1178,11 +1006,11 @@ queue_by_sid(const struct hmap *by_sid, uint32_t sid)
     return hmap_get(by_sid, &sid, sizeof(sid));
 }
 
-static int
-cmp_u64(const void *a, const void *b)
+/* replay_walk's lookup. */
+static void *
+find_queue(void *by_sid, uint32_t sid)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+    return queue_by_sid(by_sid, sid);
 }
 
 static int
@@ -1195,14 +1023,14 @@ recover_defs(uint32_t *max_qid)
     long n = 0;
 
     snprintf(path, sizeof(path), "%s/defs.snap", st.dir);
-    if (read_file(path, &p, &len) < 0)
+    if (store_read_file(path, &p, &len) < 0)
         return -1;
     if (p) {
         n += defs_replay("defs.snap", p, len, &snap_gen, max_qid);
         free(p);
     }
     snprintf(path, sizeof(path), "%s/defs.log", st.dir);
-    if (read_file(path, &p, &len) < 0)
+    if (store_read_file(path, &p, &len) < 0)
         return -1;
     if (p) {
         long k = defs_replay("defs.log", p, len, &log_gen, max_qid);
@@ -1219,10 +1047,10 @@ store_recover(void)
 {
     uint64_t t0 = now_ms();
     char path[4200];
-    struct recovery rc = { 0 };
+    struct replay rp = { 0 };
     uint32_t max_qid = 0;
-    uint64_t *segs = NULL;
-    size_t nsegs = 0, segs_cap = 0;
+    uint64_t *segs;
+    size_t nsegs;
 
     /* CLEAN says the last stop synced everything, deliveries included.
      * It goes (durably) before anything else, so that a crash from now on
@@ -1243,23 +1071,10 @@ store_recover(void)
     st.next_qid = max_qid + 1;
 
     /* The journal's segments, oldest first. */
-    snprintf(path, sizeof(path), "%s/msgs", st.dir);
-    DIR *d = opendir(path);
-    if (d == NULL) {
+    if (io_list_segments(st.dir, &segs, &nsegs) != 0) {
         defs_quiet(false);
         return -1;
     }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        unsigned long long n;
-        char tail[8];
-        if (sscanf(de->d_name, "%llu.se%1s", &n, tail) == 2 &&
-            strcmp(tail, "g") == 0)
-            PUSH(segs, nsegs, segs_cap, (uint64_t)n);
-    }
-    closedir(d);
-    if (nsegs)
-        qsort(segs, nsegs, sizeof(*segs), cmp_u64);
     void **maps = xcalloc(nsegs + 1, sizeof(*maps));
     size_t *lens = xcalloc(nsegs + 1, sizeof(*lens));
     uint64_t *seglens = xcalloc(nsegs + 1, sizeof(*seglens));
@@ -1284,7 +1099,11 @@ store_recover(void)
             } else {
                 lens[i] = (size_t)sb.st_size;
                 madvise(maps[i], lens[i], MADV_SEQUENTIAL | MADV_WILLNEED);
-                scan_segment(&rc, (uint32_t)i, name, maps[i], lens[i]);
+                struct replay_report rep = {
+                    .fault = recover_fault, .tx_cut = recover_tx_cut,
+                    .arg = name,
+                };
+                replay_segment(&rp, (uint32_t)i, maps[i], lens[i], &rep);
                 bytes += lens[i];
                 seglens[i] = lens[i];
             }
@@ -1301,108 +1120,70 @@ store_recover(void)
     st.cur_seg = nsegs ? segs[nsegs - 1] + 1 : 1;
     st.cur_len = 0;
     st.stats.segments = nsegs + 1;
-    st.next_msg_id = rc.max_id + 1;
+    st.next_msg_id = rp.max_id + 1;
     /* Queue ids the journal still names are not given out again, even
      * when the definitions no longer know them (a snapshot leaves out
      * deleted queues): a new queue would take their records. */
-    for (size_t i = 0; i < rc.nenqs; i++)
-        if (rc.enqs[i].qid >= st.next_qid)
-            st.next_qid = rc.enqs[i].qid + 1;
-    for (size_t i = 0; i < rc.nacks; i++)
-        if (rc.acks[i].qid >= st.next_qid)
-            st.next_qid = rc.acks[i].qid + 1;
+    for (size_t i = 0; i < rp.nenqs; i++)
+        if (rp.enqs[i].qid >= st.next_qid)
+            st.next_qid = rp.enqs[i].qid + 1;
+    for (size_t i = 0; i < rp.nacks; i++)
+        if (rp.acks[i].qid >= st.next_qid)
+            st.next_qid = rp.acks[i].qid + 1;
 
-    if (rc.nmsgs)
-        qsort(rc.msgs, rc.nmsgs, sizeof(*rc.msgs), cmp_msg);
-    if (rc.nenqs)
-        qsort(rc.enqs, rc.nenqs, sizeof(*rc.enqs), cmp_enq);
-    if (rc.nacks)
-        qsort(rc.acks, rc.nacks, sizeof(*rc.acks), cmp_range);
-    if (rc.ndels)
-        qsort(rc.dels, rc.ndels, sizeof(*rc.dels), cmp_del);
+    replay_resolve(&rp);
 
-    uint64_t nrec = 0, nqueues = 0, orphans = 0, now_wall = wall_ms(),
-             now = now_ms();
-    size_t ai = 0, di = 0;
+    uint64_t nrec = 0, orphans = 0, now_wall = wall_ms(), now = now_ms();
     struct queue *q = NULL;
     uint32_t qid = 0;
     struct hmap by_sid;
+    struct replay_walk w;
+    struct replay_entry e;
+    struct msg **made = xcalloc(rp.nmsgs + 1, sizeof(*made));
     index_queues(&by_sid);
-    for (size_t i = 0; i < rc.nenqs; i++) {
-        struct r_enq *e = &rc.enqs[i];
-        /* Of several records for one entry (moved), the last counts. */
-        if (i + 1 < rc.nenqs && rc.enqs[i + 1].qid == e->qid &&
-            rc.enqs[i + 1].seq == e->seq)
-            continue;
-        if (e->qid != qid) {
-            qid = e->qid;
-            q = queue_by_sid(&by_sid, qid);
-            if (q)
-                nqueues++;
-        }
-        if (q == NULL) {
+    replay_walk_init(&w, &rp, find_queue, &by_sid);
+    while (replay_next(&w, &e)) {
+        if (e.fate == REPLAY_ORPHAN)
             orphans++;
+        if (e.fate != REPLAY_LIVE)
             continue;
-        }
-        while (ai < rc.nacks && (rc.acks[ai].qid < e->qid ||
-                                 (rc.acks[ai].qid == e->qid &&
-                                  rc.acks[ai].hi < e->seq)))
-            ai++;
-        bool acked = false;
-        for (size_t k = ai; k < rc.nacks && rc.acks[k].qid == e->qid &&
-                            rc.acks[k].lo <= e->seq; k++)
-            if (rc.acks[k].hi >= e->seq) {
-                acked = true;
-                break;
-            }
-        if (acked)
-            continue;
-        uint32_t deliveries = e->deliveries;
-        while (di < rc.ndels && (rc.dels[di].qid < e->qid ||
-                                 (rc.dels[di].qid == e->qid &&
-                                  rc.dels[di].seq < e->seq)))
-            di++;
-        for (size_t k = di; k < rc.ndels && rc.dels[k].qid == e->qid &&
-                            rc.dels[k].seq == e->seq; k++)
-            if (rc.dels[k].deliveries > deliveries)
-                deliveries = rc.dels[k].deliveries;
-        struct r_msg *rm = find_msg(&rc, e->id);
-        struct msg *m = rm ? restore_msg(rm, segs) : NULL;
+        q = e.queue;
+        struct msg *m = e.msg ? restore_msg(&rp, e.msg, made, segs) : NULL;
         if (m == NULL) {
             log_warnx("store: queue '%s': message %" PRIu64 " at position %"
                       PRIu64 " is missing from the journal; dropped", q->name,
-                      e->id, e->seq);
+                      e.msg_id, e.seq);
             continue;
         }
         uint64_t expires = 0;
-        if (e->expires_wall == 1)
+        if (e.expires_wall == 1)
             expires = 1;
-        else if (e->expires_wall > 1)
-            expires = e->expires_wall > now_wall
-                          ? now + (e->expires_wall - now_wall) : 1;
+        else if (e.expires_wall > 1)
+            expires = e.expires_wall > now_wall
+                          ? now + (e.expires_wall - now_wall) : 1;
         m->store_refs++;
         /* After a crash a delivery may have gone out before its record
          * was synced: every message may have been delivered. */
-        queue_restore(q, m, e->seq, expires, deliveries,
-                      deliveries > 0 || !clean);
+        queue_restore(q, m, e.seq, expires, e.deliveries,
+                      e.deliveries > 0 || !clean);
         nrec++;
     }
     /* Nor are positions: a queue that comes back empty (or short) would
      * number new entries from where its restored ones end, and a settled
      * record still on disk for an old entry at that position would settle
      * the new one at the next recovery. */
-    for (size_t i = 0; i < rc.nenqs + rc.nacks + rc.ndels; i++) {
+    for (size_t i = 0; i < rp.nenqs + rp.nacks + rp.ndels; i++) {
         uint32_t id;
         uint64_t seq;
-        if (i < rc.nenqs) {
-            id = rc.enqs[i].qid;
-            seq = rc.enqs[i].seq;
-        } else if (i < rc.nenqs + rc.nacks) {
-            id = rc.acks[i - rc.nenqs].qid;
-            seq = rc.acks[i - rc.nenqs].hi;
+        if (i < rp.nenqs) {
+            id = rp.enqs[i].qid;
+            seq = rp.enqs[i].seq;
+        } else if (i < rp.nenqs + rp.nacks) {
+            id = rp.acks[i - rp.nenqs].qid;
+            seq = rp.acks[i - rp.nenqs].hi;
         } else {
-            id = rc.dels[i - rc.nenqs - rc.nacks].qid;
-            seq = rc.dels[i - rc.nenqs - rc.nacks].seq;
+            id = rp.dels[i - rp.nenqs - rp.nacks].qid;
+            seq = rp.dels[i - rp.nenqs - rp.nacks].seq;
         }
         if (i == 0 || id != qid) {
             qid = id;
@@ -1413,18 +1194,17 @@ store_recover(void)
     }
     hmap_destroy(&by_sid);
     /* Each restored message holds itself once; the queues hold the rest. */
-    for (size_t i = 0; i < rc.nmsgs; i++)
-        msg_unref(rc.msgs[i].m);
+    for (size_t i = 0; i < rp.nmsgs; i++)
+        msg_unref(made[i]);
+    free(made);
     for (size_t i = 0; i < nsegs; i++)
         if (maps[i])
             munmap(maps[i], lens[i]);
     free(maps);
     free(lens);
     free(segs);
-    free(rc.msgs);
-    free(rc.enqs);
-    free(rc.acks);
-    free(rc.dels);
+    uint64_t corrupt = rp.corrupt, torn = rp.torn;
+    replay_free(&rp);
     defs_quiet(false);
     collect_dead_segments();
     /* The queues restored: expire what is due, arm timers. */
@@ -1440,9 +1220,9 @@ store_recover(void)
              PRIu64 " durable queues from %zu segments (%" PRIu64 " bytes) "
              "in %" PRIu64 " ms after %s stop; %" PRIu64 " orphan records "
              "dropped, %" PRIu64 " corrupt records skipped, %" PRIu64
-             " torn tails cut", ndefs, nrec, nqueues, nsegs, bytes,
+             " torn tails cut", ndefs, nrec, w.queues, nsegs, bytes,
              now_ms() - t0, clean ? "a clean" : "an unclean", orphans,
-             rc.corrupt, rc.torn);
+             corrupt, torn);
     if (io_start(st.dir, st.seg_size, job_done) != 0) {
         log_warn("store: cannot start the I/O thread");
         return -1;

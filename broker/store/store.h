@@ -49,6 +49,11 @@ int store_open(const char *dir, const struct config *cfg, char *err,
 int store_lock_dir(const char *dir, char *err, size_t errlen);
 int store_check_format(const char *dir, char *err, size_t errlen);
 
+/* Read the whole file 'path' into '*out' (with room for a NUL after
+ * its '*len' bytes; the caller frees it). 1 if read, 0 if there is no
+ * such file, -1 with errno if it cannot be read. */
+int store_read_file(const char *path, uint8_t **out, size_t *len);
+
 /* Rebuild the durable definitions and every durable queue's messages
  * from disk, and log what was recovered and how long it took. Runs
  * before the listeners open. -1 if the data cannot be read at all. */
