@@ -214,6 +214,22 @@ wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The enqueue record of entry 'e', its expiry on the wall clock (the
+ * monotonic one does not survive a restart; 1 stays "at once"). */
+static void
+add_enqueue(const struct queue *q, const struct qentry *e)
+{
+    struct op *o = add_op(J_ENQ, q->sid, e->seq, e->m);
+    o->deliveries = e->deliveries;
+    if (e->expires_at > 1) {
+        uint64_t now = now_ms();
+        o->expires_wall = wall_ms() + (e->expires_at > now ? e->expires_at - now
+                                                           : 0);
+    } else if (e->expires_at == 1) {
+        o->expires_wall = 1;
+    }
+}
+
 bool
 store_enqueue(struct queue *q, const struct qentry *e)
 {
@@ -228,15 +244,7 @@ store_enqueue(struct queue *q, const struct qentry *e)
         add_op(J_MSG, 0, 0, m);
     }
     m->store_refs++;
-    struct op *o = add_op(J_ENQ, q->sid, e->seq, m);
-    o->deliveries = e->deliveries;
-    if (e->expires_at > 1) {
-        uint64_t now = now_ms();
-        o->expires_wall = wall_ms() + (e->expires_at > now ? e->expires_at - now
-                                                           : 0);
-    } else if (e->expires_at == 1) {
-        o->expires_wall = 1;
-    }
+    add_enqueue(q, e);
     return true;
 }
 
@@ -647,15 +655,7 @@ compact_entry(struct queue *q, struct qentry *e, void *arg)
     } else if (!(m->store_state == MS_PENDING && m->store_seg == cc->seg)) {
         return;
     }
-    struct op *o = add_op(J_ENQ, q->sid, e->seq, m);
-    o->deliveries = e->deliveries;
-    if (e->expires_at > 1) {
-        uint64_t now = now_ms();
-        o->expires_wall = wall_ms() + (e->expires_at > now ? e->expires_at - now
-                                                           : 0);
-    } else if (e->expires_at == 1) {
-        o->expires_wall = 1;
-    }
+    add_enqueue(q, e);
 }
 
 /*

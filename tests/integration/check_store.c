@@ -558,6 +558,41 @@ check_binding_at(const char *file, int line, amqp_connection_state_t c,
 
 /* ---- 1. clean restart ---- */
 
+/*
+ * Restart on the same data (the stop or kill done), then: the recovery
+ * line counts 'msgs' messages in one queue, the definitions are there,
+ * the queue holds ids from..to-1 in order (those below 'rb' marked
+ * redelivered; 'exact': the others not), and the binding still routes.
+ */
+static void
+after_restart_at(const char *file, int line, size_t mark,
+                 const struct defs *d, unsigned long long want_msgs, int from,
+                 int to, int rb, bool exact)
+{
+    unsigned long long msgs, queues;
+    struct qmsg *m;
+
+    harness_restart(H, NULL);
+    recovered_at(file, line, H, mark, &msgs, &queues);
+    H_ASSERT_AT(file, line, msgs == want_msgs, "recovered %llu messages, "
+                "expected %llu", msgs, want_msgs);
+    H_ASSERT_AT(file, line, queues == 1, "recovered %llu queues", queues);
+    amqp_connection_state_t c = h_connect(H);
+    check_defs_at(file, line, c, d);
+    amqp_channel_open(c, 2);
+    EXPECT_OK(c, "channel.open");
+    int n = read_queue_at(file, line, c, 2, d->q, &m);
+    expect_ids_at(file, line, m, n, from, to, rb, exact);
+    free(m);
+    /* Settle them so that the binding's check starts from nothing. */
+    amqp_channel_close(c, 2, AMQP_REPLY_SUCCESS);
+    EXPECT_OK(c, "channel.close");
+    amqp_queue_purge(c, 1, amqp_cstring_bytes(d->q));
+    EXPECT_OK(c, "queue.purge");
+    check_binding_at(file, line, c, d);
+    h_close(c);
+}
+
 START_TEST(clean_restart)
 {
     enum { N = 2000, ACKED = 500, UNACKED = 100, PLAIN_FROM = 600 };
@@ -565,7 +600,6 @@ START_TEST(clean_restart)
     struct confirms t = { 0 };
     struct defs d;
     struct h_event e;
-    struct qmsg *m;
     int transient = 0;
 
     SKIP_IF_REMOTE("restarts roostd");
@@ -617,26 +651,8 @@ START_TEST(clean_restart)
 
     harness_stop_keep(H);
     size_t mark = log_mark(H);
-    harness_restart(H, NULL);
-    unsigned long long msgs, queues;
-    RECOVERED(H, mark, &msgs, &queues);
-    ck_assert_uint_eq(msgs, N - ACKED);
-    ck_assert_uint_eq(queues, 1);
-
-    c = h_connect(H);
-    CHECK_DEFS(c, &d);
-    amqp_channel_open(c, 2);
-    EXPECT_OK(c, "channel.open");
-    int n = READ_QUEUE(c, 2, d.q, &m);
-    EXPECT_IDS(m, n, ACKED + 1, N + 1, ACKED + UNACKED + 1);
-    free(m);
-    /* Settle them so that the binding's check starts from nothing. */
-    amqp_channel_close(c, 2, AMQP_REPLY_SUCCESS);
-    EXPECT_OK(c, "channel.close");
-    amqp_queue_purge(c, 1, amqp_cstring_bytes(d.q));
-    EXPECT_OK(c, "queue.purge");
-    check_binding_at(__FILE__, __LINE__, c, &d);
-    h_close(c);
+    after_restart_at(__FILE__, __LINE__, mark, &d, N - ACKED, ACKED + 1,
+                     N + 1, ACKED + UNACKED + 1, true);
     conf_free(&t);
     harness_stop(H);
 }
@@ -651,7 +667,6 @@ START_TEST(kill9_restart)
     struct confirms t = { 0 };
     struct defs d;
     struct h_event e;
-    struct qmsg *m;
 
     SKIP_IF_REMOTE("kills roostd");
     harness_start(H, NULL);
@@ -688,25 +703,8 @@ START_TEST(kill9_restart)
     KILL9(H);
     h_drop(c);
     size_t mark = log_mark(H);
-    harness_restart(H, NULL);
-    unsigned long long msgs, queues;
-    RECOVERED(H, mark, &msgs, &queues);
-    ck_assert_uint_eq(msgs, N + 1 - ACKED);
-    ck_assert_uint_eq(queues, 1);
-
-    c = h_connect(H);
-    CHECK_DEFS(c, &d);
-    amqp_channel_open(c, 2);
-    EXPECT_OK(c, "channel.open");
-    int n = READ_QUEUE(c, 2, d.q, &m);
-    EXPECT_IDS_AFTER_CRASH(m, n, ACKED + 1, N + 2, ACKED + PREFETCH + 1);
-    free(m);
-    amqp_channel_close(c, 2, AMQP_REPLY_SUCCESS);
-    EXPECT_OK(c, "channel.close");
-    amqp_queue_purge(c, 1, amqp_cstring_bytes(d.q));
-    EXPECT_OK(c, "queue.purge");
-    check_binding_at(__FILE__, __LINE__, c, &d);
-    h_close(c);
+    after_restart_at(__FILE__, __LINE__, mark, &d, N + 1 - ACKED, ACKED + 1,
+                     N + 2, ACKED + PREFETCH + 1, false);
     conf_free(&t);
     harness_stop(H);
 }
