@@ -569,79 +569,131 @@ confirm_one(struct channel *ch, uint32_t id, uint64_t seq)
         channel_send(ch, &m);
 }
 
-/* The store made batches up to the waiter's durable: release the
- * confirms that waited for them, and wait for the next one. */
+/*
+ * The confirms of a channel (docs/architecture.md, "A publish, end to
+ * end", step 9). 'acked' is the frontier: every publish up to it has
+ * been told. Publishes that need no disk are told with one multiple ack
+ * at the end of each read, as before the store. Once one publish waits
+ * for the store, it and every publish after it go into the ring 'pend'
+ * in order: one that needs no disk is told at once, alone ('told'); the
+ * others wait. As the store reports batches durable, the ring is emptied
+ * from the front, and each run of untold publishes is told with one ack
+ * naming its last tag, multiple when the run is longer than one: no ack
+ * ever names a tag already told, or covers one it did not have to.
+ */
+
+/* Tell the run of untold publishes that ends at 'end' (after 'acked'). */
+static void
+ack_run(struct channel *ch, uint64_t end)
+{
+    if (end <= ch->acked)
+        return;
+    if (ch->state == CH_OPEN) {
+        struct amqp_method m = { .id = AMQP_BASIC_ACK };
+        m.a.basic_ack.delivery_tag = end;
+        m.a.basic_ack.multiple = end - ch->acked > 1;
+        channel_send(ch, &m);
+    }
+    ch->acked = end;
+}
+
+/* Empty the ring from the front as far as batch 'durable' allows. */
+static void
+release_confirms(struct channel *ch, uint64_t durable)
+{
+    uint64_t run = 0;
+
+    /* Publishes before the ring were routed and need no disk. */
+    if (ch->pend_len > 0 && pend_at(ch, 0)->seq - 1 > ch->acked)
+        run = pend_at(ch, 0)->seq - 1;
+    while (ch->pend_len > 0 &&
+           (pend_at(ch, 0)->told || pend_at(ch, 0)->batch <= durable)) {
+        struct pend_confirm e = *pend_at(ch, 0);
+        ch->pend_head = (ch->pend_head + 1) & (ch->pend_cap - 1);
+        ch->pend_len--;
+        if (e.told) {
+            ack_run(ch, run);
+            run = 0;
+            if (e.seq > ch->acked)
+                ch->acked = e.seq;
+        } else {
+            run = e.seq;
+        }
+    }
+    ack_run(ch, run);
+    if (ch->pend_len > 0)
+        store_wait(&ch->store_w, pend_at(ch, 0)->batch);
+}
+
 static void
 confirms_durable(struct store_waiter *w)
 {
     struct channel *ch = (struct channel *)((char *)w -
                                             offsetof(struct channel, store_w));
-    while (ch->pend_len > 0 && pend_at(ch, 0)->batch <= w->batch) {
-        ch->pend_head = (ch->pend_head + 1) & (ch->pend_cap - 1);
-        ch->pend_len--;
+    release_confirms(ch, w->batch);
+}
+
+static void
+pend_push(struct channel *ch, uint64_t seq, uint64_t batch, bool told)
+{
+    if (ch->pend_len == ch->pend_cap) {
+        size_t ncap = ch->pend_cap ? ch->pend_cap * 2 : 16;
+        struct pend_confirm *n = xmalloc(ncap * sizeof(*n));
+        for (size_t i = 0; i < ch->pend_len; i++)
+            n[i] = *pend_at(ch, i);
+        free(ch->pend);
+        ch->pend = n;
+        ch->pend_cap = ncap;
+        ch->pend_head = 0;
     }
-    if (ch->pend_len > 0)
-        store_wait(&ch->store_w, pend_at(ch, 0)->batch);
-    channel_flush_confirms(ch);
+    *pend_at(ch, ch->pend_len++) = (struct pend_confirm){ seq, batch, told };
 }
 
 void
 channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch)
 {
-    if (batch == 0 && ch->pend_len > 0) {
-        /* Needs no disk, behind one that does: ack it alone, now. */
-        confirm_one(ch, AMQP_BASIC_ACK, seq);
-    } else if (batch != 0) {
-        if (ch->pend_len == ch->pend_cap) {
-            size_t ncap = ch->pend_cap ? ch->pend_cap * 2 : 16;
-            struct pend_confirm *n = xmalloc(ncap * sizeof(*n));
-            for (size_t i = 0; i < ch->pend_len; i++)
-                n[i] = *pend_at(ch, i);
-            free(ch->pend);
-            ch->pend = n;
-            ch->pend_cap = ncap;
-            ch->pend_head = 0;
-        }
-        *pend_at(ch, ch->pend_len++) = (struct pend_confirm){ seq, batch };
-        if (ch->pend_len == 1) {
-            ch->store_w.durable = confirms_durable;
-            store_wait(&ch->store_w, batch);
-        }
-    }
     /* Publishes are routed in order: the highest routed only grows. */
     if (seq > ch->confirmed)
         ch->confirmed = seq;
-    confirm_dirty(ch);
+    if (batch == 0 && ch->pend_len == 0) {
+        confirm_dirty(ch);
+        return;
+    }
+    if (batch == 0) {
+        /* Needs no disk, behind one that does: tell it alone, now. */
+        pend_push(ch, seq, 0, true);
+        confirm_one(ch, AMQP_BASIC_ACK, seq);
+        return;
+    }
+    pend_push(ch, seq, batch, false);
+    if (ch->pend_len == 1 || !ch->store_w.waiting) {
+        ch->store_w.durable = confirms_durable;
+        store_wait(&ch->store_w, pend_at(ch, 0)->batch);
+    }
 }
 
 void
 channel_confirm_nack(struct channel *ch, uint64_t seq)
 {
+    if (seq > ch->confirmed)
+        ch->confirmed = seq;
     if (ch->pend_len > 0) {
+        pend_push(ch, seq, 0, true);
         confirm_one(ch, AMQP_BASIC_NACK, seq);
-        if (seq > ch->confirmed)
-            ch->confirmed = seq;
         return;
     }
-    channel_flush_confirms(ch);
-    ch->confirmed = ch->acked = seq;
+    /* Everything before it first, then the nack: the frontier passes. */
+    ack_run(ch, seq - 1);
     confirm_one(ch, AMQP_BASIC_NACK, seq);
+    ch->acked = seq;
 }
 
 void
 channel_flush_confirms(struct channel *ch)
 {
-    /* Everything before the first publish that waits for the store. */
-    uint64_t upto = ch->pend_len ? pend_at(ch, 0)->seq - 1 : ch->confirmed;
-
     ch->confirm_dirty = false;
-    if (ch->state != CH_OPEN || upto <= ch->acked)
-        return;
-    struct amqp_method m = { .id = AMQP_BASIC_ACK };
-    m.a.basic_ack.delivery_tag = upto;
-    m.a.basic_ack.multiple = upto - ch->acked > 1;
-    ch->acked = upto;
-    channel_send(ch, &m);
+    /* Everything before the first publish in the ring. */
+    ack_run(ch, ch->pend_len ? pend_at(ch, 0)->seq - 1 : ch->confirmed);
 }
 
 void

@@ -46,9 +46,11 @@ struct unacked {
     struct consumer *c;         /* a reference; NULL for basic.get */
 };
 
-/* A confirm that waits until store batch 'batch' is durable. */
+/* A publish in the confirm ring: it waits until store batch 'batch' is
+ * durable, or it needed no disk and was 'told' (acked or nacked) alone. */
 struct pend_confirm {
     uint64_t seq, batch;
+    bool told;
 };
 
 /* A publish held by an open transaction. */
@@ -80,11 +82,12 @@ struct channel {
     /* publisher confirms: every publish gets the next sequence number.
      * Acks go out batched with multiple=true up to the first publish
      * still waiting for the store; a publish that needs no disk behind
-     * one that does is acked alone (multiple=false) at once. */
+     * one that does is acked alone (multiple=false) at once (channel.c,
+     * "The confirms of a channel"). */
     bool confirm;
     uint64_t pub_seq;               /* last sequence number assigned */
     uint64_t confirmed;             /* highest sequence number routed */
-    uint64_t acked;                 /* highest sequence number acked */
+    uint64_t acked;                 /* every one up to it was told */
     bool confirm_dirty;             /* in the connection's flush list */
     struct pend_confirm *pend;      /* waiting for the store, seq order */
     size_t pend_cap, pend_head, pend_len;

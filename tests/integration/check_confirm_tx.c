@@ -519,7 +519,8 @@ START_TEST(confirm_persistent_after_store)
      * behind it (then alone, multiple=false). Every publish is acked. */
     amqp_connection_state_t c;
     amqp_basic_properties_t persistent;
-    struct confirms t = { .n = 4 };
+    /* Out of order: 2 and 3 may be told before 1 is synced. */
+    struct confirms t = { .n = 4, .any_order = true };
     char qd[256], qt[256], x[64];
 
     c = h_connect(H);
@@ -547,6 +548,42 @@ START_TEST(confirm_persistent_after_store)
     CQUIET(c, 1);
     ck_assert_uint_eq(QUEUE_COUNT(c, 1, qd), 3);
     ck_assert_uint_eq(QUEUE_COUNT(c, 1, qt), 2);
+    amqp_queue_delete(c, 1, amqp_cstring_bytes(qd), 0, 0);
+    EXPECT_OK(c, "queue.delete");
+    h_close(c);
+}
+END_TEST
+
+START_TEST(confirm_mixed_persistent_transient)
+{
+    /* Persistent and transient publishes mixed on one channel: the
+     * transient ones are told without waiting for the disk, so confirms
+     * come out of order; every tag is still told exactly once, and no
+     * ack names a tag told before (struct confirms checks both). */
+    amqp_connection_state_t c;
+    amqp_basic_properties_t persistent;
+    struct confirms t = { .n = 300, .any_order = true };
+    char qd[256];
+
+    c = h_connect(H);
+    memset(&persistent, 0, sizeof(persistent));
+    persistent._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
+    persistent.delivery_mode = 2;
+    DECLARE_QUEUE(c, 1, "", true, false, false, qd);
+    confirm_select(c, 1);
+    for (int i = 1; i <= t.n; i++) {
+        if ((i * 7919) % 3 == 0)
+            PUBLISH(c, 1, "", qd, "t");
+        else
+            h_publish_at(__FILE__, __LINE__, c, 1, "", qd, "p", 1, false,
+                         &persistent);
+    }
+    WAIT_CONFIRMS(c, 1, &t);
+    ck_assert_int_eq(t.nacks, 0);
+    for (int i = 1; i <= t.n; i++)
+        EXPECT_ACKED(&t, i);
+    CQUIET(c, 1);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, qd), (uint32_t)t.n);
     amqp_queue_delete(c, 1, amqp_cstring_bytes(qd), 0, 0);
     EXPECT_OK(c, "queue.delete");
     h_close(c);
@@ -955,6 +992,7 @@ main(void)
     tcase_add_test(tc, confirm_return_before_ack);
     tcase_add_test(tc, confirm_nack_on_reject_publish);
     tcase_add_test(tc, confirm_persistent_after_store);
+    tcase_add_test(tc, confirm_mixed_persistent_transient);
     tcase_add_test(tc, confirm_and_tx_exclude_each_other);
 
     tc = h_tcase(s, "transactions", 20, true);
