@@ -446,7 +446,7 @@ channel_send_content(struct channel *ch, const struct amqp_method *m,
     wire_wr_init(&w, buf, sizeof(buf));
     frame_put_header(&w, AMQP_FRAME_HEADER, ch->number, msg->hdr_len);
     evbuffer_add(out, buf, w.len);
-    evbuffer_add(out, msg->hdr, msg->hdr_len);
+    evbuffer_add(out, msg_hdr(msg), msg->hdr_len);
     evbuffer_add(out, "\xCE", 1);
     for (uint64_t off = 0; off < msg->body_len; off += chunk) {
         size_t n = (size_t)(msg->body_len - off < chunk ? msg->body_len - off
@@ -470,9 +470,9 @@ channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
     d->consumer_tag.ptr = (const uint8_t *)c->tag;
     d->consumer_tag.len = c->tag_len;
     d->redelivered = e.redelivered;
-    d->exchange.ptr = (const uint8_t *)e.m->exchange;
+    d->exchange.ptr = (const uint8_t *)msg_exchange(e.m);
     d->exchange.len = e.m->exchange_len;
-    d->routing_key.ptr = (const uint8_t *)e.m->rkey;
+    d->routing_key.ptr = (const uint8_t *)msg_rkey(e.m);
     d->routing_key.len = e.m->rkey_len;
     if (c->no_ack) {
         d->delivery_tag = ch->next_tag++;

@@ -52,13 +52,15 @@ put_death(struct wire_wr *w, int64_t count, const char *reason,
                              .v.u = (uint64_t)time(NULL) };
     (void)table_put_key(w, amqp_cstr("time"));
     field_put(w, &f);
-    put_str(w, "exchange", (struct amqp_bytes){ (const uint8_t *)m->exchange,
-                                                m->exchange_len });
+    put_str(w, "exchange",
+            (struct amqp_bytes){ (const uint8_t *)msg_exchange(m),
+                                 m->exchange_len });
     (void)table_put_key(w, amqp_cstr("routing-keys"));
     wire_put_u8(w, AMQP_FIELD_ARRAY);
     a = table_begin(w);
     f = (struct amqp_field){ .kind = AMQP_FIELD_LONGSTR,
-                             .v.str = { (const uint8_t *)m->rkey, m->rkey_len } };
+                             .v.str = { (const uint8_t *)msg_rkey(m),
+                                        m->rkey_len } };
     field_put(w, &f);
     table_end(w, a);
     if (h->props.flags & AMQP_BASIC_EXPIRATION_FLAG)
@@ -119,7 +121,7 @@ build_headers(struct wire_wr *w, const struct msg *m,
         put_str(w, "x-first-death-reason", amqp_cstr(reason));
         put_str(w, "x-first-death-queue", amqp_cstr(queue));
         put_str(w, "x-first-death-exchange",
-                (struct amqp_bytes){ (const uint8_t *)m->exchange,
+                (struct amqp_bytes){ (const uint8_t *)msg_exchange(m),
                                      m->exchange_len });
     }
     table_end(w, outer);
@@ -136,7 +138,7 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
     uint8_t *hbuf = NULL, *out = NULL;
     struct msg *dm = NULL;
 
-    if (content_header_decode(m->hdr, m->hdr_len, &h) != AMQP_OK)
+    if (content_header_decode(msg_hdr(m), m->hdr_len, &h) != AMQP_OK)
         return NULL;   /* cannot happen: it was checked at publish */
     for (;;) {
         hbuf = xrealloc(hbuf, cap);
@@ -162,7 +164,7 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
         if (st == AMQP_OK) {
             struct amqp_bytes rk = dlrk ? amqp_cstr(dlrk)
                                         : (struct amqp_bytes){
-                                              (const uint8_t *)m->rkey,
+                                              (const uint8_t *)msg_rkey(m),
                                               m->rkey_len };
             struct content_header dh;
             /* With x-death added, the headers can outgrow what a table

@@ -400,7 +400,7 @@ route_into(struct route_ctx *rc, struct exchange *x)
     rc->depth++;
     size_t before = rc->out->n;
     if (x->is_default) {
-        struct amqp_bytes name = { (const uint8_t *)rc->m->rkey,
+        struct amqp_bytes name = { (const uint8_t *)msg_rkey(rc->m),
                                    rc->m->rkey_len };
         struct queue *q = vhost_queue(x->vh, name);
         if (q && q->epoch != rc->epoch) {

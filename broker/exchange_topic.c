@@ -237,14 +237,14 @@ topic_route(void *index, const struct msg *m, struct route_ctx *rc)
 {
     struct topic *t = index;
     struct walk wk;
-    const char *p = m->rkey, *end = m->rkey + m->rkey_len;
-    struct cached *c = hmap_get(&t->cache, m->rkey, m->rkey_len);
+    const char *p = msg_rkey(m), *end = msg_rkey(m) + m->rkey_len;
+    struct cached *c = hmap_get(&t->cache, msg_rkey(m), m->rkey_len);
 
     if (c == NULL) {
         if (t->cache.count >= TOPIC_CACHE_MAX)
             cache_clear(t);
         c = xcalloc(1, sizeof(*c));
-        hmap_put(&t->cache, m->rkey, m->rkey_len, c);
+        hmap_put(&t->cache, msg_rkey(m), m->rkey_len, c);
     } else {
         for (size_t k = 0; k < c->n; k++)
             route_emit(rc, c->v[k]);

@@ -151,7 +151,8 @@ publish(struct channel *ch, const struct amqp_basic_publish *a)
 void
 channel_route(struct channel *ch, struct msg *m, bool mandatory)
 {
-    struct amqp_bytes xname = { (const uint8_t *)m->exchange, m->exchange_len };
+    struct amqp_bytes xname = { (const uint8_t *)msg_exchange(m),
+                                m->exchange_len };
     struct exchange *x = vhost_exchange(ch->conn->vh, xname);
     /* Reused across publishes so that routing allocates nothing in the
      * steady state; the loop thread is the only user. */
@@ -167,7 +168,7 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
         ret.a.basic_return.reply_code = AMQP_NO_ROUTE;
         ret.a.basic_return.reply_text = amqp_cstr("NO_ROUTE");
         ret.a.basic_return.exchange = xname;
-        ret.a.basic_return.routing_key.ptr = (const uint8_t *)m->rkey;
+        ret.a.basic_return.routing_key.ptr = (const uint8_t *)msg_rkey(m);
         ret.a.basic_return.routing_key.len = m->rkey_len;
         channel_send_content(ch, &ret, m);
     }
@@ -207,9 +208,9 @@ get(struct channel *ch, const struct amqp_basic_get *a)
     struct amqp_method m = { .id = AMQP_BASIC_GET_OK };
     struct amqp_basic_get_ok *g = &m.a.basic_get_ok;
     g->redelivered = e.redelivered;
-    g->exchange.ptr = (const uint8_t *)e.m->exchange;
+    g->exchange.ptr = (const uint8_t *)msg_exchange(e.m);
     g->exchange.len = e.m->exchange_len;
-    g->routing_key.ptr = (const uint8_t *)e.m->rkey;
+    g->routing_key.ptr = (const uint8_t *)msg_rkey(e.m);
     g->routing_key.len = e.m->rkey_len;
     g->message_count = (uint32_t)q->len;
     if (a->no_ack) {

@@ -35,13 +35,13 @@
 static uint64_t bytes_in_use;
 
 /*
- * Freed messages of up to POOL_MAX bytes wait on a free list per 64-byte
+ * Freed messages of up to POOL_MAX bytes wait on a free list per 16-byte
  * size class for the next message of their class, so a steady stream of
  * messages allocates nothing. The lists hold at most POOL_BYTES in all;
  * beyond that, freed messages go back to malloc. Under AddressSanitizer a
  * pooled message is poisoned, so a use after free is still caught.
  */
-#define POOL_CLASS 64
+#define POOL_CLASS 16
 #define POOL_MAX 4096
 #define POOL_BYTES (8u * 1024 * 1024)
 
@@ -110,20 +110,17 @@ msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
     memset(m, 0, sizeof(*m));
     m->refs = 1;
     m->alloc_size = alloc_size;
-    m->exchange = p;
     memcpy(p, exchange.ptr, exchange.len);
     p[exchange.len] = '\0';
     m->exchange_len = (uint8_t)exchange.len;
     p += exchange.len + 1;
-    m->rkey = p;
     memcpy(p, rkey.ptr, rkey.len);
     p[rkey.len] = '\0';
     m->rkey_len = (uint8_t)rkey.len;
     p += rkey.len + 1;
-    m->hdr = (uint8_t *)p;
-    memcpy(m->hdr, hdr, hdr_len);
+    memcpy(p, hdr, hdr_len);
     m->hdr_len = (uint32_t)hdr_len;
-    m->body = body_later ? NULL : m->hdr + hdr_len;
+    m->body = body_later ? NULL : (uint8_t *)p + hdr_len;
     m->body_len = body_len;
     m->ttl = -1;
     const struct amqp_basic_props *pr = &ch->props;
@@ -133,7 +130,7 @@ msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
     }
     /* The decoded headers point into 'hdr': point them into the copy. */
     if (pr->flags & AMQP_BASIC_HEADERS_FLAG) {
-        m->headers.ptr = m->hdr + (pr->headers.ptr - hdr);
+        m->headers.ptr = (uint8_t *)p + (pr->headers.ptr - hdr);
         m->headers.len = pr->headers.len;
     }
     if (pr->flags & AMQP_BASIC_DELIVERY_MODE_FLAG)

@@ -30,27 +30,47 @@ struct msg {
     uint8_t priority;
     uint8_t exchange_len;
     uint8_t rkey_len;
+    bool body_heap;             /* body is its own allocation */
+    uint8_t store_state;        /* the store's (store/store.c) */
     uint32_t hdr_len;           /* encoded content header payload */
     uint64_t body_len;
     uint64_t body_filled;       /* while body frames arrive */
-    struct amqp_table headers;  /* borrows hdr; empty if absent */
-    uint8_t *hdr;
+    struct amqp_table headers;  /* borrows the header; empty if absent */
     uint8_t *body;              /* NULL until the first body frame when
                                    msg_new() was told 'body_later' */
-    bool body_heap;             /* body is its own allocation */
     struct inblock *blk;        /* body lies in this input block */
     TAILQ_ENTRY(msg) blk_link;  /* in blk->msgs */
-    char *exchange;             /* NUL-terminated, inside the allocation */
-    char *rkey;
     /* the store (store/store.c): its id on disk (0: none yet), the
-     * segment holding its record, the record's size, the durable queue
-     * entries that hold it, and whether the record is written */
+     * segment holding its record, the record's size, and the durable
+     * queue entries that hold it */
     uint64_t store_id;
     uint32_t store_seg;
     uint32_t store_size;
     uint32_t store_refs;
-    uint8_t store_state;
+    /* then, in the same allocation: the exchange name and the routing
+     * key, each NUL-terminated, the content header, and a small body
+     * (msg_exchange, msg_rkey, msg_hdr) */
 };
+
+/* The exchange name and routing key of the publish, NUL-terminated, and
+ * the encoded content header: all inside the message's allocation. */
+static inline char *
+msg_exchange(const struct msg *m)
+{
+    return (char *)(m + 1);
+}
+
+static inline char *
+msg_rkey(const struct msg *m)
+{
+    return msg_exchange(m) + m->exchange_len + 1;
+}
+
+static inline uint8_t *
+msg_hdr(const struct msg *m)
+{
+    return (uint8_t *)(msg_rkey(m) + m->rkey_len + 1);
+}
 
 /*
  * A message with a copy of the publish's exchange and routing key and of

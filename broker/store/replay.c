@@ -90,6 +90,7 @@ collect(struct seg_read *sr, const struct rec *rec)
         e.id = rbuf_u64(&r);
         e.expires_wall = rbuf_u64(&r);
         e.deliveries = rbuf_u32(&r);
+        e.seg = sr->seg;
         e.order = rp->nenqs;
         if (!r.bad)
             PUSH(rp->enqs, rp->nenqs, rp->enqs_cap, e);
@@ -323,6 +324,7 @@ replay_next(struct replay_walk *w, struct replay_entry *out)
         out->seq = e->seq;
         out->msg_id = e->id;
         out->expires_wall = e->expires_wall;
+        out->enq_seg = e->seg;
         out->queue = w->queue;
         if (w->queue == NULL)
             out->fate = REPLAY_ORPHAN;

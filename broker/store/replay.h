@@ -34,6 +34,7 @@ struct replay_msg {
 struct replay_enq {
     uint32_t qid;
     uint32_t deliveries;
+    uint32_t seg;               /* the segment, as replay_segment() got it */
     uint64_t seq, id, expires_wall;
     uint64_t order;             /* of the enqueue records read so far */
 };
@@ -117,6 +118,7 @@ struct replay_entry {
     uint32_t qid;
     uint64_t seq, msg_id, expires_wall;
     void *queue;                /* the lookup's answer for qid */
+    uint32_t enq_seg;           /* the segment of its newest enqueue record */
     /* REPLAY_LIVE only: */
     uint32_t deliveries;        /* the highest count the journal names */
     const struct replay_msg *msg;  /* its newest copy; NULL if none */

@@ -409,9 +409,9 @@ put_msg(struct wbuf *b, const struct msg *m)
 {
     size_t at = rec_begin(b, J_MSG);
     wbuf_u64(b, m->store_id);
-    wbuf_str(b, m->exchange, m->exchange_len);
-    wbuf_str(b, m->rkey, m->rkey_len);
-    wbuf_str(b, m->hdr, m->hdr_len);
+    wbuf_str(b, msg_exchange(m), m->exchange_len);
+    wbuf_str(b, msg_rkey(m), m->rkey_len);
+    wbuf_str(b, msg_hdr(m), m->hdr_len);
     wbuf_u64(b, m->body_len);
     wbuf_reserve(b, (size_t)m->body_len);
     msg_body_copy(m, b->p + b->len);
@@ -1154,6 +1154,17 @@ store_recover(void)
                       PRIu64 " is missing from the journal; dropped", q->name,
                       e.msg_id, e.seq);
             continue;
+        }
+        /* The message lives, for the accounting, in the oldest segment
+         * that a live record of it is in: a compaction cut short by a
+         * crash can leave its newest copy in one segment and an entry's
+         * only enqueue record in an older one, which must then not be
+         * deleted as if nothing in it were live. */
+        uint64_t es = segs[e.enq_seg];
+        if (es < m->store_seg) {
+            *live_of(m->store_seg) -= m->store_size;
+            m->store_seg = (uint32_t)es;
+            *live_of(es) += m->store_size;
         }
         uint64_t expires = 0;
         if (e.expires_wall == 1)
