@@ -30,9 +30,10 @@ store_keeps_exchange(const struct exchange *x)
 bool
 store_keeps_queue(const struct queue *q)
 {
-    /* Exclusive and auto-delete queues end with their connection or
-     * consumers; they do not outlive a restart. */
-    return q->durable && !q->exclusive && !q->auto_delete;
+    /* Exclusive queues end with their connection: they do not outlive a
+     * restart. A durable auto-delete queue does, as in RabbitMQ 3.10
+     * (checked against it), until its last consumer goes. */
+    return q->durable && !q->exclusive;
 }
 
 static bool
@@ -68,8 +69,10 @@ put_queue(struct wbuf *out, uint8_t type, const struct queue *q)
     wbuf_str(out, q->vh->name, strlen(q->vh->name));
     wbuf_str(out, q->name, q->name_len);
     wbuf_u32(out, q->sid);
-    if (type == D_QUEUE)
+    if (type == D_QUEUE) {
+        wbuf_u8(out, q->auto_delete ? 1 : 0);
         wbuf_str(out, q->args.ptr, q->args.len);
+    }
     rec_end(out, at);
 }
 
@@ -266,6 +269,7 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
     case D_QUEUE: {
         name = get_bytes(r);
         uint32_t qid = rbuf_u32(r);
+        uint8_t qflags = rbuf_u8(r);
         args = get_bytes(r);
         if (r->bad || qid == 0)
             return false;
@@ -281,7 +285,7 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
         struct queue *q = vhost_queue(vh, name);
         if (q)
             queue_delete(q);
-        q = queue_new(vh, name, true, false, false, NULL, t, &qa);
+        q = queue_new(vh, name, true, false, qflags & 1, NULL, t, &qa);
         q->sid = qid;
         vhost_add_queue(vh, q);
         if (qid > *max_qid)
