@@ -231,16 +231,9 @@ channel_track(struct channel *ch, struct queue *q, struct consumer *c,
 {
     uint64_t tag = ch->next_tag++;
 
-    if (ch->ua_len == ch->ua_cap) {
-        size_t ncap = ch->ua_cap ? ch->ua_cap * 2 : 16;
-        struct unacked *n = xmalloc(ncap * sizeof(*n));
-        for (size_t i = 0; i < ch->ua_len; i++)
-            n[i] = *ua_at(ch, i);
-        free(ch->unacked);
-        ch->unacked = n;
-        ch->ua_cap = ncap;
-        ch->ua_head = 0;
-    }
+    if (ch->ua_len == ch->ua_cap)
+        ring_grow(&ch->unacked, sizeof(*ch->unacked), &ch->ua_cap,
+                  &ch->ua_head, ch->ua_len);
     struct unacked *u = ua_at(ch, ch->ua_len++);
     u->tag = tag;
     u->tx_op = TX_NONE;
@@ -636,16 +629,9 @@ confirms_durable(struct store_waiter *w)
 static void
 pend_push(struct channel *ch, uint64_t seq, uint64_t batch, bool told)
 {
-    if (ch->pend_len == ch->pend_cap) {
-        size_t ncap = ch->pend_cap ? ch->pend_cap * 2 : 16;
-        struct pend_confirm *n = xmalloc(ncap * sizeof(*n));
-        for (size_t i = 0; i < ch->pend_len; i++)
-            n[i] = *pend_at(ch, i);
-        free(ch->pend);
-        ch->pend = n;
-        ch->pend_cap = ncap;
-        ch->pend_head = 0;
-    }
+    if (ch->pend_len == ch->pend_cap)
+        ring_grow(&ch->pend, sizeof(*ch->pend), &ch->pend_cap,
+                  &ch->pend_head, ch->pend_len);
     *pend_at(ch, ch->pend_len++) = (struct pend_confirm){ seq, batch, told };
 }
 

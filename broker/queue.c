@@ -98,14 +98,7 @@ at(const struct queue *q, size_t i)
 static void
 grow(struct queue *q)
 {
-    size_t ncap = q->cap ? q->cap * 2 : 16;
-    struct qentry *n = xmalloc(ncap * sizeof(*n));
-    for (size_t i = 0; i < q->len; i++)
-        n[i] = *at(q, i);
-    free(q->ring);
-    q->ring = n;
-    q->cap = ncap;
-    q->head = 0;
+    ring_grow(&q->ring, sizeof(*q->ring), &q->cap, &q->head, q->len);
 }
 
 static bool

@@ -3,6 +3,7 @@
  */
 #include "broker/util.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -59,6 +60,25 @@ xstrndup(const void *s, size_t len)
  * that fires before the coarse clock reaches its deadline re-arms for
  * the rest (queue.c), so nothing happens early.
  */
+void
+ring_grow(void *ring_ptr, size_t size, size_t *cap, size_t *head, size_t len)
+{
+    uint8_t **ring = ring_ptr;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    uint8_t *n = xmalloc(ncap * size);
+
+    if (len > 0) {
+        /* The elements from the head to the end, then those that wrapped. */
+        size_t first = *cap - *head < len ? *cap - *head : len;
+        memcpy(n, *ring + *head * size, first * size);
+        memcpy(n + first * size, *ring, (len - first) * size);
+    }
+    free(*ring);
+    *ring = n;
+    *cap = ncap;
+    *head = 0;
+}
+
 uint64_t
 now_ms(void)
 {

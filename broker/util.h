@@ -17,6 +17,14 @@ char *xstrdup(const char *s);
 /* A NUL-terminated copy of 'len' bytes. */
 char *xstrndup(const void *s, size_t len);
 
+/*
+ * Double a ring buffer of '*cap' elements of 'size' bytes (a power of two,
+ * or 0 before the first element) holding 'len' elements from index
+ * '*head' on: the new one holds them from index 0.
+ */
+void ring_grow(void *ring_ptr, size_t size, size_t *cap, size_t *head,
+               size_t len);
+
 /* Milliseconds from a monotonic clock, to the kernel tick (1-10 ms). */
 uint64_t now_ms(void);
 

@@ -876,41 +876,6 @@ END_TEST
 
 /* ---- the disk alarm ---- */
 
-/* Like h_connect, announcing the connection.blocked capability, which
- * rabbitmq-c 0.11 does not announce by itself. */
-static amqp_connection_state_t
-connect_blocked_cap(const struct harness *h)
-{
-    amqp_connection_state_t c = amqp_new_connection();
-    amqp_socket_t *s;
-    struct timeval tv = { 10, 0 };
-    amqp_table_entry_t cap, prop;
-    amqp_table_t props;
-    int st;
-
-    ck_assert(c != NULL);
-    s = amqp_tcp_socket_new(c);
-    ck_assert(s != NULL);
-    st = amqp_socket_open(s, h->host, h->port);
-    ck_assert_msg(st == AMQP_STATUS_OK, "cannot connect to %s:%d: %s", h->host,
-                  h->port, amqp_error_string2(st));
-    amqp_set_rpc_timeout(c, &tv);
-    cap.key = amqp_cstring_bytes("connection.blocked");
-    cap.value.kind = AMQP_FIELD_KIND_BOOLEAN;
-    cap.value.value.boolean = 1;
-    prop.key = amqp_cstring_bytes("capabilities");
-    prop.value.kind = AMQP_FIELD_KIND_TABLE;
-    prop.value.value.table = h_table(&cap, 1);
-    props = h_table(&prop, 1);
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_login_with_properties(c, "/", 0, 131072, 0, &props,
-                                              AMQP_SASL_METHOD_PLAIN, "guest",
-                                              "guest"),
-                   "login");
-    reopen(c, 1);
-    return c;
-}
-
 /* Poll roostd's log (at most 5 s) for 'needle'. */
 static void
 wait_log_at(const char *file, int line, const struct harness *h,
@@ -954,7 +919,7 @@ START_TEST(disk_alarm_blocks_publisher)
                   false, q);
 
     /* A publisher that can hear it is told why it is blocked. */
-    pub = connect_blocked_cap(&h);
+    pub = h_connect_blocked_cap(&h);
     PUBLISH(pub, 1, "", q, "blocked");
     CEXPECT(pub, AMQP_CONNECTION_BLOCKED_METHOD, &e);
     ck_assert_int_eq(e.channel, 0);

@@ -1702,42 +1702,6 @@ END_TEST
 
 /* ---- 6. a failing disk ---- */
 
-/* Like h_connect, announcing the connection.blocked capability, which
- * rabbitmq-c 0.11 does not announce by itself. */
-static amqp_connection_state_t
-connect_blocked_cap(const struct harness *h)
-{
-    amqp_connection_state_t c = amqp_new_connection();
-    amqp_socket_t *s;
-    struct timeval tv = { 10, 0 };
-    amqp_table_entry_t cap, prop;
-    amqp_table_t props;
-    int st;
-
-    ck_assert(c != NULL);
-    s = amqp_tcp_socket_new(c);
-    ck_assert(s != NULL);
-    st = amqp_socket_open(s, h->host, h->port);
-    ck_assert_msg(st == AMQP_STATUS_OK, "cannot connect to %s:%d: %s", h->host,
-                  h->port, amqp_error_string2(st));
-    amqp_set_rpc_timeout(c, &tv);
-    cap.key = amqp_cstring_bytes("connection.blocked");
-    cap.value.kind = AMQP_FIELD_KIND_BOOLEAN;
-    cap.value.value.boolean = 1;
-    prop.key = amqp_cstring_bytes("capabilities");
-    prop.value.kind = AMQP_FIELD_KIND_TABLE;
-    prop.value.value.table = h_table(&cap, 1);
-    props = h_table(&prop, 1);
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_login_with_properties(c, "/", 0, 131072, 0, &props,
-                                              AMQP_SASL_METHOD_PLAIN, "guest",
-                                              "guest"),
-                   "login");
-    amqp_channel_open(c, 1);
-    EXPECT_OK(c, "channel.open");
-    return c;
-}
-
 START_TEST(full_disk)
 {
     /* A real full disk: the data directory on a small tmpfs the test
@@ -1783,7 +1747,7 @@ START_TEST(full_disk)
                                    "--set", "store.segment_size=65536",
                                    "--set", "disk_free_limit.absolute=0");
     harness_start(H, args);
-    c = connect_blocked_cap(H);
+    c = h_connect_blocked_cap(H);
     DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "full"), true, false, false, out);
     confirm_select(c, 1);
     for (int id = 1; id <= GOOD; id++)
@@ -1869,7 +1833,7 @@ START_TEST(failing_disk)
     setenv("ROOST_TEST_IO_FAIL", fail, 1);
     harness_start(H, NULL);
     unsetenv("ROOST_TEST_IO_FAIL");
-    c = connect_blocked_cap(H);
+    c = h_connect_blocked_cap(H);
     DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "eio"), true, false, false, out);
     confirm_select(c, 1);
     for (int id = 1; id <= GOOD; id++)

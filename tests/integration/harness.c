@@ -422,16 +422,15 @@ rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
     return remove(path);
 }
 
-static void
-stop(struct harness *h, bool remove_dir)
+/* Wait (at most STOP_TIMEOUT_MS) for roostd to exit and return its wait
+ * status; past that, kill it, print its logs and fail, saying 'after'. */
+static int
+wait_exit(struct harness *h, const char *after)
 {
     int status = 0;
     pid_t pid = h->pid;
-
-    if (h->remote || pid <= 0)
-        return;
-    kill(pid, SIGTERM);
     uint64_t deadline = h_now_ms() + STOP_TIMEOUT_MS;
+
     for (;;) {
         pid_t r = waitpid(pid, &status, WNOHANG);
         if (r == pid)
@@ -442,13 +441,23 @@ stop(struct harness *h, bool remove_dir)
             forget(pid);
             h->pid = 0;
             harness_dump(h);
-            ck_abort_msg("harness: roostd did not exit within %d ms of SIGTERM",
-                         STOP_TIMEOUT_MS);
+            ck_abort_msg("harness: roostd did not exit within %d ms%s",
+                         STOP_TIMEOUT_MS, after);
         }
         h_sleep_ms(POLL_MS);
     }
     forget(pid);
     h->pid = 0;
+    return status;
+}
+
+static void
+stop(struct harness *h, bool remove_dir)
+{
+    if (h->remote || h->pid <= 0)
+        return;
+    kill(h->pid, SIGTERM);
+    int status = wait_exit(h, " of SIGTERM");
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         harness_dump(h);
         if (WIFSIGNALED(status))
@@ -478,30 +487,9 @@ harness_stop_keep(struct harness *h)
 int
 harness_reap(struct harness *h)
 {
-    int status = 0;
-    pid_t pid = h->pid;
-
-    if (h->remote || pid <= 0)
+    if (h->remote || h->pid <= 0)
         return -1;
-    uint64_t deadline = h_now_ms() + STOP_TIMEOUT_MS;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            break;
-        if (r < 0 || h_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            forget(pid);
-            h->pid = 0;
-            harness_dump(h);
-            ck_abort_msg("harness: roostd did not exit within %d ms",
-                         STOP_TIMEOUT_MS);
-        }
-        h_sleep_ms(POLL_MS);
-    }
-    forget(pid);
-    h->pid = 0;
-    return status;
+    return wait_exit(h, "");
 }
 
 long
@@ -1257,4 +1245,40 @@ h_send_at(const char *file, int line, amqp_connection_state_t c,
     int st = amqp_send_method(c, ch, id, decoded);
     H_ASSERT_AT(file, line, st == AMQP_STATUS_OK, "sending %s: %s",
                 h_method_name(id), amqp_error_string2(st));
+}
+
+/* Like h_connect, announcing the connection.blocked capability, which
+ * rabbitmq-c 0.11 does not announce by itself. */
+amqp_connection_state_t
+h_connect_blocked_cap(const struct harness *h)
+{
+    amqp_connection_state_t c = amqp_new_connection();
+    amqp_socket_t *s;
+    struct timeval tv = { 10, 0 };
+    amqp_table_entry_t cap, prop;
+    amqp_table_t props;
+    int st;
+
+    ck_assert(c != NULL);
+    s = amqp_tcp_socket_new(c);
+    ck_assert(s != NULL);
+    st = amqp_socket_open(s, h->host, h->port);
+    ck_assert_msg(st == AMQP_STATUS_OK, "cannot connect to %s:%d: %s", h->host,
+                  h->port, amqp_error_string2(st));
+    amqp_set_rpc_timeout(c, &tv);
+    cap.key = amqp_cstring_bytes("connection.blocked");
+    cap.value.kind = AMQP_FIELD_KIND_BOOLEAN;
+    cap.value.value.boolean = 1;
+    prop.key = amqp_cstring_bytes("capabilities");
+    prop.value.kind = AMQP_FIELD_KIND_TABLE;
+    prop.value.value.table = h_table(&cap, 1);
+    props = h_table(&prop, 1);
+    h_expect_ok_at(__FILE__, __LINE__,
+                   amqp_login_with_properties(c, "/", 0, 131072, 0, &props,
+                                              AMQP_SASL_METHOD_PLAIN, "guest",
+                                              "guest"),
+                   "login");
+    amqp_channel_open(c, 1);
+    EXPECT_OK(c, "channel.open");
+    return c;
 }

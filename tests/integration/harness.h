@@ -95,6 +95,10 @@ bool harness_restart(struct harness *h, const char *const *args);
 /* Send 'sig' to roostd (not in remote mode). */
 void harness_kill(const struct harness *h, int sig);
 
+/* Like h_connect, announcing the connection.blocked capability (which
+ * rabbitmq-c 0.11 does not announce by itself); channel 1 is open. */
+amqp_connection_state_t h_connect_blocked_cap(const struct harness *h);
+
 /* Resident set size of roostd in KiB (VmRSS), or -1. */
 long harness_rss_kb(const struct harness *h);
 
