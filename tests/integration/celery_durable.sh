@@ -27,7 +27,7 @@ if ! out=$(py -c 'import celery, kombu' 2>&1); then
         "$(echo "$out" | tail -1)"
     exit 77
 fi
-timeout -k 10 150 env -u PYTHONHOME -u PYTHONPATH /usr/bin/python3 \
+timeout -k 10 200 env -u PYTHONHOME -u PYTHONPATH /usr/bin/python3 \
     "$here/celery_durable.py" "$roostd" "$tmp"
 rc=$?
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
