@@ -16,11 +16,14 @@
 #include "broker/log.h"
 #include "broker/store/store.h"
 #include "broker/msg.h"
+#include "broker/queue.h"
 #include "broker/util.h"
 
 static uint64_t mem_limit;
 static uint64_t buffers;        /* connection output, at the last tick */
 static bool mem_alarm, disk_alarm;
+static bool paging;
+static uint64_t paging_limit;
 static struct event *tick;
 static unsigned ticks;
 
@@ -36,6 +39,29 @@ alarm_memory_used(void)
     /* Input blocks (which hold lent bodies) are counted as they are
      * allocated, like messages; output only at each tick. */
     return msg_bytes_in_use() + inbuf_bytes_in_use() + buffers;
+}
+
+bool
+alarm_paging(void)
+{
+    return paging;
+}
+
+/* Paging starts above the paging ratio of the limit and stops below
+ * half of that: paging itself frees memory at once, and the windows
+ * coming back take some again, so a narrower band would flap. */
+static void
+check_paging(uint64_t used)
+{
+    bool p = paging ? used > paging_limit / 2 : used > paging_limit;
+    if (p == paging)
+        return;
+    paging = p;
+    log_info("memory use %" PRIu64 " bytes is %s the paging threshold %"
+             PRIu64 " (vm_memory_high_watermark_paging_ratio): queues %s",
+             used, p ? "above" : "back below", paging_limit,
+             p ? "page more messages out" : "keep their windows in memory");
+    queue_pager_kick(true);
 }
 
 bool
@@ -83,7 +109,10 @@ set_alarms(bool mem, bool disk)
 void
 alarm_check_memory(void)
 {
-    bool over = alarm_memory_used() > mem_limit;
+    uint64_t used = alarm_memory_used();
+    bool over = used > mem_limit;
+    if (used > paging_limit && !paging)
+        check_paging(used);
     if (over != mem_alarm)
         set_alarms(over, disk_alarm);
 }
@@ -114,9 +143,11 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
         disk = disk_low();
         /* Messages kept for over a second give back sparse input blocks. */
         inbuf_compact(1000);
+        store_trim_memory();
     }
     if (store_is_failed())
         disk = true;
+    check_paging(alarm_memory_used());
     set_alarms(alarm_memory_used() > mem_limit, disk);
 }
 
@@ -131,8 +162,10 @@ alarm_init(void)
                                            : 1024.0 * 1024 * 1024;
         mem_limit = (uint64_t)(ram * broker.cfg.mem_high_watermark_relative);
     }
-    log_info("memory high watermark %" PRIu64 " bytes; disk free limit %"
-             PRId64 " bytes", mem_limit, broker.cfg.disk_free_limit);
+    paging_limit = (uint64_t)((double)mem_limit * broker.cfg.mem_paging_ratio);
+    log_info("memory high watermark %" PRIu64 " bytes (paging above %" PRIu64
+             "); disk free limit %" PRId64 " bytes", mem_limit, paging_limit,
+             broker.cfg.disk_free_limit);
     disk_alarm = false;
     set_alarms(false, disk_low());
     tick = event_new(broker.base, -1, EV_PERSIST, tick_cb, NULL);

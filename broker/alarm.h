@@ -27,6 +27,10 @@ const char *alarm_reason(void);
 /* Re-check memory now (after a publish grew it). */
 void alarm_check_memory(void);
 
+/* True while memory use is above vm_memory_high_watermark_paging_ratio
+ * of the limit: queues page more (queue.h). */
+bool alarm_paging(void);
+
 /* The memory limit in bytes, and what is counted against it now. */
 uint64_t alarm_memory_limit(void);
 uint64_t alarm_memory_used(void);

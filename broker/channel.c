@@ -70,6 +70,7 @@ cancel_all_consumers(struct channel *ch)
 static void
 channel_release(struct channel *ch)
 {
+    queue_get_unwait(&ch->get_w);
     cancel_all_consumers(ch);
     channel_tx_rollback(ch);
     channel_requeue_all(ch);

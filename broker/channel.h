@@ -97,6 +97,9 @@ struct channel {
     struct tx_pub *tx_pubs;
     size_t tx_npubs, tx_cap;
     uint64_t tx_bytes;
+    /* a basic.get waiting for its queue's head to be read back */
+    struct get_wait get_w;
+    bool get_no_ack;
     /* the last queue declared, for methods that name no queue */
     char last_queue[256];
     size_t last_queue_len;

@@ -89,8 +89,17 @@ const struct opt_def config_opts[] = {
     OPT("vm_memory_high_watermark.absolute", OPT_INT64, "0", 0,
         INT64_C(1) << 50, false, mem_high_watermark_absolute,
         "bytes above which publishers are blocked; 0 uses the relative limit"),
+    OPT("vm_memory_high_watermark_paging_ratio", OPT_DOUBLE, "0.5", 0, 10,
+        false, mem_paging_ratio,
+        "fraction of the memory high watermark above which queues keep "
+        "a sixteenth of their window in memory and page transient "
+        "messages to the scratch area too (as RabbitMQ)"),
+    OPT("paging.window", OPT_INT64, "2048", 16, 100000000, false,
+        paging_window,
+        "messages each queue keeps in memory at its head; beyond it a "
+        "message's body leaves memory once it is on disk (Roost's own)"),
     OPT("store.segment_size", OPT_INT64, "67108864", 65536,
-        INT64_C(1) << 34, false, store_segment_size,
+        INT64_C(1) << 31, false, store_segment_size,
         "Bytes of journal per segment file (preallocated); a segment is "
         "deleted once none of its messages is left."),
     OPT("disk_free_limit.absolute", OPT_INT64, "50000000", 0,

@@ -49,8 +49,10 @@ struct config {
     double mem_high_watermark_relative;
     int64_t mem_high_watermark_absolute;    /* 0: use the relative one */
     int64_t disk_free_limit;
+    double mem_paging_ratio;
     /* the store */
     int64_t store_segment_size;
+    int64_t paging_window;
 };
 
 enum opt_type {

@@ -502,6 +502,26 @@ conn_hold_for_store(struct conn *c)
 }
 
 void
+conn_hold_input(struct conn *c)
+{
+    c->input_held = true;
+    conn_reading(c, false);
+}
+
+void
+conn_release_input(struct conn *c)
+{
+    if (!c->input_held)
+        return;
+    c->input_held = false;
+    if (c->reap_scheduled || c->state == CONN_CLOSED || c->held)
+        return;
+    if (c->state == CONN_OPEN && !c->blocked && !c->flow)
+        conn_reading(c, true);
+    process_input(c);
+}
+
+void
 conn_unblock_all(void)
 {
     struct conn *c, *next;
@@ -715,7 +735,8 @@ process_input(struct conn *c)
     c->last_recv_ms = now_ms();
     if (c->state == CONN_AWAIT_HEADER && !read_protocol_header(c, in))
         return;
-    while (c->state != CONN_CLOSED && !c->blocked && !c->held) {
+    while (c->state != CONN_CLOSED && !c->blocked && !c->held &&
+           !c->input_held) {
         size_t len = inbuf_len(in);
         if (len < AMQP_FRAME_HEADER_LEN)
             break;

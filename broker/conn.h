@@ -89,6 +89,9 @@ struct conn {
      * and no further input is handled, until the batch is durable */
     bool held;
     struct store_waiter hold;
+    /* a basic.get waits for its queue's head to be read back: no
+     * further input is handled until it is answered */
+    bool input_held;
     bool reap_scheduled;
     bool lingering;             /* close-ok sent: read and discard until EOF */
     /* channels with publisher confirms to send at the end of this read */
@@ -180,6 +183,11 @@ void conn_channel_closed(struct conn *c, uint16_t number);
 /* What was just answered must reach the disk before the client hears
  * of it: hold output and input until the store's open batch is durable. */
 void conn_hold_for_store(struct conn *c);
+
+/* Handle no further input until conn_release_input (a basic.get waits
+ * for a read: queue_get_wait). */
+void conn_hold_input(struct conn *c);
+void conn_release_input(struct conn *c);
 
 /* Call 'fn' for every delivery any channel holds unacked (the store's
  * compaction finds the live entries that way). */

@@ -189,17 +189,40 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
     alarm_check_memory();
 }
 
+static void get_run(struct channel *ch, struct queue *q, bool no_ack);
+
+/* The head a basic.get waited for was read back (or its queue is gone):
+ * answer, then handle the input that came after it. */
 static void
-get(struct channel *ch, const struct amqp_basic_get *a)
+get_ready(struct get_wait *w, struct queue *q)
 {
-    struct queue *q = channel_find_queue(ch, AMQP_BASIC_GET, a->queue);
+    struct channel *ch = (struct channel *)((char *)w -
+                                            offsetof(struct channel, get_w));
+    if (q == NULL) {
+        struct amqp_method m = { .id = AMQP_BASIC_GET_EMPTY };
+        m.a.basic_get_empty.cluster_id = amqp_cstr("");
+        channel_send(ch, &m);
+    } else {
+        get_run(ch, q, ch->get_no_ack);
+    }
+    if (ch->get_w.q == NULL)
+        conn_release_input(ch->conn);
+}
+
+static void
+get_run(struct channel *ch, struct queue *q, bool no_ack)
+{
     struct qentry e;
 
-    if (q == NULL)
-        return;
-    queue_touch(q);
-    queue_expire(q);
     if (!queue_take(q, &e)) {
+        if (queue_head_paged(q)) {
+            /* Its message is being read: wait, reading nothing else. */
+            ch->get_no_ack = no_ack;
+            ch->get_w.ready = get_ready;
+            queue_get_wait(q, &ch->get_w);
+            conn_hold_input(ch->conn);
+            return;
+        }
         struct amqp_method m = { .id = AMQP_BASIC_GET_EMPTY };
         m.a.basic_get_empty.cluster_id = amqp_cstr("");
         channel_send(ch, &m);
@@ -213,7 +236,7 @@ get(struct channel *ch, const struct amqp_basic_get *a)
     g->routing_key.ptr = (const uint8_t *)msg_rkey(e.m);
     g->routing_key.len = e.m->rkey_len;
     g->message_count = (uint32_t)q->len;
-    if (a->no_ack) {
+    if (no_ack) {
         g->delivery_tag = ch->next_tag++;
         channel_send_content(ch, &m, e.m);
         queue_ack(q, e);
@@ -221,6 +244,18 @@ get(struct channel *ch, const struct amqp_basic_get *a)
         g->delivery_tag = channel_track(ch, q, NULL, e);
         channel_send_content(ch, &m, e.m);
     }
+}
+
+static void
+get(struct channel *ch, const struct amqp_basic_get *a)
+{
+    struct queue *q = channel_find_queue(ch, AMQP_BASIC_GET, a->queue);
+
+    if (q == NULL)
+        return;
+    queue_touch(q);
+    queue_expire(q);
+    get_run(ch, q, a->no_ack);
 }
 
 static void

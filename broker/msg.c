@@ -26,6 +26,7 @@
 #include "amqp/props.h"
 #include "broker/conn.h"
 #include "broker/qargs.h"
+#include "broker/store/store.h"
 #include "broker/util.h"
 
 /* Bodies up to this size are copied into the output; larger ones are
@@ -250,6 +251,8 @@ msg_unref(struct msg *m)
         bytes_in_use -= m->body_len;
         free(m->body);
     }
+    if (m->store_state != 0)
+        store_msg_freed(m);
     pool_put(m);
 }
 

@@ -33,6 +33,7 @@ struct msg {
     bool body_heap;             /* body is its own allocation */
     uint8_t store_state;        /* the store's (store/store.c) */
     uint32_t hdr_len;           /* encoded content header payload */
+    uint32_t store_off;         /* where its record is in store_seg */
     uint64_t body_len;
     uint64_t body_filled;       /* while body frames arrive */
     struct amqp_table headers;  /* borrows the header; empty if absent */
@@ -41,8 +42,9 @@ struct msg {
     struct inblock *blk;        /* body lies in this input block */
     TAILQ_ENTRY(msg) blk_link;  /* in blk->msgs */
     /* the store (store/store.c): its id on disk (0: none yet), the
-     * segment holding its record, the record's size, and the durable
-     * queue entries that hold it */
+     * segment holding its record (with store_off above: in the journal,
+     * or in the scratch area for a transient message paged out), the
+     * record's size, and the durable queue entries that hold it */
     uint64_t store_id;
     uint32_t store_seg;
     uint32_t store_size;

@@ -5,6 +5,7 @@
 #include "broker/queue.h"
 
 #include <event2/event.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "broker/conn.h"
 #include "broker/log.h"
 #include "broker/msg.h"
+#include "broker/store/pager.h"
 #include "broker/store/store.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
@@ -54,6 +56,7 @@ queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
     memset(qa, 0, sizeof(*qa));
     TAILQ_INIT(&q->consumers);
     TAILQ_INIT(&q->bindings);
+    TAILQ_INIT(&q->get_waits);
     q->refs = 1;
     q->last_used_ms = now_ms();
     queue_arm(q);
@@ -62,14 +65,28 @@ queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
 
 static bool queue_pop(struct queue *q, struct qentry *out);
 static void dead_letter(struct queue *q, struct qentry e, const char *reason);
+static void page_unlist(struct queue *q);
+static void queue_fill(struct queue *q);
+static void drop_head(struct queue *q);
+static void page_list(struct queue *q);
+static size_t index_of_seq(const struct queue *q, uint64_t seq);
+static void wake_get_waits(struct queue *q, bool gone);
 
 /* The end of an entry's life in this queue, whatever ended it. */
 static void
 entry_end(struct queue *q, struct qentry e)
 {
-    if (q->sid)     /* a call only for queues the store keeps */
+    /* a call only for queues the store keeps, or records it holds */
+    if (q->sid || e.paged)
         store_settled(q, &e);
-    msg_unref(e.m);
+    if (!e.paged)
+        msg_unref(e.m);
+}
+
+uint64_t
+qentry_body_len(const struct qentry *e)
+{
+    return e->paged ? e->body_len : e->m->body_len;
 }
 
 void
@@ -80,6 +97,7 @@ queue_unref(struct queue *q)
     struct qentry e;
     while (queue_pop(q, &e))
         entry_end(q, e);
+    page_unlist(q);
     if (q->timer)
         event_free(q->timer);
     qargs_free(&q->qa);
@@ -124,10 +142,9 @@ queue_push(struct queue *q, struct msg *m)
     if (q->len == q->cap)
         grow(q);
     struct qentry *e = at(q, q->len);
+    memset(e, 0, sizeof(*e));
     e->m = msg_ref(m);
     e->seq = q->next_seq++;
-    e->redelivered = false;
-    e->deliveries = 0;
     /* TTL 0 still reaches a consumer that is ready now (as RabbitMQ). */
     e->expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
     if (ttl == 0)
@@ -135,14 +152,13 @@ queue_push(struct queue *q, struct msg *m)
     q->len++;
     q->bytes += m->body_len;
     stored = q->sid && store_enqueue(q, e);
-    /* x-overflow drop-head: the oldest messages make room. */
-    while (q->len > 0 && over_limit(q, 0, 0)) {
-        struct qentry old;
-        queue_pop(q, &old);
-        dead_letter(q, old, "maxlen");
-    }
+    drop_head(q);
     if (q->nconsumers)
         queue_dispatch(q);
+    if (!q->page_listed && q->len > queue_window() && store_pages()) {
+        page_list(q);
+        queue_pager_kick(false);
+    }
     if (ttl >= 0) {
         queue_expire(q);
         queue_arm(q);
@@ -160,21 +176,40 @@ queue_foreach_ready(struct queue *q,
 }
 
 void
-queue_restore(struct queue *q, struct msg *m, uint64_t seq,
-              uint64_t expires_at, uint32_t deliveries, bool redelivered)
+queue_restore(struct queue *q, const struct qentry *re)
 {
     if (q->len == q->cap)
         grow(q);
     struct qentry *e = at(q, q->len);
-    e->m = msg_ref(m);
-    e->seq = seq;
-    e->expires_at = expires_at;
-    e->deliveries = deliveries;
-    e->redelivered = redelivered;
+    *e = *re;
+    if (e->paged)
+        q->npaged++;
+    else
+        msg_ref(e->m);
     q->len++;
-    q->bytes += m->body_len;
-    if (seq >= q->next_seq)
-        q->next_seq = seq + 1;
+    q->bytes += qentry_body_len(e);
+    if (e->seq >= q->next_seq)
+        q->next_seq = e->seq + 1;
+}
+
+/* The exchange the queue dead-letters to, if it has one that exists. */
+static struct exchange *
+dead_letter_exchange(const struct queue *q)
+{
+    if (q->qa.dlx == NULL || q->deleted)
+        return NULL;
+    return vhost_exchange(q->vh, amqp_cstr(q->qa.dlx));
+}
+
+/* Whether the head can go now, for expiry or x-max-length: a paged one
+ * that is to be dead-lettered waits for its message to be read. */
+static bool
+head_can_go(struct queue *q)
+{
+    if (!at(q, 0)->paged || dead_letter_exchange(q) == NULL)
+        return true;
+    queue_fill(q);
+    return false;
 }
 
 /* Give up entry 'e' for 'reason' ("rejected", "expired", "maxlen"):
@@ -186,8 +221,7 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
     struct exchange *dlx;
     struct msg *dm;
 
-    if (q->qa.dlx == NULL || q->deleted ||
-        (dlx = vhost_exchange(q->vh, amqp_cstr(q->qa.dlx))) == NULL) {
+    if (e.paged || (dlx = dead_letter_exchange(q)) == NULL) {
         entry_end(q, e);
         return;
     }
@@ -209,7 +243,8 @@ void
 queue_expire(struct queue *q)
 {
     uint64_t now = now_ms();
-    while (q->len > 0 && at(q, 0)->expires_at && at(q, 0)->expires_at <= now) {
+    while (q->len > 0 && at(q, 0)->expires_at && at(q, 0)->expires_at <= now &&
+           head_can_go(q)) {
         struct qentry e;
         queue_pop(q, &e);
         dead_letter(q, e, "expired");
@@ -281,6 +316,17 @@ queue_reject(struct queue *q, struct qentry e)
     dead_letter(q, e, "rejected");
 }
 
+/* x-overflow drop-head: the oldest messages make room. */
+static void
+drop_head(struct queue *q)
+{
+    while (q->len > 0 && over_limit(q, 0, 0) && head_can_go(q)) {
+        struct qentry old;
+        queue_pop(q, &old);
+        dead_letter(q, old, "maxlen");
+    }
+}
+
 void
 queue_requeue(struct queue *q, struct qentry e)
 {
@@ -291,17 +337,8 @@ queue_requeue(struct queue *q, struct qentry e)
     if (q->len == q->cap)
         grow(q);
     e.redelivered = true;
-    /* Find the first entry with a larger sequence number; requeued
-     * messages are usually older than everything queued, so look from the
-     * front. */
-    size_t lo = 0, hi = q->len;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (at(q, mid)->seq < e.seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    /* Before the first entry with a larger sequence number. */
+    size_t lo = index_of_seq(q, e.seq);
     if (lo == 0) {
         q->head = (q->head + q->cap - 1) & (q->cap - 1);
     } else {
@@ -311,6 +348,8 @@ queue_requeue(struct queue *q, struct qentry e)
     *at(q, lo) = e;
     q->len++;
     q->bytes += e.m->body_len;
+    if (lo <= q->mem_head)
+        q->mem_head++;
     if (e.expires_at)
         queue_arm(q);
 }
@@ -323,19 +362,35 @@ queue_pop(struct queue *q, struct qentry *out)
     *out = *at(q, 0);
     q->head = (q->head + 1) & (q->cap - 1);
     q->len--;
-    q->bytes -= out->m->body_len;
+    q->bytes -= qentry_body_len(out);
+    if (out->paged)
+        q->npaged--;
+    if (q->mem_head)
+        q->mem_head--;
     return true;
 }
 
 bool
 queue_take(struct queue *q, struct qentry *out)
 {
+    if (q->len > 0 && at(q, 0)->paged) {
+        queue_fill(q);
+        return false;
+    }
     if (!queue_pop(q, out))
         return false;
     out->deliveries++;
     if (q->sid)
         store_delivered(q, out);
+    if (q->npaged)
+        queue_fill(q);
     return true;
+}
+
+bool
+queue_head_paged(const struct queue *q)
+{
+    return q->len > 0 && at(q, 0)->paged;
 }
 
 uint32_t
@@ -388,7 +443,7 @@ queue_dispatch(struct queue *q)
         return;
     q->dispatching = true;
     queue_expire(q);
-    while (q->len > 0 && q->nconsumers > 0) {
+    while (q->len > 0 && q->nconsumers > 0 && !at(q, 0)->paged) {
         struct consumer *c, *found = NULL;
         TAILQ_FOREACH(c, &q->consumers, q_link) {
             if (channel_can_deliver(c->ch, c)) {
@@ -405,6 +460,8 @@ queue_dispatch(struct queue *q)
         channel_deliver(found->ch, found, q, e);
         queue_expire(q);
     }
+    if (queue_head_paged(q))
+        queue_fill(q);
     q->dispatching = false;
 }
 
@@ -457,6 +514,8 @@ queue_delete(struct queue *q)
         binding_free(b);
     vhost_remove_queue(q->vh, q);
     store_queue_gone(q);
+    page_unlist(q);
+    wake_get_waits(q, true);
     queue_purge(q);
     queue_unref(q);   /* the vhost's */
     queue_unref(q);   /* ours */
@@ -469,4 +528,342 @@ consumer_unref(struct consumer *c)
         return;
     free(c->tag);
     free(c);
+}
+
+/* ---- paging (queue.h; docs/storage.md, "Paging") ---- */
+
+TAILQ_HEAD(page_list, queue);
+static struct page_list page_queues = TAILQ_HEAD_INITIALIZER(page_queues);
+static struct event *pager_ev;
+static uint64_t pressure_gen;
+
+/* At most this much is read back for a queue at a time, and at most
+ * this many entries are looked at by one paging pass of one queue. */
+#define FILL_MAX_BYTES (4u * 1024 * 1024)
+#define PASS_MAX 65536
+
+size_t
+queue_window(void)
+{
+    size_t w = (size_t)broker.cfg.paging_window;
+    if (store_memory_pressure()) {
+        w /= 16;
+        if (w < 16)
+            w = 16;
+    }
+    return w;
+}
+
+/* The index of the first entry whose seq is at least 'seq'. */
+static size_t
+index_of_seq(const struct queue *q, uint64_t seq)
+{
+    size_t lo = 0, hi = q->len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (at(q, mid)->seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void
+page_unlist(struct queue *q)
+{
+    if (!q->page_listed)
+        return;
+    TAILQ_REMOVE(&page_queues, q, page_link);
+    q->page_listed = false;
+}
+
+/*
+ * One paging pass: the entries beyond the window, from where the last
+ * pass stopped, leave memory if their records are on disk. It stops at
+ * the first one whose record is still being written, and looks there
+ * again next time; true when it is done with the queue.
+ */
+static bool
+page_pass(struct queue *q, size_t window, bool pressure)
+{
+    if (q->page_gen != pressure_gen) {
+        q->page_gen = pressure_gen;
+        q->page_seq = 0;
+    }
+    if (q->len <= window || q->deleted)
+        return true;
+    size_t i = index_of_seq(q, q->page_seq);
+    if (i < window)
+        i = window;
+    uint64_t again = UINT64_MAX;
+    size_t looked = 0;
+    for (; i < q->len && looked < PASS_MAX; i++, looked++) {
+        struct qentry *e = at(q, i);
+        if (e->paged)
+            continue;
+        if (store_page_out(q, e)) {
+            q->npaged++;
+            if (i < q->mem_head)
+                q->mem_head = i;
+            continue;
+        }
+        int later = store_page_prepare(q, e, pressure);
+        if (later && again == UINT64_MAX)
+            again = e->seq;
+        if (later == 2)
+            break;
+    }
+    if (i < q->len && again == UINT64_MAX)
+        again = at(q, i)->seq;
+    q->page_seq = again == UINT64_MAX ? q->next_seq : again;
+    return again == UINT64_MAX;
+}
+
+static void
+pager_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct queue *q, *next;
+    bool pressure = store_memory_pressure();
+    size_t window = queue_window();
+    (void)fd;
+    (void)what;
+    (void)arg;
+
+    for (q = TAILQ_FIRST(&page_queues); q != NULL; q = next) {
+        next = TAILQ_NEXT(q, page_link);
+        if (page_pass(q, window, pressure))
+            page_unlist(q);
+    }
+    store_page_flush();
+    store_trim_memory();
+}
+
+static void
+page_list(struct queue *q)
+{
+    if (q->page_listed || q->deleted)
+        return;
+    TAILQ_INSERT_TAIL(&page_queues, q, page_link);
+    q->page_listed = true;
+}
+
+void
+queue_pager_kick(bool pressure_changed)
+{
+    if (!store_pages())
+        return;
+    if (pressure_changed) {
+        size_t window = queue_window(), pos = 0, qpos;
+        struct hmap_slot *s, *qs;
+        pressure_gen++;
+        while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
+            struct vhost *vh = s->val;
+            qpos = 0;
+            while ((qs = hmap_next(&vh->queues, &qpos)) != NULL) {
+                struct queue *q = qs->val;
+                if (q->len > window)
+                    page_list(q);
+                if (q->npaged)
+                    queue_fill(q);
+            }
+        }
+    }
+    /* A push that took a queue beyond its window lists it (queue_push
+     * calls us only then); so does the store, for whatever waits. */
+    if (TAILQ_EMPTY(&page_queues) && !pressure_changed)
+        return;
+    if (pager_ev == NULL)
+        pager_ev = event_new(broker.base, -1, 0, pager_cb, NULL);
+    event_active(pager_ev, EV_TIMEOUT, 0);
+}
+
+/* Drop the entry at index 'i' (a record that cannot be read). */
+static void
+ring_remove(struct queue *q, size_t i)
+{
+    struct qentry e = *at(q, i);
+    for (size_t k = i; k + 1 < q->len; k++)
+        *at(q, k) = *at(q, k + 1);
+    q->len--;
+    q->bytes -= qentry_body_len(&e);
+    if (e.paged)
+        q->npaged--;
+    if (i < q->mem_head)
+        q->mem_head--;
+    entry_end(q, e);
+}
+
+/* Bring back the messages a read job got. */
+static void
+apply_reads(struct queue *q, struct pager_job *j)
+{
+    for (size_t k = 0; k < j->nreads; k++) {
+        struct pager_read *r = &j->reads[k];
+        size_t i = index_of_seq(q, r->seq);
+        struct qentry *e = i < q->len ? at(q, i) : NULL;
+        if (e && e->seq == r->seq && e->paged && e->pg.seg == r->seg &&
+            e->pg.off == r->off && e->scratch == r->scratch) {
+            struct msg *m = r->err ? NULL : store_page_decode(e, r);
+            if (m) {
+                store_page_in(q, e, m);
+                q->npaged--;
+            } else {
+                log_warnx("queue '%s' in vhost '%s': the message at position %"
+                          PRIu64 " cannot be read back (%s segment %u, offset "
+                          "%u: %s); dropped", q->name, q->vh->name, e->seq,
+                          r->scratch ? "scratch" : "journal", r->seg, r->off,
+                          r->err ? strerror(r->err) : "record does not check out");
+                ring_remove(q, i);
+            }
+        }
+    }
+    pager_read_free(j);
+}
+
+/* What waited for messages to come back goes on. */
+static void
+after_reads(struct queue *q)
+{
+    if (q->deleted)
+        return;
+    queue_expire(q);
+    drop_head(q);
+    if (q->nconsumers)
+        queue_dispatch(q);
+    wake_get_waits(q, false);
+    queue_fill(q);
+    queue_arm(q);
+}
+
+static void
+fill_done(struct pager_job *j)
+{
+    struct queue *q = j->arg;
+
+    if (j->then == NULL) {
+        q->filling--;
+        q->fill_pending -= j->nreads;
+    }
+    apply_reads(q, j);
+    void (*then)(void) = j->then;
+    free(j);
+    if (!broker.shutting_down)
+        after_reads(q);
+    queue_unref(q);
+    if (then)
+        then();
+}
+
+/* A read job for 'q' of up to 'max_entries' paged entries from index
+ * 'i' on (only those paged to journal segment 'seg', unless it is
+ * UINT32_MAX), up to FILL_MAX_BYTES. Returns the index after the last
+ * one looked at; '*submitted' says how many it reads. */
+static size_t
+submit_reads(struct queue *q, size_t i, size_t max_entries, uint32_t seg,
+             void (*then)(void), size_t *submitted)
+{
+    struct pager_job *j = xcalloc(1, sizeof(*j));
+    size_t cap = 0, bytes = 0;
+
+    for (; i < q->len && j->nreads < max_entries && bytes < FILL_MAX_BYTES;
+         i++) {
+        struct qentry *e = at(q, i);
+        if (!e->paged || (seg != UINT32_MAX && (e->scratch || e->pg.seg != seg)))
+            continue;
+        if (j->nreads == cap) {
+            cap = cap ? cap * 2 : 64;
+            j->reads = xrealloc(j->reads, cap * sizeof(*j->reads));
+        }
+        struct pager_read *r = &j->reads[j->nreads++];
+        memset(r, 0, sizeof(*r));
+        r->seq = e->seq;
+        r->seg = e->pg.seg;
+        r->off = e->pg.off;
+        r->scratch = e->scratch;
+        r->want = e->body_len + 1024;
+        bytes += r->want;
+    }
+    *submitted = j->nreads;
+    if (j->nreads == 0) {
+        free(j);
+        return i;
+    }
+    j->kind = PAGER_READ;
+    j->done = fill_done;
+    j->arg = queue_ref(q);
+    j->then = then;
+    pager_submit(j);
+    return i;
+}
+
+/* Read ahead: keep a window's worth in memory at the head, or on its
+ * way, in reads of half a window, two at a time at most. */
+static void
+queue_fill(struct queue *q)
+{
+    size_t sent, w = queue_window();
+
+    if (q->filling >= 2 || q->npaged == 0 || q->deleted)
+        return;
+    while (q->mem_head < q->len && !at(q, q->mem_head)->paged)
+        q->mem_head++;
+    if (q->mem_head + q->fill_pending >= w)
+        return;
+    size_t from = q->filling ? index_of_seq(q, q->fill_seq) : q->mem_head;
+    size_t end = submit_reads(q, from, w / 2, UINT32_MAX, NULL, &sent);
+    if (sent) {
+        q->filling++;
+        q->fill_pending += sent;
+        q->fill_seq = end < q->len ? at(q, end)->seq : q->next_seq;
+    }
+}
+
+size_t
+queue_page_in_seg(struct queue *q, uint32_t seg, void (*done)(void))
+{
+    size_t jobs = 0, i = 0, sent;
+
+    while (i < q->len) {
+        i = submit_reads(q, i, SIZE_MAX, seg, done, &sent);
+        jobs += sent > 0;
+    }
+    return jobs;
+}
+
+void
+queue_get_wait(struct queue *q, struct get_wait *w)
+{
+    w->q = queue_ref(q);
+    TAILQ_INSERT_TAIL(&q->get_waits, w, link);
+    queue_fill(q);
+}
+
+void
+queue_get_unwait(struct get_wait *w)
+{
+    struct queue *q = w->q;
+    if (q == NULL)
+        return;
+    TAILQ_REMOVE(&q->get_waits, w, link);
+    w->q = NULL;
+    queue_unref(q);
+}
+
+/* The waiting basic.gets run again: those whose head is back, or all
+ * of them when the queue is gone. */
+static void
+wake_get_waits(struct queue *q, bool gone)
+{
+    struct get_wait *w;
+
+    queue_ref(q);
+    while ((w = TAILQ_FIRST(&q->get_waits)) != NULL &&
+           (gone || !queue_head_paged(q))) {
+        TAILQ_REMOVE(&q->get_waits, w, link);
+        w->q = NULL;
+        queue_unref(q);
+        w->ready(w, gone ? NULL : q);
+    }
+    queue_unref(q);
 }

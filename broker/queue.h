@@ -31,12 +31,27 @@ struct event;
  * tell the store (store/store.h).
  */
 struct qentry {
-    struct msg *m;
     uint64_t seq;
-    uint64_t expires_at;        /* monotonic ms; 0: never */
-    bool redelivered;
+    uint64_t expires_at : 61;   /* monotonic ms; 0: never */
+    uint64_t redelivered : 1;
+    uint64_t paged : 1;         /* its message is on disk only: 'pg' */
+    uint64_t scratch : 1;       /* paged to the scratch area */
+    union {
+        struct msg *m;          /* in memory */
+        struct {
+            uint32_t seg, off;  /* where its record is (store.h) */
+        } pg;
+    };
+    uint32_t body_len;          /* paged only (in memory: m->body_len) */
     uint32_t deliveries;        /* times handed out (survives restarts) */
 };
+
+/*
+ * Paging (docs/storage.md, "Paging"): a queue keeps the first entries,
+ * its window, in memory, and lets the others' messages go once they are
+ * on disk; the entry stays, 32 bytes, with where its record is. Reads
+ * bring the messages back ahead of delivery, off the event loop.
+ */
 
 /*
  * A queue type, in the way of struct exchange_ops: "classic" now; quorum
@@ -68,6 +83,16 @@ struct consumer {
 };
 TAILQ_HEAD(consumer_list, consumer);
 
+/* A basic.get that found the head of its queue paged: it runs again
+ * once the read is done (the connection reads nothing meanwhile). */
+struct get_wait {
+    TAILQ_ENTRY(get_wait) link;
+    struct queue *q;            /* NULL: not waiting */
+    /* 'q' is the queue, or NULL if it was deleted meanwhile */
+    void (*ready)(struct get_wait *w, struct queue *q);
+};
+TAILQ_HEAD(get_wait_list, get_wait);
+
 struct queue {
     const struct queue_ops *ops;
     char *name;
@@ -98,6 +123,17 @@ struct queue {
     uint32_t refs;              /* the vhost, unacked deliveries */
     uint32_t sid;               /* the store's id; 0: not on disk */
     bool store_gone;            /* deleted: its records are orphans */
+    /* paging */
+    size_t npaged;              /* entries in the ring that are paged */
+    size_t mem_head;            /* the first mem_head entries are not */
+    uint64_t page_seq;          /* the paging pass goes on from here */
+    uint64_t page_gen;          /* the pressure it was made under */
+    bool page_listed;
+    uint8_t filling;            /* read jobs ahead of the head in flight */
+    size_t fill_pending;        /* entries they read */
+    uint64_t fill_seq;          /* the next read ahead starts here */
+    TAILQ_ENTRY(queue) page_link;
+    struct get_wait_list get_waits; /* basic.get waiting for a read */
 };
 
 /* A new queue; it takes over 'qa' (parsed from 'args'). */
@@ -126,10 +162,33 @@ void queue_foreach_ready(struct queue *q,
                                     void *arg), void *arg);
 
 /* Recovery: append an entry the store rebuilt, in sequence order,
- * taking a new reference to 'm'; not written back to the store. */
-void queue_restore(struct queue *q, struct msg *m, uint64_t seq,
-                   uint64_t expires_at, uint32_t deliveries,
-                   bool redelivered);
+ * taking a new reference to 'm' (or, paged, with its 'pg' and body_len
+ * set and no message); not written back to the store. */
+void queue_restore(struct queue *q, const struct qentry *e);
+
+/* The body bytes of an entry, in memory or paged. */
+uint64_t qentry_body_len(const struct qentry *e);
+
+/* How many entries a queue keeps in memory now (paging.window, less
+ * under memory pressure). */
+size_t queue_window(void);
+
+/* Let queues page: after the store wrote something, or memory pressure
+ * changed ('pressure_changed': every queue looks again). */
+void queue_pager_kick(bool pressure_changed);
+
+/* Whether the next entry to hand out is paged (a read is under way). */
+bool queue_head_paged(const struct queue *q);
+
+/* Wait for the head to be read: 'w->ready' is called then (or when the
+ * queue is deleted). */
+void queue_get_wait(struct queue *q, struct get_wait *w);
+void queue_get_unwait(struct get_wait *w);
+
+/* The store's compaction wants the messages of the entries paged to
+ * journal segment 'seg' in memory (it is being emptied): read them,
+ * calling 'done' once per read job; returns how many jobs it started. */
+size_t queue_page_in_seg(struct queue *q, uint32_t seg, void (*done)(void));
 
 /* Whether publishing to 'q' should pause the publisher (flow control):
  * more is ready than flow_control allows, and a consumer with credit

@@ -3,10 +3,12 @@
  */
 #include "broker/util.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "broker/log.h"
 
@@ -101,4 +103,34 @@ hash_bytes(const void *p, size_t len)
         h *= 1099511628211ull;
     }
     return h;
+}
+
+void
+array_reach(void *arr_ptr, size_t size, size_t *n, size_t i)
+{
+    uint8_t **arr = arr_ptr;
+    if (i < *n)
+        return;
+    size_t cap = *n ? *n : 16;
+    while (cap <= i)
+        cap *= 2;
+    *arr = xrealloc(*arr, cap * size);
+    memset(*arr + *n * size, 0, (cap - *n) * size);
+    *n = cap;
+}
+
+void
+pipe_poke(int fd)
+{
+    char b = 1;
+    while (write(fd, &b, 1) < 0 && errno == EINTR)
+        ;
+}
+
+void
+pipe_drain(int fd)
+{
+    char b[64];
+    while (read(fd, b, sizeof(b)) > 0)
+        ;
 }

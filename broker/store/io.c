@@ -312,9 +312,7 @@ thread_main(void *arg)
         io.todo = NULL;
         io.finished = j;
         pthread_cond_broadcast(&io.cv);
-        char b = 1;
-        while (write(io.pipe[1], &b, 1) < 0 && errno == EINTR)
-            ;
+        pipe_poke(io.pipe[1]);
     }
     pthread_mutex_unlock(&io.mu);
     return NULL;
@@ -323,12 +321,10 @@ thread_main(void *arg)
 static void
 pipe_cb(evutil_socket_t fd, short what, void *arg)
 {
-    char b[64];
     (void)what;
     (void)arg;
 
-    while (read(fd, b, sizeof(b)) > 0)
-        ;
+    pipe_drain(fd);
     pthread_mutex_lock(&io.mu);
     struct io_job *j = io.finished;
     io.finished = NULL;

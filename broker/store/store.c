@@ -24,6 +24,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,14 +42,22 @@
 #include "broker/msg.h"
 #include "broker/queue.h"
 #include "broker/store/io.h"
+#include "broker/alarm.h"
 #include "broker/store/journal.h"
+#include "broker/store/pager.h"
 #include "broker/store/record.h"
 #include "broker/store/replay.h"
 #include "broker/store/store_defs.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
-enum { MS_NONE, MS_PENDING, MS_WRITTEN };
+/* A message's record: none, being written to the journal, in the
+ * journal, being written to the scratch area, in the scratch area. */
+enum { MS_NONE, MS_PENDING, MS_WRITTEN, MS_SCRATCHING, MS_SCRATCH };
+
+/* store_off of a message whose record is not where store_seg says (it
+ * cannot be paged from there). */
+#define NO_OFF UINT32_MAX
 
 /* One change waiting in the open batch. 'm' holds a reference while its
  * record may still be dropped (the message was settled before it was
@@ -65,9 +74,30 @@ struct op {
 
 TAILQ_HEAD(waiter_list, store_waiter);
 
-/* One segment: bytes of live message records in it, bytes written. */
+/* One segment: bytes of live message records in it held by messages in
+ * memory, entries paged to it (each holds it) and their body bytes,
+ * bytes written. */
 struct segacct {
     uint64_t live, written;
+    uint64_t paged, paged_bytes;
+};
+
+/* One scratch segment: the messages and paged entries whose record is
+ * in it (each holds it), bytes in it. */
+struct scratchacct {
+    uint64_t refs, len;
+};
+
+/* Scratch segments are this large; one pass asks for at most this much
+ * to be written. */
+#define SCRATCH_SEG_SIZE (16u * 1024 * 1024)
+#define SCRATCH_PASS_MAX (4u * 1024 * 1024)
+
+/* A write to the scratch area and the messages it carries. */
+struct scratch_job {
+    struct pager_job job;
+    struct msg **msgs;
+    size_t n;
 };
 
 static struct {
@@ -101,6 +131,27 @@ static struct {
     size_t nunlink, unlink_cap;
     /* definitions log */
     uint64_t defs_gen, defs_log_records, defs_live;
+    /* what the journal holds for sure: every segment below rd_seg, and
+     * rd_len bytes of it (paging reads only that) */
+    uint64_t rd_seg, rd_len;
+    uint64_t job_base;          /* the job's offset in its segment */
+    uint64_t paged_bytes;       /* body bytes of entries paged to it */
+    /* compaction that waits for paged messages to be read back */
+    uint64_t compacting;        /* the segment; UINT64_MAX: none */
+    size_t compact_reads;
+    /* the front segment's live bytes, and since when they have not
+     * fallen */
+    uint64_t front_seg, front_live, front_since;
+    /* the scratch area */
+    bool pager;
+    struct scratchacct *scr;
+    size_t nscr;
+    uint64_t scr_base, scr_cur, scr_len;
+    struct wbuf scr_buf;        /* to be written at scr_buf_off of scr_cur */
+    uint64_t scr_buf_off;
+    struct msg **scr_msgs;
+    size_t scr_nmsgs, scr_msgs_cap;
+    uint64_t scr_retry_at;      /* after a failed write, not before */
     /* failure */
     bool failed;
     unsigned failures;
@@ -116,14 +167,7 @@ seg_of(uint64_t seg)
     if (seg < st.base)
         fatalx("store: segment %" PRIu64 " below base %" PRIu64, seg, st.base);
     size_t i = (size_t)(seg - st.base);
-    if (i >= st.nlive) {
-        size_t n = st.nlive ? st.nlive : 16;
-        while (n <= i)
-            n *= 2;
-        st.live = xrealloc(st.live, n * sizeof(*st.live));
-        memset(st.live + st.nlive, 0, (n - st.nlive) * sizeof(*st.live));
-        st.nlive = n;
-    }
+    array_reach(&st.live, sizeof(*st.live), &st.nlive, i);
     return &st.live[i];
 }
 
@@ -138,7 +182,8 @@ live_of(uint64_t seg)
 static void
 collect_dead_segments(void)
 {
-    while (st.first_seg < st.cur_seg && *live_of(st.first_seg) == 0) {
+    while (st.first_seg < st.cur_seg && seg_of(st.first_seg)->live == 0 &&
+           seg_of(st.first_seg)->paged == 0) {
         if (st.nunlink == st.unlink_cap) {
             st.unlink_cap = st.unlink_cap ? st.unlink_cap * 2 : 16;
             st.unlink = xrealloc(st.unlink, st.unlink_cap * sizeof(*st.unlink));
@@ -160,10 +205,10 @@ collect_dead_segments(void)
 static void
 msg_dead(struct msg *m)
 {
-    uint64_t *l = live_of(m->store_seg);
-    *l -= m->store_size;
+    struct segacct *a = seg_of(m->store_seg);
+    a->live -= m->store_size;
     st.stats.live_bytes -= m->store_size;
-    if (m->store_seg == st.first_seg && *l == 0)
+    if (m->store_seg == st.first_seg && a->live == 0 && a->paged == 0)
         collect_dead_segments();
 }
 
@@ -258,9 +303,46 @@ store_delivered(struct queue *q, const struct qentry *e)
     o->deliveries = e->deliveries;
 }
 
+/* The settlement of a written entry; runs of them become one range. */
+static void
+add_ack(const struct queue *q, uint64_t seq)
+{
+    struct op *last = st.nops ? &st.ops[st.nops - 1] : NULL;
+    if (last && last->type == J_ACK && last->m == NULL &&
+        last->qid == q->sid && last->seq_hi + 1 == seq)
+        last->seq_hi = seq;
+    else
+        add_op(J_ACK, q->sid, seq, NULL);
+}
+
+static void scratch_unref(uint64_t seg);
+
+/* A paged entry ends: it no longer holds its segment. */
+static void
+paged_settled(struct queue *q, const struct qentry *e)
+{
+    if (e->scratch) {
+        scratch_unref(e->pg.seg);
+        return;
+    }
+    struct segacct *a = seg_of(e->pg.seg);
+    a->paged--;
+    a->paged_bytes -= e->body_len;
+    st.paged_bytes -= e->body_len;
+    if (q->sid && !q->store_gone)
+        add_ack(q, e->seq);
+    if (e->pg.seg == st.first_seg && a->live == 0 && a->paged == 0)
+        collect_dead_segments();
+}
+
 void
 store_settled(struct queue *q, const struct qentry *e)
 {
+    if (e->paged) {
+        if (st.open && !st.closing)
+            paged_settled(q, e);
+        return;
+    }
     struct msg *m = e->m;
 
     if (!is_stored(q, e) || st.closing)
@@ -268,13 +350,7 @@ store_settled(struct queue *q, const struct qentry *e)
     m->store_refs--;
     if (!q->store_gone) {
         if (m->store_state == MS_WRITTEN) {
-            /* Runs of acks become one range. */
-            struct op *last = st.nops ? &st.ops[st.nops - 1] : NULL;
-            if (last && last->type == J_ACK && last->m == NULL &&
-                last->qid == q->sid && last->seq_hi + 1 == e->seq)
-                last->seq_hi = e->seq;
-            else
-                add_op(J_ACK, q->sid, e->seq, NULL);
+            add_ack(q, e->seq);
         } else if (m->store_refs > 0) {
             add_op(J_ACK, q->sid, e->seq, m);
         }
@@ -282,6 +358,300 @@ store_settled(struct queue *q, const struct qentry *e)
     }
     if (m->store_refs == 0 && m->store_state == MS_WRITTEN)
         msg_dead(m);
+}
+
+/* ---- paging (queue.h, pager.h) ---- */
+
+bool
+store_pages(void)
+{
+    return st.open && st.pager && !st.closing;
+}
+
+bool
+store_memory_pressure(void)
+{
+    return alarm_paging();
+}
+
+static struct scratchacct *
+scratch_of(uint64_t seg)
+{
+    if (seg < st.scr_base)
+        fatalx("store: scratch segment %" PRIu64 " below base", seg);
+    size_t i = (size_t)(seg - st.scr_base);
+    array_reach(&st.scr, sizeof(*st.scr), &st.nscr, i);
+    return &st.scr[i];
+}
+
+static void
+free_pager_job(struct pager_job *j)
+{
+    free(j);
+}
+
+/* Delete scratch segment 'seg': nothing holds it, and it is full. */
+static void
+scratch_drop(uint64_t seg)
+{
+    struct scratchacct *a = scratch_of(seg);
+    st.stats.scratch_bytes -= a->len;
+    a->len = 0;
+    struct pager_job *j = xcalloc(1, sizeof(*j));
+    j->kind = PAGER_UNLINK;
+    j->seg = (uint32_t)seg;
+    j->done = free_pager_job;
+    pager_submit(j);
+    /* Keep the accounting array from growing with the numbers. */
+    while (st.scr_base < st.scr_cur && st.scr[0].refs == 0 &&
+           st.scr[0].len == 0) {
+        memmove(st.scr, st.scr + 1, (st.nscr - 1) * sizeof(*st.scr));
+        memset(&st.scr[st.nscr - 1], 0, sizeof(*st.scr));
+        st.scr_base++;
+    }
+}
+
+static void
+scratch_unref(uint64_t seg)
+{
+    if (!st.pager)
+        return;
+    struct scratchacct *a = scratch_of(seg);
+    if (--a->refs == 0 && seg != st.scr_cur)
+        scratch_drop(seg);
+}
+
+/*
+ * Messages paged out were freed, but malloc keeps freed memory for
+ * reuse, inside its heap, where the process still holds it: once many
+ * were paged out (at most once a second), give the free pages back.
+ */
+void
+store_trim_memory(void)
+{
+    static uint64_t last_ms, last_out;
+    if (st.stats.paged_out - last_out < 16384)
+        return;
+    uint64_t now = now_ms();
+    if (now < last_ms + 1000)
+        return;
+    last_ms = now;
+    last_out = st.stats.paged_out;
+    malloc_trim(0);
+}
+
+void
+store_msg_freed(struct msg *m)
+{
+    if (m->store_state == MS_SCRATCH && st.open)
+        scratch_unref(m->store_seg);
+}
+
+/* Whether the journal record of 'm' can be read back now: it was
+ * written (not merely handed to the I/O thread). */
+static bool
+readable(const struct msg *m)
+{
+    if (m->store_off == NO_OFF || m->store_seg == st.compacting)
+        return false;
+    return m->store_seg < st.rd_seg ||
+           (m->store_seg == st.rd_seg &&
+            (uint64_t)m->store_off + m->store_size <= st.rd_len);
+}
+
+bool
+store_page_out(struct queue *q, struct qentry *e)
+{
+    struct msg *m = e->m;
+
+    if (!store_pages() || !msg_is_complete(m))
+        return false;
+    if (m->store_state == MS_WRITTEN && readable(m)) {
+        struct segacct *a = seg_of(m->store_seg);
+        a->paged++;
+        a->paged_bytes += m->body_len;
+        st.paged_bytes += m->body_len;
+        e->scratch = 0;
+        if (is_stored(q, e) && --m->store_refs == 0) {
+            a->live -= m->store_size;
+            st.stats.live_bytes -= m->store_size;
+        }
+    } else if (m->store_state == MS_SCRATCH) {
+        scratch_of(m->store_seg)->refs++;
+        e->scratch = 1;
+    } else {
+        return false;
+    }
+    e->body_len = (uint32_t)m->body_len;
+    e->pg.seg = m->store_seg;
+    e->pg.off = m->store_off;
+    e->paged = 1;
+    st.stats.paged_out++;
+    msg_unref(m);
+    return true;
+}
+
+void
+store_page_flush(void)
+{
+    if (st.scr_buf.len == 0)
+        return;
+    struct scratch_job *sj = xcalloc(1, sizeof(*sj));
+    sj->job.kind = PAGER_WRITE;
+    sj->job.seg = (uint32_t)st.scr_cur;
+    sj->job.off = st.scr_buf_off;
+    sj->job.data = st.scr_buf;
+    sj->job.done = NULL;
+    sj->msgs = st.scr_msgs;
+    sj->n = st.scr_nmsgs;
+    memset(&st.scr_buf, 0, sizeof(st.scr_buf));
+    st.scr_msgs = NULL;
+    st.scr_nmsgs = st.scr_msgs_cap = 0;
+    st.scr_buf_off = st.scr_len;
+    extern void store_scratch_written(struct pager_job *j);
+    sj->job.done = store_scratch_written;
+    pager_submit(&sj->job);
+    if (st.scr_len >= SCRATCH_SEG_SIZE) {
+        uint64_t full = st.scr_cur;
+        st.scr_cur++;
+        st.scr_len = st.scr_buf_off = 0;
+        if (scratch_of(full)->refs == 0)
+            scratch_drop(full);
+    }
+}
+
+static void put_msg(struct wbuf *b, const struct msg *m);
+
+int
+store_page_prepare(struct queue *q, struct qentry *e, bool pressure)
+{
+    struct msg *m = e->m;
+    (void)q;
+
+    switch (m->store_state) {
+    case MS_PENDING:
+    case MS_SCRATCHING:
+        return 1;
+    case MS_WRITTEN:
+        /* Not yet synced, or being compacted: soon. */
+        return m->store_off != NO_OFF;
+    case MS_NONE:
+        break;
+    default:
+        return 0;
+    }
+    if (!pressure || !store_pages() || !msg_is_complete(m) ||
+        now_ms() < st.scr_retry_at)
+        return 0;
+    /* A message with no record, under memory pressure: to scratch. */
+    size_t at = st.scr_buf.len;
+    put_msg(&st.scr_buf, m);
+    m->store_state = MS_SCRATCHING;
+    m->store_seg = (uint32_t)st.scr_cur;
+    m->store_off = (uint32_t)(st.scr_buf_off + at);
+    m->store_size = (uint32_t)(st.scr_buf.len - at);
+    st.scr_len += m->store_size;
+    struct scratchacct *a = scratch_of(st.scr_cur);
+    a->refs++;
+    a->len += m->store_size;
+    st.stats.scratch_bytes += m->store_size;
+    if (st.scr_nmsgs == st.scr_msgs_cap) {
+        st.scr_msgs_cap = st.scr_msgs_cap ? st.scr_msgs_cap * 2 : 256;
+        st.scr_msgs = xrealloc(st.scr_msgs, st.scr_msgs_cap * sizeof(*st.scr_msgs));
+    }
+    st.scr_msgs[st.scr_nmsgs++] = msg_ref(m);
+    if (st.scr_buf.len >= SCRATCH_PASS_MAX || st.scr_len >= SCRATCH_SEG_SIZE) {
+        store_page_flush();
+        return 2;
+    }
+    return 1;
+}
+
+void store_scratch_written(struct pager_job *j);
+
+void
+store_scratch_written(struct pager_job *j)
+{
+    struct scratch_job *sj = (struct scratch_job *)j;
+    static bool warned;
+
+    if (j->err) {
+        if (!warned)
+            log_warnx("store: cannot write to the scratch area %s (%s): "
+                      "transient messages stay in memory for now",
+                      pager_scratch_dir(), strerror(j->err));
+        warned = true;
+        st.scr_retry_at = now_ms() + 1000;
+    } else if (warned) {
+        log_info("store: the scratch area takes writes again");
+        warned = false;
+    }
+    for (size_t i = 0; i < sj->n; i++) {
+        struct msg *m = sj->msgs[i];
+        if (j->err) {
+            m->store_state = MS_NONE;
+            scratch_unref(m->store_seg);
+        } else {
+            m->store_state = MS_SCRATCH;
+        }
+        msg_unref(m);
+    }
+    free(sj->msgs);
+    wbuf_free(&j->data);
+    free(sj);
+    if (st.open && !st.closing)
+        queue_pager_kick(false);
+}
+
+struct msg *
+store_page_decode(const struct qentry *e, const struct pager_read *r)
+{
+    struct replay_fields f;
+
+    /* The pager thread checked the record (pager.h). */
+    if (r->len < REC_HDR || r->buf[8] != J_MSG)
+        return NULL;
+    struct replay_msg rm = { 0 };
+    rm.payload = r->buf + REC_HDR;
+    rm.len = r->len - REC_HDR;
+    if (!replay_msg_decode(&rm, &f) || f.body_len != e->body_len)
+        return NULL;
+    struct msg *m = msg_new((struct amqp_bytes){ f.exchange, f.exchange_len },
+                            (struct amqp_bytes){ f.rkey, f.rkey_len }, f.hdr,
+                            f.hdr_len, &f.ch, false);
+    msg_body_copy_in(m, f.body);
+    struct rbuf rb;
+    rbuf_init(&rb, rm.payload, rm.len);
+    m->store_id = rbuf_u64(&rb);
+    m->store_seg = r->seg;
+    m->store_off = r->off;
+    m->store_size = r->len;
+    return m;
+}
+
+void
+store_page_in(struct queue *q, struct qentry *e, struct msg *m)
+{
+    st.stats.paged_in++;
+    if (e->scratch) {
+        /* The entry's hold on the scratch segment becomes the message's. */
+        m->store_state = MS_SCRATCH;
+        m->store_id = 0;
+    } else {
+        struct segacct *a = seg_of(e->pg.seg);
+        a->paged--;
+        a->paged_bytes -= e->body_len;
+        st.paged_bytes -= e->body_len;
+        m->store_state = MS_WRITTEN;
+        if (q->sid && !q->store_gone) {
+            m->store_refs = 1;
+            a->live += m->store_size;
+            st.stats.live_bytes += m->store_size;
+        }
+    }
+    e->paged = 0;
+    e->scratch = 0;
+    e->m = m;
 }
 
 void
@@ -464,6 +834,7 @@ serialise(struct wbuf *b, size_t limit)
             st.job.msgs[st.job.nmsgs++] = msg_ref(m);
             m->store_state = MS_WRITTEN;
             m->store_seg = (uint32_t)st.cur_seg;
+            m->store_off = (uint32_t)(st.job_base + at);
             m->store_size = (uint32_t)(b->len - at);
             *live_of(st.cur_seg) += m->store_size;
             st.stats.live_bytes += m->store_size;
@@ -550,6 +921,7 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
         }
         if (st.cur_len == 0)
             seg_header(&j->journal, st.cur_seg);
+        st.job_base = st.cur_len;
         serialise(&j->journal, JOB_MAX_BYTES);
         st.cur_len += j->journal.len;
         seg_of(st.cur_seg)->written += j->journal.len;
@@ -601,6 +973,7 @@ rewrite_job(struct io_job *j)
     seg_header(&again, st.cur_seg);
     if (rec_read(j->journal.p, j->journal.len, &r) == REC_OK && r.type == J_SEG)
         off = r.size;
+    size_t head = again.len;
     wbuf_bytes(&again, j->journal.p + off, j->journal.len - off);
     wbuf_free(&j->journal);
     j->journal = again;
@@ -613,11 +986,13 @@ rewrite_job(struct io_job *j)
         if (m->store_state != MS_WRITTEN || m->store_seg != old)
             continue;
         m->store_seg = (uint32_t)st.cur_seg;
+        m->store_off = (uint32_t)(m->store_off - st.job_base - off + head);
         if (m->store_refs > 0) {
             *live_of(old) -= m->store_size;
             *live_of(st.cur_seg) += m->store_size;
         }
     }
+    st.job_base = 0;
 }
 
 static void
@@ -634,16 +1009,23 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 struct compact_ctx {
     uint64_t seg;
     uint64_t copied;
+    bool paged;                 /* the queue has entries paged to 'seg' */
 };
 
 /* A live entry whose message is in the segment being compacted: write
- * the message again (once) and the entry, as it is now, after it. */
+ * the message again (once) and the entry, as it is now, after it. An
+ * entry paged to it is read back first (maybe_compact). */
 static void
 compact_entry(struct queue *q, struct qentry *e, void *arg)
 {
     struct compact_ctx *cc = arg;
-    struct msg *m = e->m;
 
+    if (e->paged) {
+        if (!e->scratch && e->pg.seg == cc->seg)
+            cc->paged = true;
+        return;
+    }
+    struct msg *m = e->m;
     if (q->sid == 0 || q->store_gone || m->store_id == 0)
         return;
     if (m->store_state == MS_WRITTEN && m->store_seg == cc->seg) {
@@ -658,49 +1040,91 @@ compact_entry(struct queue *q, struct qentry *e, void *arg)
     add_enqueue(q, e);
 }
 
+static void maybe_compact(void);
+
+static void
+compact_read_done(void)
+{
+    if (st.compact_reads > 0 && --st.compact_reads == 0 && !st.closing)
+        maybe_compact();
+}
+
 /*
  * The oldest segment holds the journal back: every segment after it
  * waits for it to go. Copy its live messages forward when at most half
- * of it is live (each byte copied frees at least one), or when the
+ * of it is live (each byte copied frees at least one) and that has not
+ * changed for a second, or when the
  * journal holds more than twice the live bytes and two segments more
  * (a long-lived backlog at the front would otherwise keep any number of
- * dead segments behind it). Then the segment is deleted with the batch
- * that holds the copies, after its sync.
+ * dead segments behind it). Messages paged to it are read back first
+ * (at most a segment's worth in memory for a moment), and copied when
+ * the reads are done; meanwhile nothing is paged to it again. Then the
+ * segment is deleted with the batch that holds the copies, after its
+ * sync.
  */
 static void
 maybe_compact(void)
 {
     static uint64_t stuck;
 
+    if (st.compact_reads > 0 || st.closing)
+        return;
+    bool resumed = st.compacting != UINT64_MAX;
+    st.compacting = UINT64_MAX;
     if (st.first_seg >= st.cur_seg || st.first_seg == stuck)
-        return;
+        goto out;
     struct segacct *a = seg_of(st.first_seg);
-    bool sparse = a->live * 2 <= a->written;
-    bool bloated = st.disk_bytes > 2 * st.stats.live_bytes + 2 * st.seg_size;
-    if (a->live == 0 || !(sparse || bloated))
-        return;
-    struct compact_ctx cc = { st.first_seg, 0 };
-    size_t pos = 0, qpos;
+    uint64_t live = a->live + a->paged_bytes, now = now_ms();
+    /* A front segment that is being consumed is not copied: it empties
+     * soon enough by itself. Only one whose live bytes have not fallen
+     * for a second is (a few messages that stay). */
+    if (st.first_seg != st.front_seg || live < st.front_live) {
+        st.front_seg = st.first_seg;
+        st.front_live = live;
+        st.front_since = now;
+    }
+    bool sparse = live * 2 <= a->written && now >= st.front_since + 1000;
+    bool bloated = st.disk_bytes >
+                   2 * (st.stats.live_bytes + st.paged_bytes) + 2 * st.seg_size;
+    if ((a->live == 0 && a->paged == 0) || !(sparse || bloated))
+        goto out;
+    struct compact_ctx cc = { st.first_seg, 0, false };
+    size_t pos = 0, qpos, reads = 0;
     struct hmap_slot *s, *qs;
     while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
         struct vhost *vh = s->val;
         qpos = 0;
-        while ((qs = hmap_next(&vh->queues, &qpos)) != NULL)
+        while ((qs = hmap_next(&vh->queues, &qpos)) != NULL) {
+            cc.paged = false;
             queue_foreach_ready(qs->val, compact_entry, &cc);
+            if (cc.paged)
+                reads += queue_page_in_seg(qs->val, (uint32_t)cc.seg,
+                                           compact_read_done);
+        }
     }
     conn_foreach_unacked(compact_entry, &cc);
     st.compactions++;
     st.copied_bytes += cc.copied;
     log_debug("store: compacting segment %" PRIu64 ": %" PRIu64 " of %" PRIu64
-              " bytes live, copied forward (%s)", cc.seg, cc.copied,
-              a->written, sparse ? "mostly dead" : "journal over twice live");
-    if (a->live == 0) {
+              " bytes live, copied forward (%s)%s", cc.seg, cc.copied,
+              a->written, sparse ? "mostly dead" : "journal over twice live",
+              reads ? "; reading paged messages back first" : "");
+    if (reads) {
+        st.compacting = cc.seg;
+        st.compact_reads = reads;
+        return;
+    }
+    if (a->live == 0 && a->paged == 0) {
         collect_dead_segments();
     } else {
         stuck = cc.seg;
         log_warnx("store: segment %" PRIu64 " keeps %" PRIu64 " live bytes "
-                  "that compaction did not find", cc.seg, a->live);
+                  "that compaction did not find", cc.seg, a->live + a->paged_bytes);
     }
+out:
+    /* What was read back for it may leave memory again. */
+    if (resumed)
+        queue_pager_kick(true);
 }
 
 static void
@@ -743,9 +1167,16 @@ job_done(struct io_job *j)
     st.stats.syncs += j->synced;
     if (j->durable_upto > st.durable_batch)
         st.durable_batch = j->durable_upto;
+    if (j->journal.len > 0) {
+        st.rd_seg = j->seg;
+        st.rd_len = st.cur_len;
+    }
+    bool wrote_msgs = j->nmsgs > 0;
     release_job_msgs(j);
     wake_waiters();
     maybe_compact();
+    if (wrote_msgs)
+        queue_pager_kick(false);
     schedule();
 }
 
@@ -956,7 +1387,7 @@ recover_tx_cut(void *arg, size_t msgs, size_t enqs, size_t acks, size_t dels)
  * the replay's messages. */
 static struct msg *
 restore_msg(const struct replay *rp, const struct replay_msg *rm,
-            struct msg **made, const uint64_t *seg_numbers)
+            struct msg **made, const uint64_t *seg_numbers, void **maps)
 {
     struct msg **slot = &made[rm - rp->msgs];
     struct replay_fields f;
@@ -974,11 +1405,40 @@ restore_msg(const struct replay *rp, const struct replay_msg *rm,
     m->store_id = rm->id;
     m->store_state = MS_WRITTEN;
     m->store_seg = (uint32_t)seg_numbers[rm->seg];
+    m->store_off = (uint32_t)(rm->payload - (const uint8_t *)maps[rm->seg] -
+                              REC_HDR);
     m->store_size = rm->size;
     *live_of(m->store_seg) += m->store_size;
     st.stats.live_bytes += m->store_size;
     *slot = m;
     return m;
+}
+
+/* Entry 'e' restored paged into 'qe', reading its message from the
+ * oldest copy: false if that copy is newer than the entry's enqueue
+ * record (a torn compaction) or does not decode. */
+static bool
+restore_paged(const struct replay *rp, const struct replay_entry *e,
+              const uint64_t *seg_numbers, const uint8_t *const *maps,
+              struct qentry *qe)
+{
+    const struct replay_msg *o = e->msg;
+    struct replay_fields f;
+
+    while (o > rp->msgs && o[-1].id == o->id)
+        o--;
+    if (o->seg > e->enq_seg || !replay_msg_decode(o, &f))
+        return false;
+    uint64_t seg = seg_numbers[o->seg];
+    qe->paged = 1;
+    qe->pg.seg = (uint32_t)seg;
+    qe->pg.off = (uint32_t)(o->payload - maps[o->seg] - REC_HDR);
+    qe->body_len = (uint32_t)f.body_len;
+    struct segacct *a = seg_of(seg);
+    a->paged++;
+    a->paged_bytes += qe->body_len;
+    st.paged_bytes += qe->body_len;
+    return true;
 }
 
 /* Every kept queue by its store id, for recovery. */
@@ -1148,7 +1608,29 @@ store_recover(void)
         if (e.fate != REPLAY_LIVE)
             continue;
         q = e.queue;
-        struct msg *m = e.msg ? restore_msg(&rp, e.msg, made, segs) : NULL;
+        uint64_t expires = 0;
+        if (e.expires_wall == 1)
+            expires = 1;
+        else if (e.expires_wall > 1)
+            expires = e.expires_wall > now_wall
+                          ? now + (e.expires_wall - now_wall) : 1;
+        struct qentry qe = { 0 };
+        qe.seq = e.seq;
+        qe.expires_at = expires;
+        qe.deliveries = e.deliveries;
+        /* After a crash a delivery may have gone out before its record
+         * was synced: every message may have been delivered. */
+        qe.redelivered = e.deliveries > 0 || !clean;
+        /* Beyond the window, an entry stays on disk: it reads its
+         * message from the oldest copy, which is never in a newer
+         * segment than the entry's enqueue record. */
+        if (e.msg && q->len >= (size_t)broker.cfg.paging_window &&
+            restore_paged(&rp, &e, segs, (const uint8_t *const *)maps, &qe)) {
+            queue_restore(q, &qe);
+            nrec++;
+            continue;
+        }
+        struct msg *m = e.msg ? restore_msg(&rp, e.msg, made, segs, maps) : NULL;
         if (m == NULL) {
             log_warnx("store: queue '%s': message %" PRIu64 " at position %"
                       PRIu64 " is missing from the journal; dropped", q->name,
@@ -1159,24 +1641,18 @@ store_recover(void)
          * that a live record of it is in: a compaction cut short by a
          * crash can leave its newest copy in one segment and an entry's
          * only enqueue record in an older one, which must then not be
-         * deleted as if nothing in it were live. */
+         * deleted as if nothing in it were live. (Its record is then not
+         * where store_seg says: it is not paged from there.) */
         uint64_t es = segs[e.enq_seg];
         if (es < m->store_seg) {
             *live_of(m->store_seg) -= m->store_size;
             m->store_seg = (uint32_t)es;
+            m->store_off = NO_OFF;
             *live_of(es) += m->store_size;
         }
-        uint64_t expires = 0;
-        if (e.expires_wall == 1)
-            expires = 1;
-        else if (e.expires_wall > 1)
-            expires = e.expires_wall > now_wall
-                          ? now + (e.expires_wall - now_wall) : 1;
         m->store_refs++;
-        /* After a crash a delivery may have gone out before its record
-         * was synced: every message may have been delivered. */
-        queue_restore(q, m, e.seq, expires, e.deliveries,
-                      e.deliveries > 0 || !clean);
+        qe.m = m;
+        queue_restore(q, &qe);
         nrec++;
     }
     /* Nor are positions: a queue that comes back empty (or short) would
@@ -1238,6 +1714,18 @@ store_recover(void)
         log_warn("store: cannot start the I/O thread");
         return -1;
     }
+    /* Everything recovered is on disk, all of it readable. */
+    st.rd_seg = st.cur_seg;
+    st.rd_len = 0;
+    st.compacting = UINT64_MAX;
+    st.scr_base = st.scr_cur = 1;
+    if (pager_start(st.dir) != 0) {
+        log_warn("store: cannot start the pager thread");
+        return -1;
+    }
+    st.pager = true;
+    /* Read ahead where the windows are short of entries. */
+    queue_pager_kick(true);
     schedule();
     return 0;
 }
@@ -1247,6 +1735,19 @@ store_close(void)
 {
     if (!st.open)
         return;
+    /* Reads and scratch writes under way finish first. */
+    if (st.pager) {
+        st.pager = false;
+        pager_stop();
+        for (size_t i = 0; i < st.scr_nmsgs; i++) {
+            st.scr_msgs[i]->store_state = MS_NONE;
+            msg_unref(st.scr_msgs[i]);
+        }
+        free(st.scr_msgs);
+        st.scr_msgs = NULL;
+        st.scr_nmsgs = 0;
+        wbuf_free(&st.scr_buf);
+    }
     /* What is pending goes to disk; nothing after this is recorded (the
      * shutdown's own teardown of queues is not a deletion). */
     for (;;) {
@@ -1293,6 +1794,7 @@ store_close(void)
     free(st.job.unlink);
     free(st.unlink);
     free(st.live);
+    free(st.scr);
     if (st.kick)
         event_free(st.kick);
     if (st.retry)

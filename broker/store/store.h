@@ -75,6 +75,36 @@ void store_delivered(struct queue *q, const struct qentry *e);
 /* The entry left 'q' for good (acked, expired, dead-lettered, purged). */
 void store_settled(struct queue *q, const struct qentry *e);
 
+/*
+ * Paging (queue.h): whether entry 'e' of 'q' can leave memory now (its
+ * message's record is on disk and readable); if so it is paged: 'e->m'
+ * is released and 'e->pg' says where the record is. Otherwise
+ * store_page_prepare says whether it will be later: 1 if its record is
+ * being written (to the journal, or now to the scratch area, which it
+ * asks for when 'pressure' is set and the message has no record), 2 if
+ * so but the scratch area takes no more for this pass, 0 if not.
+ */
+bool store_page_out(struct queue *q, struct qentry *e);
+int store_page_prepare(struct queue *q, struct qentry *e, bool pressure);
+/* Hand the scratch records asked for so far to the pager thread. */
+void store_page_flush(void);
+/* The message in a record read back for paged entry 'e' (NULL if it
+ * does not check out), and bringing it back into 'e'. */
+struct pager_read;
+struct msg *store_page_decode(const struct qentry *e,
+                              const struct pager_read *r);
+void store_page_in(struct queue *q, struct qentry *e, struct msg *m);
+/* Whether memory use is above the paging ratio of the watermark
+ * (vm_memory_high_watermark_paging_ratio). */
+bool store_memory_pressure(void);
+/* Whether the store pages at all (it is open). */
+bool store_pages(void);
+/* Give memory freed by paging back to the system, if much was (at most
+ * once a second; the pager and the alarm tick call it). */
+void store_trim_memory(void);
+/* A message whose record is in the scratch area is freed (msg.c). */
+void store_msg_freed(struct msg *m);
+
 /* The queue is gone with everything in it (its records become orphans). */
 void store_queue_gone(struct queue *q);
 
@@ -105,6 +135,7 @@ struct store_stats {
     uint64_t batches, syncs, records, bytes_written;
     uint64_t batch_max_records;
     uint64_t segments, live_bytes, disk_bytes;
+    uint64_t paged_out, paged_in, scratch_bytes, page_reads;
 };
 void store_get_stats(struct store_stats *s);
 

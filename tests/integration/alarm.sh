@@ -2,6 +2,8 @@
 # Start roostd with a 5 MB memory high watermark and run alarm_test.py
 # (pika, Debian's python3) against it: publishing with confirms until the
 # alarm blocks the publisher, draining, unblocking, nothing confirmed lost.
+# Paging is off (a paging ratio above 1, as in RabbitMQ), or the queue
+# would page its messages out instead (paging.sh tests that).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 roostd=${ROOSTD:-$here/../../broker/roostd}
@@ -10,7 +12,8 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 "$roostd" --port 0 --data-dir "$tmp/data" --log-file "$tmp/log" \
-    --set vm_memory_high_watermark.absolute=5000000 2>"$tmp/stderr" &
+    --set vm_memory_high_watermark.absolute=5000000 \
+    --set vm_memory_high_watermark_paging_ratio=1.5 2>"$tmp/stderr" &
 pid=$!
 for _ in $(seq 1 200); do
     grep -q "ready for connections" "$tmp/log" 2>/dev/null && break
