@@ -1774,10 +1774,13 @@ store_close(void)
     if (st.stats.batches)
         log_info("store: closed after %" PRIu64 " batches, %" PRIu64
                  " syncs, %" PRIu64 " records (%.1f a batch on average, "
-                 "%" PRIu64 " at most), %" PRIu64 " bytes written",
-                 st.stats.batches, st.stats.syncs, st.stats.records,
+                 "%" PRIu64 " at most), %" PRIu64 " bytes written; %" PRIu64
+                 " messages paged out, %" PRIu64 " read back, %" PRIu64
+                 " compactions", st.stats.batches, st.stats.syncs,
+                 st.stats.records,
                  (double)st.stats.records / (double)st.stats.batches,
-                 st.stats.batch_max_records, st.stats.bytes_written);
+                 st.stats.batch_max_records, st.stats.bytes_written,
+                 st.stats.paged_out, st.stats.paged_in, st.compactions);
     st.open = false;
     /* Whoever still waits hears now (their connections are closing). */
     st.durable_batch = st.open_batch;

@@ -15,7 +15,8 @@
  *   killed at a random moment (seeded): every confirmed message that was
  *   not acked survives, none appears twice, an acked one that comes back
  *   is marked redelivered, and nothing comes back that was settled for
- *   good;
+ *   good; crash_loop_paged the same with a window of 16 messages, so
+ *   that nearly every one is paged out and read back;
  * - power_cut: writes after the last sync (ROOST_TEST_SYNC_LOG says where)
  *   are cut off and replaced with zeros or garbage: every confirmed message
  *   survives, and the garbage is reported as a torn tail;
@@ -867,6 +868,10 @@ struct cl {
     atomic_bool stop;
     char perr[256], cerr[256];
     int published, confirmed, delivered, acks, redelivered_seen;
+    const char *name;
+    int lag_us;     /* the consumer waits this long after each delivery */
+    int max_backlog;    /* the producer keeps the queue below it (0: no) */
+    int in_queue;       /* at the last check */
     /* acked ones back with redelivered=false, over all rounds */
     int unmarked;
     char unmarked_first[64];
@@ -899,7 +904,9 @@ cl_producer(void *arg)
         return NULL;
     while (!atomic_load(&s->stop)) {
         while (s->published - s->confirmed < CL_WINDOW &&
-               s->next_id < CL_MAX_IDS && !atomic_load(&s->stop)) {
+               s->next_id < CL_MAX_IDS && !atomic_load(&s->stop) &&
+               (s->max_backlog == 0 ||
+                s->in_queue + s->published - s->acks < s->max_backlog)) {
             int id = s->next_id;
             size_t len = make_body(body, id, 40 + (size_t)(id % 200));
             s->pub[id] = 1;
@@ -995,6 +1002,8 @@ cl_consumer(void *arg)
         int id = body_id(msg.body.bytes, msg.body.len);
         amqp_destroy_message(&msg);
         s->delivered++;
+        if (s->lag_us)
+            usleep((useconds_t)s->lag_us);
         if (id <= 0 || id >= CL_MAX_IDS) {
             snprintf(s->cerr, sizeof(s->cerr), "a delivery without an id");
             break;
@@ -1094,32 +1103,36 @@ cl_check(struct cl *s, int round, uint64_t the_seed)
         }
     if (lost > 1)
         violation(&v, "%d ids lost in all", lost);
-    fprintf(stderr, "crash_loop: round %d: %d published, %d confirmed, %d "
+    fprintf(stderr, "%s: round %d: %d published, %d confirmed, %d "
             "delivered (%d redelivered), %d acks; after the kill %d in the "
-            "queue, %d acked ones back (%d unmarked so far)\n", round,
+            "queue, %d acked ones back (%d unmarked so far)\n", s->name, round,
             s->published, s->confirmed, s->delivered, s->redelivered_seen,
             s->acks, n, comeback, s->unmarked);
-    ck_assert_msg(v.n == 0, "crash_loop round %d (seed %" PRIu64 "): %d "
-                  "violations: %s", round, the_seed, v.n, v.text);
+    ck_assert_msg(v.n == 0, "%s round %d (seed %" PRIu64 "): %d "
+                  "violations: %s", s->name, round, the_seed, v.n, v.text);
     memcpy(s->present, now, CL_MAX_IDS);
+    s->in_queue = n;
     free(now);
     free(m);
     h_close(c);
 }
 
-START_TEST(crash_loop)
+static void
+crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
+                int lag_us, int max_backlog)
 {
     enum { MIN_ROUNDS = 20, MAX_ROUNDS = 30, BUDGET_MS = 40000 };
-    const char *const *args = ARGS("--set", "store.segment_size=65536");
     struct cl s;
     char q[64], out[256];
     uint64_t the_seed, t0 = h_now_ms();
     int round;
 
-    SKIP_IF_REMOTE("kills roostd");
-    seed("crash_loop", 20261201);
+    seed(name, dflt_seed);
     the_seed = rng;
     memset(&s, 0, sizeof(s));
+    s.name = name;
+    s.lag_us = lag_us;
+    s.max_backlog = max_backlog;
     s.q = h_name(q, sizeof(q), "crash");
     s.pub = calloc(CL_MAX_IDS, 1);
     s.conf = calloc(CL_MAX_IDS, 1);
@@ -1182,20 +1195,40 @@ START_TEST(crash_loop)
     /* The last round's check, and a clean stop after all that. */
     harness_restart(H, args);
     cl_check(&s, round - 1, the_seed);
-    fprintf(stderr, "crash_loop: %d rounds, %d ids, %" PRIu64 " ms\n",
+    fprintf(stderr, "%s: %d rounds, %d ids, %" PRIu64 " ms\n", name,
             round - 1, s.next_id - 1, h_now_ms() - t0);
     /* Checked last, so that one kind of failure does not hide the
      * others: a message the consumer had (it acked it) must not come
      * back as never delivered. */
-    ck_assert_msg(s.unmarked == 0, "crash_loop (seed %" PRIu64 "): %d "
+    ck_assert_msg(s.unmarked == 0, "%s (seed %" PRIu64 "): %d "
                   "messages acked before a kill came back with "
-                  "redelivered=false, the first in %s", the_seed, s.unmarked,
-                  s.unmarked_first);
+                  "redelivered=false, the first in %s", name, the_seed,
+                  s.unmarked, s.unmarked_first);
     free(s.pub);
     free(s.conf);
     free(s.acked);
     free(s.present);
     harness_stop(H);
+}
+
+START_TEST(crash_loop)
+{
+    SKIP_IF_REMOTE("kills roostd");
+    crash_loop_with("crash_loop", ARGS("--set", "store.segment_size=65536"),
+                    20261201, 0, 0);
+}
+END_TEST
+
+/* The same with a window of 16 and a consumer slower than the
+ * producer, which keeps the queue at about 4,000: nearly every message
+ * is paged out and read back, and (in 64 KiB segments) compacted while
+ * it is paged. */
+START_TEST(crash_loop_paged)
+{
+    SKIP_IF_REMOTE("kills roostd");
+    crash_loop_with("crash_loop_paged",
+                    ARGS("--set", "store.segment_size=65536", "--set",
+                         "paging.window=16"), 20261202, 200, 4000);
 }
 END_TEST
 
@@ -1957,6 +1990,7 @@ main(void)
      * (CK_RUN_CASE=crash_loop) for many rounds. */
     tc = h_tcase(s, "crash_loop", 120, false);
     tcase_add_test(tc, crash_loop);
+    tcase_add_test(tc, crash_loop_paged);
     tc = h_tcase(s, "power_cut", 120, false);
     tcase_add_test(tc, power_cut);
     tcase_add_test(tc, large_batch_split);
