@@ -89,6 +89,8 @@ channel_shutdown(struct channel *ch)
     channel_release(ch);
 }
 
+static struct pend_confirm *pend_at(const struct channel *ch, size_t i);
+
 void
 channel_free(struct channel *ch)
 {
@@ -96,6 +98,8 @@ channel_free(struct channel *ch)
         return;
     channel_release(ch);
     store_unwait(&ch->store_w);
+    for (size_t i = 0; i < ch->pend_len; i++)
+        msg_unref(pend_at(ch, i)->m);
     free(ch->pend);
     free(ch->unacked);
     hmap_destroy(&ch->consumers);
@@ -605,6 +609,7 @@ release_confirms(struct channel *ch, uint64_t durable)
         struct pend_confirm e = *pend_at(ch, 0);
         ch->pend_head = (ch->pend_head + 1) & (ch->pend_cap - 1);
         ch->pend_len--;
+        msg_unref(e.m);
         if (e.told) {
             ack_run(ch, run);
             run = 0;
@@ -627,34 +632,73 @@ confirms_durable(struct store_waiter *w)
     release_confirms(ch, w->batch);
 }
 
+/*
+ * Messages consumed and acked before their batch went to disk are never
+ * written (store_msg_unneeded): their publishes need no disk any more
+ * and are told now, those at the front of the ring in its runs, the
+ * others alone.
+ */
 static void
-pend_push(struct channel *ch, uint64_t seq, uint64_t batch, bool told)
+confirms_recheck(struct store_waiter *w)
+{
+    struct channel *ch = (struct channel *)((char *)w -
+                                            offsetof(struct channel, store_w));
+    bool any = false;
+
+    for (size_t i = 0; i < ch->pend_len; i++) {
+        struct pend_confirm *e = pend_at(ch, i);
+        if (!e->told && e->m && store_msg_unneeded(e->m)) {
+            e->batch = 0;
+            any = true;
+        }
+    }
+    if (!any)
+        return;
+    release_confirms(ch, store_durable_batch());
+    for (size_t i = 0; i < ch->pend_len; i++) {
+        struct pend_confirm *e = pend_at(ch, i);
+        if (!e->told && e->batch == 0) {
+            e->told = true;
+            confirm_one(ch, AMQP_BASIC_ACK, e->seq);
+        }
+    }
+}
+
+static void
+pend_push(struct channel *ch, uint64_t seq, uint64_t batch, bool told,
+          struct msg *m)
 {
     if (ch->pend_len == ch->pend_cap)
         ring_grow(&ch->pend, sizeof(*ch->pend), &ch->pend_cap,
                   &ch->pend_head, ch->pend_len);
-    *pend_at(ch, ch->pend_len++) = (struct pend_confirm){ seq, batch, told };
+    *pend_at(ch, ch->pend_len++) =
+        (struct pend_confirm){ seq, batch, told, m ? msg_ref(m) : NULL };
 }
 
 void
-channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch)
+channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch,
+                struct msg *m)
 {
     /* Publishes are routed in order: the highest routed only grows. */
     if (seq > ch->confirmed)
         ch->confirmed = seq;
+    /* Already consumed and acked: it will never be written. */
+    if (batch && store_msg_unneeded(m))
+        batch = 0;
     if (batch == 0 && ch->pend_len == 0) {
         confirm_dirty(ch);
         return;
     }
     if (batch == 0) {
         /* Needs no disk, behind one that does: tell it alone, now. */
-        pend_push(ch, seq, 0, true);
+        pend_push(ch, seq, 0, true, NULL);
         confirm_one(ch, AMQP_BASIC_ACK, seq);
         return;
     }
-    pend_push(ch, seq, batch, false);
+    pend_push(ch, seq, batch, false, m);
     if (ch->pend_len == 1 || !ch->store_w.waiting) {
         ch->store_w.durable = confirms_durable;
+        ch->store_w.recheck = confirms_recheck;
         store_wait(&ch->store_w, pend_at(ch, 0)->batch);
     }
 }
@@ -665,7 +709,7 @@ channel_confirm_nack(struct channel *ch, uint64_t seq)
     if (seq > ch->confirmed)
         ch->confirmed = seq;
     if (ch->pend_len > 0) {
-        pend_push(ch, seq, 0, true);
+        pend_push(ch, seq, 0, true, NULL);
         confirm_one(ch, AMQP_BASIC_NACK, seq);
         return;
     }

@@ -51,6 +51,7 @@ struct unacked {
 struct pend_confirm {
     uint64_t seq, batch;
     bool told;
+    struct msg *m;              /* waiting for the store: its message */
 };
 
 /* A publish held by an open transaction. */

@@ -185,7 +185,7 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
     if (seq && refused)
         channel_confirm_nack(ch, seq);
     else if (seq)
-        channel_confirm(ch, seq, stored ? store_open_batch() : 0);
+        channel_confirm(ch, seq, stored ? store_open_batch() : 0, m);
     alarm_check_memory();
 }
 

@@ -78,8 +78,12 @@ void channel_publish(struct channel *ch, struct msg *msg, bool mandatory);
 void channel_route(struct channel *ch, struct msg *msg, bool mandatory);
 
 /* Note that publish 'seq' may be confirmed: now if 'batch' is 0 (it
- * needs no disk), else once store batch 'batch' is durable. */
-void channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch);
+ * needs no disk), else once store batch 'batch' is durable, or once its
+ * message 'm' turns out never to need writing (consumed and acked
+ * before its batch went to disk: store_msg_unneeded), whichever is
+ * first. */
+void channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch,
+                     struct msg *m);
 
 /* A queue refused publish 'seq' (x-overflow reject-publish): basic.nack,
  * after the acks due before it. */

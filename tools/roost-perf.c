@@ -99,6 +99,7 @@ static struct opts {
     int confirm;                /* outstanding confirms per producer */
     bool persistent;
     const char *queue_type;     /* x-queue-type, or NULL */
+    const char *queue_mode;     /* x-queue-mode, or NULL */
     int prefetch;
     bool autoack;
     int multi_ack;
@@ -1444,13 +1445,18 @@ setup_topology(struct link *l)
 
         snprintf(q->name, sizeof(q->name), "%s%d", o.prefix, i);
         /* Consume-only looks the queue up (passive) to learn its backlog. */
-        amqp_table_entry_t qt = { amqp_cstring_bytes("x-queue-type"),
-                                  { AMQP_FIELD_KIND_UTF8, { 0 } } };
+        amqp_table_entry_t qt[2];
         amqp_table_t qargs = amqp_empty_table;
-        if (o.queue_type && !o.consume_only) {
-            qt.value.value.bytes = amqp_cstring_bytes(o.queue_type);
-            qargs.num_entries = 1;
-            qargs.entries = &qt;
+        const char *names[2] = { "x-queue-type", "x-queue-mode" };
+        const char *vals[2] = { o.queue_type, o.queue_mode };
+        qargs.entries = qt;
+        for (int k = 0; k < 2 && !o.consume_only; k++) {
+            if (vals[k] == NULL)
+                continue;
+            amqp_table_entry_t *en = &qt[qargs.num_entries++];
+            en->key = amqp_cstring_bytes(names[k]);
+            en->value.kind = AMQP_FIELD_KIND_UTF8;
+            en->value.value.bytes = amqp_cstring_bytes(vals[k]);
         }
         ok = amqp_queue_declare(l->st, CH, amqp_cstring_bytes(q->name),
                                 o.consume_only, o.persistent || o.queue_type,
@@ -1603,6 +1609,7 @@ usage(FILE *f)
 "  --persistent          durable queues, delivery mode 2\n"
 "  --queue-type T        declare the queues durable with x-queue-type T\n"
 "                        (classic, quorum)\n"
+"  --queue-mode M        declare the queues with x-queue-mode M (lazy)\n"
 "  --prefetch N          basic.qos per consumer (default 0: none)\n"
 "  --autoack             no acks (default: manual acks)\n"
 "  --multi-ack N         ack every N messages with multiple=true (default 1)\n"
@@ -1646,7 +1653,7 @@ parse_args(int argc, char **argv)
         O_URI = 256, O_HOST, O_PORT, O_USER, O_PASS, O_VHOST, O_TLS, O_CACERT,
         O_CERT, O_KEY, O_INSECURE, O_FRAME_MAX, O_PRODUCERS, O_CONSUMERS,
         O_QUEUES, O_EXCHANGE, O_FANOUT, O_SIZE, O_RATE, O_DURATION, O_COUNT,
-        O_CONFIRM, O_PERSISTENT, O_QUEUE_TYPE, O_PREFETCH, O_AUTOACK, O_MULTI_ACK,
+        O_CONFIRM, O_PERSISTENT, O_QUEUE_TYPE, O_QUEUE_MODE, O_PREFETCH, O_AUTOACK, O_MULTI_ACK,
         O_PUBLISH_ONLY, O_CONSUME_ONLY, O_PREFIX, O_KEEP, O_BATCH, O_DRAIN,
         O_JSON, O_INTERVAL, O_QUIET, O_FAIL_ON_LOSS, O_HELP,
     };
@@ -1664,6 +1671,7 @@ parse_args(int argc, char **argv)
         { "count", 1, 0, O_COUNT }, { "confirm", 1, 0, O_CONFIRM },
         { "persistent", 0, 0, O_PERSISTENT },
         { "queue-type", 1, 0, O_QUEUE_TYPE },
+        { "queue-mode", 1, 0, O_QUEUE_MODE },
         { "prefetch", 1, 0, O_PREFETCH }, { "autoack", 0, 0, O_AUTOACK },
         { "multi-ack", 1, 0, O_MULTI_ACK },
         { "publish-only", 0, 0, O_PUBLISH_ONLY },
@@ -1754,6 +1762,7 @@ parse_args(int argc, char **argv)
             break;
         case O_PERSISTENT: o.persistent = true; break;
         case O_QUEUE_TYPE: o.queue_type = optarg; break;
+        case O_QUEUE_MODE: o.queue_mode = optarg; break;
         case O_PREFETCH:
             o.prefetch = (int)num_arg("--prefetch", optarg, 0, 65535);
             break;

@@ -117,7 +117,7 @@ static struct {
     uint64_t defs_written;
     bool busy;
     struct io_job job;
-    struct event *kick;
+    struct event *kick, *recheck;
     struct waiter_list waiters;
     /* the journal's segments: live bytes of each, from 'base' on */
     uint64_t cur_seg, cur_len;
@@ -316,6 +316,7 @@ add_ack(const struct queue *q, uint64_t seq)
 }
 
 static void scratch_unref(uint64_t seg);
+static void recheck_soon(void);
 
 /* A paged entry ends: it no longer holds its segment. */
 static void
@@ -353,8 +354,12 @@ store_settled(struct queue *q, const struct qentry *e)
             add_ack(q, e->seq);
         } else if (m->store_refs > 0) {
             add_op(J_ACK, q->sid, e->seq, m);
+        } else {
+            /* Never written, and now never will be: whoever waits to
+             * confirm it need not. */
+            m->store_state = MS_NONE;
+            recheck_soon();
         }
-        /* else: never written, and now never will be. */
     }
     if (m->store_refs == 0 && m->store_state == MS_WRITTEN)
         msg_dead(m);
@@ -691,6 +696,12 @@ store_open_batch(void)
     return st.open_batch;
 }
 
+uint64_t
+store_durable_batch(void)
+{
+    return st.durable_batch;
+}
+
 bool
 store_has_pending(void)
 {
@@ -726,6 +737,38 @@ store_defs_changed(enum defs_event ev, const void *obj)
 }
 
 /* ---- waiters ---- */
+
+bool
+store_msg_unneeded(const struct msg *m)
+{
+    return m != NULL && m->store_id != 0 && m->store_state == MS_NONE &&
+           m->store_refs == 0;
+}
+
+static void
+recheck_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_waiter *w, *next;
+    (void)fd;
+    (void)what;
+    (void)arg;
+
+    /* A callback may unwait itself, not others. */
+    for (w = TAILQ_FIRST(&st.waiters); w != NULL; w = next) {
+        next = TAILQ_NEXT(w, link);
+        if (w->recheck)
+            w->recheck(w);
+    }
+}
+
+/* At the end of this loop turn, waiters look again (store_waiter). */
+static void
+recheck_soon(void)
+{
+    if (st.recheck == NULL)
+        st.recheck = event_new(broker.base, -1, 0, recheck_cb, NULL);
+    event_active(st.recheck, EV_TIMEOUT, 0);
+}
 
 void
 store_wait(struct store_waiter *w, uint64_t batch)
@@ -1802,5 +1845,7 @@ store_close(void)
         event_free(st.kick);
     if (st.retry)
         event_free(st.retry);
+    if (st.recheck)
+        event_free(st.recheck);
     close(st.lock_fd);
 }

@@ -28,12 +28,16 @@ struct msg;
 struct config;
 
 /* Something waiting for batch 'batch' to be durable: 'durable' is called
- * once it is (or at shutdown), after the waiter was taken off the list. */
+ * once it is (or at shutdown), after the waiter was taken off the list.
+ * 'recheck', if set, is called (the waiter still waiting) at the end of
+ * a loop turn in which messages turned out never to need writing
+ * (store_msg_unneeded). */
 struct store_waiter {
     TAILQ_ENTRY(store_waiter) link;
     uint64_t batch;
     bool waiting;
     void (*durable)(struct store_waiter *w);
+    void (*recheck)(struct store_waiter *w);
 };
 
 /*
@@ -68,6 +72,11 @@ bool store_queue_is_durable(const struct queue *q);
 /* A new entry in 'q'. True if it went to the store: the publish's
  * confirm then waits for store_open_batch(). */
 bool store_enqueue(struct queue *q, const struct qentry *e);
+
+/* Whether persistent message 'm' went to the store but was consumed
+ * and acked everywhere before its record was written: it never will be,
+ * and its publish need not wait for the disk. */
+bool store_msg_unneeded(const struct msg *m);
 
 /* The entry was handed out (its delivery count changed). */
 void store_delivered(struct queue *q, const struct qentry *e);
@@ -117,6 +126,8 @@ bool store_tx_end(void);
 /* The number of the batch now being collected, and whether anything in
  * it needs the disk. */
 uint64_t store_open_batch(void);
+/* The last batch known durable. */
+uint64_t store_durable_batch(void);
 bool store_has_pending(void);
 
 /* How many definition records have been written so far: a handler that

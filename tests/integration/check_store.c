@@ -29,7 +29,9 @@
  *   kept segment still holds for a queue emptied or deleted before a
  *   restart do not act on what a queue takes after it;
  * - delivered_before_crash_marked: crash_loop's redelivered check, made
- *   deterministic with the failing disk.
+ *   deterministic with the failing disk;
+ * - consumed_before_write_confirmed_at_once: a persistent message acked
+ *   before its batch was written is confirmed while every write fails.
  *
  * Message bodies carry their id ("<id:000042>" repeated), so that what a
  * queue holds can be checked against what was published and confirmed.
@@ -1920,6 +1922,70 @@ START_TEST(failing_disk)
 END_TEST
 
 /*
+ * A persistent message consumed and acked (here by a no-ack consumer)
+ * before its batch was written is never written, and its confirm goes
+ * out at once: while every write fails, so that nothing can be synced,
+ * it is confirmed, alone, and the one published just before it to a
+ * queue nobody reads is not, until the disk works again.
+ */
+START_TEST(consumed_before_write_confirmed_at_once)
+{
+    char fail[256], slow[64], fast[64], out[256];
+    struct confirms t = { 0 };
+    struct h_event e;
+    struct qmsg *m;
+
+    SKIP_IF_REMOTE("breaks roostd's disk");
+    hook_path(fail, sizeof(fail), "io-fail-fast");
+    unlink(fail);
+    setenv("ROOST_TEST_IO_FAIL", fail, 1);
+    harness_start(H, NULL);
+    unsetenv("ROOST_TEST_IO_FAIL");
+    amqp_connection_state_t c = h_connect_blocked_cap(H);
+    amqp_connection_state_t cc = h_connect(H);
+    DECLARE_QUEUE(c, 1, h_name(slow, sizeof(slow), "slow"), true, false,
+                  false, out);
+    DECLARE_QUEUE(c, 1, h_name(fast, sizeof(fast), "fast"), true, false,
+                  false, out);
+    CONSUME(cc, 1, fast, "fast-consumer", true, NULL);
+    confirm_select(c, 1);
+
+    int fd = open(fail, O_WRONLY | O_CREAT, 0644);
+    ck_assert_msg(fd >= 0, "cannot create %s: %s", fail, strerror(errno));
+    close(fd);
+    PUB(c, 1, &t, "", slow, 1, 100, 2);
+    PUB(c, 1, &t, "", fast, 2, 100, 2);
+    uint64_t until = h_now_ms() + 1500;
+    while (h_now_ms() < until && t.st[2] == 0)
+        CONF_PUMP(c, &t, 50);
+    ck_assert_msg(t.st[2] == 1, "the publish consumed at once was not "
+                  "confirmed while writes failed");
+    ck_assert_msg(t.st[1] == 0, "the publish nobody consumed was confirmed "
+                  "while writes failed");
+    ck_assert_int_eq(h_next(cc, 2000, &e), 1);
+    ck_assert_uint_eq(e.id, AMQP_BASIC_DELIVER_METHOD);
+    ck_assert_int_eq(body_id(e.body, e.len), 2);
+    h_event_free(&e);
+
+    ck_assert_int_eq(unlink(fail), 0);
+    CONF_WAIT_ALL(c, &t, 5000);
+    h_close(cc);
+    KILL9(H);
+    h_drop(c);
+    harness_restart(H, NULL);
+    c = h_connect(H);
+    int n = READ_QUEUE(c, 1, slow, &m);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(m[0].id, 1);
+    free(m);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, fast), 0);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+/*
  * The crash_loop's redelivered check, made deterministic with the
  * failing disk: messages delivered (one acked) while no write reaches the
  * disk, then SIGKILL. They may come back (their records never made it),
@@ -2000,6 +2066,7 @@ main(void)
     tcase_add_test(tc, tx_commit_record);
     tcase_add_test(tc, torn_compaction_copy);
     tcase_add_test(tc, failing_disk);
+    tcase_add_test(tc, consumed_before_write_confirmed_at_once);
     tcase_add_test(tc, full_disk);
     tcase_add_test(tc, delivered_before_crash_marked);
 
