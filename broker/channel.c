@@ -931,6 +931,7 @@ header_frame(struct channel *ch, const struct frame *f)
                     h.body_size <= ch->conn->frame_max;
     ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key, f->payload,
                           f->size, &h, lendable);
+    ch->pub_filled = 0;
     ch->content = CA_AWAIT_BODY;
     if (h.body_size == 0) {
         struct msg *m = ch->pub_msg;
@@ -946,15 +947,17 @@ body_frame(struct channel *ch, const struct frame *f)
 {
     struct msg *m = ch->pub_msg;
 
-    if (f->size > m->body_len - m->body_filled) {
+    if (f->size > m->body_len - ch->pub_filled) {
         conn_fail(ch->conn, AMQP_FRAME_ERROR, AMQP_BASIC_PUBLISH,
                   "content body of %" PRIu64 " bytes exceeds the announced "
-                  "body size %" PRIu64, m->body_filled + f->size, m->body_len);
+                  "body size %" PRIu64, ch->pub_filled + f->size, m->body_len);
         return;
     }
     /* The whole body in one frame is lent, not copied (inbuf.h). */
-    msg_body_frame(m, conn_input_block(ch->conn), f->payload, f->size);
-    if (msg_is_complete(m)) {
+    msg_body_frame(m, conn_input_block(ch->conn), f->payload, f->size,
+                   ch->pub_filled);
+    ch->pub_filled += f->size;
+    if (ch->pub_filled == m->body_len) {
         ch->pub_msg = NULL;
         ch->content = CA_IDLE;
         channel_publish(ch, m, ch->pub_mandatory);

@@ -71,6 +71,7 @@ struct channel {
     uint8_t pub_buf[512];
     bool pub_mandatory;
     struct msg *pub_msg;
+    uint64_t pub_filled;            /* body bytes of pub_msg so far */
     /* consuming */
     struct hmap consumers;          /* tag -> struct consumer */
     uint32_t prefetch_consumer;     /* qos global=false: for new consumers */

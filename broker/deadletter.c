@@ -177,8 +177,7 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                 break;
             }
             dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, &dh, false);
-            msg_body_copy(m, dm->body);
-            dm->body_filled = m->body_len;
+            msg_body_copy_from(dm, m);
             break;
         }
         if (st != AMQP_E_OVERFLOW)

@@ -126,7 +126,7 @@ headers_route(void *index, const struct msg *m, struct route_ctx *rc)
 {
     struct headers *h = index;
     for (size_t i = 0; i < h->n; i++)
-        if (binding_matches(&h->v[i], m->headers))
+        if (binding_matches(&h->v[i], msg_headers(m)))
             route_emit(rc, h->v[i].b);
 }
 

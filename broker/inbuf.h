@@ -39,7 +39,7 @@ struct inblock {
     TAILQ_ENTRY(inblock) retired_link;
     size_t cap;                 /* bytes of data[] */
     size_t pinned;              /* body bytes of the messages in 'msgs' */
-    TAILQ_HEAD(, msg) msgs;     /* messages whose body lies in data[] */
+    TAILQ_HEAD(, msg_ext) msgs; /* messages whose body lies in data[] */
     uint8_t data[];
 };
 

@@ -8,6 +8,7 @@
  * (small bodies), in a separate allocation (a large body that arrived in
  * several frames), or in the connection input block it was read into (a
  * large body that arrived in one frame: msg_borrow_body, see inbuf.h).
+ * The struct is 64 bytes; a body outside it costs a struct msg_ext more.
  */
 #ifndef ROOST_BROKER_MSG_H
 #define ROOST_BROKER_MSG_H
@@ -22,36 +23,43 @@
 #include "amqp/wire.h"
 #include "broker/inbuf.h"
 
+/* Where a body is (msg.c's business alone). */
+enum msg_body { MSG_BODY_INLINE, MSG_BODY_NONE, MSG_BODY_HEAP, MSG_BODY_LENT };
+
 struct msg {
     uint32_t refs;
-    uint32_t alloc_size;        /* of the allocation (msg.c's pool) */
+    uint32_t hdr_len;           /* encoded content header payload */
+    uint64_t body_len;
     int64_t ttl;                /* expiration property in ms; -1: none */
     bool persistent;            /* delivery-mode 2 */
     uint8_t priority;
     uint8_t exchange_len;
     uint8_t rkey_len;
-    bool body_heap;             /* body is its own allocation */
+    uint8_t body_at;            /* enum msg_body */
     uint8_t store_state;        /* the store's (store/store.c) */
-    uint32_t hdr_len;           /* encoded content header payload */
-    uint32_t store_off;         /* where its record is in store_seg */
-    uint64_t body_len;
-    uint64_t body_filled;       /* while body frames arrive */
-    struct amqp_table headers;  /* borrows the header; empty if absent */
-    uint8_t *body;              /* NULL until the first body frame when
-                                   msg_new() was told 'body_later' */
-    struct inblock *blk;        /* body lies in this input block */
-    TAILQ_ENTRY(msg) blk_link;  /* in blk->msgs */
+    uint16_t pool_class;        /* msg.c's pool; 0: not pooled */
+    /* the headers table, inside the content header (0, 0: none) */
+    uint32_t headers_off, headers_len;
     /* the store (store/store.c): its id on disk (0: none yet), the
-     * segment holding its record (with store_off above: in the journal,
-     * or in the scratch area for a transient message paged out), the
+     * segment holding its record (in the journal, or in the scratch
+     * area for a transient message paged out) and where in it, the
      * record's size, and the durable queue entries that hold it */
+    uint32_t store_off, store_seg, store_size, store_refs;
     uint64_t store_id;
-    uint32_t store_seg;
-    uint32_t store_size;
-    uint32_t store_refs;
     /* then, in the same allocation: the exchange name and the routing
-     * key, each NUL-terminated, the content header, and a small body
-     * (msg_exchange, msg_rkey, msg_hdr) */
+     * key, each NUL-terminated, the content header, and either a small
+     * body or, for one that arrives later (msg_new's 'body_later'), a
+     * struct msg_ext saying where it is (msg_exchange, msg_rkey,
+     * msg_hdr) */
+};
+
+/* Where a body that is not inside the message is: its own allocation,
+ * or lent by an input block (and listed in it). */
+struct msg_ext {
+    uint8_t *body;
+    struct inblock *blk;
+    TAILQ_ENTRY(msg_ext) blk_link;  /* in blk->msgs */
+    struct msg *m;
 };
 
 /* The exchange name and routing key of the publish, NUL-terminated, and
@@ -74,6 +82,14 @@ msg_hdr(const struct msg *m)
     return (uint8_t *)(msg_rkey(m) + m->rkey_len + 1);
 }
 
+/* The headers table of its properties (empty if there is none). */
+static inline struct amqp_table
+msg_headers(const struct msg *m)
+{
+    struct amqp_table t = { msg_hdr(m) + m->headers_off, m->headers_len };
+    return t;
+}
+
 /*
  * A message with a copy of the publish's exchange and routing key and of
  * the encoded content header 'hdr', which 'ch' is the decoding of, for
@@ -94,12 +110,14 @@ void msg_borrow_body(struct msg *m, struct inblock *b, const uint8_t *body);
 void msg_body_alloc(struct msg *m);
 
 /*
- * One body frame of 'n' bytes at 'data', which lies in input block 'b':
- * the whole body in one frame is lent by the block (no copy), anything
- * else is copied into the message. The caller checked that it fits.
+ * One body frame of 'n' bytes at 'data', which lies in input block 'b',
+ * the 'filled' bytes before it already given: the whole body in one
+ * frame is lent by the block (no copy), anything else is copied into
+ * the message. The caller checked that it fits, and knows the message
+ * is complete once filled + n is body_len.
  */
 void msg_body_frame(struct msg *m, struct inblock *b, const uint8_t *data,
-                    size_t n);
+                    size_t n, uint64_t filled);
 
 /*
  * Where the body lives is msg.c's business alone: these are the only
@@ -111,8 +129,10 @@ void msg_body_frame(struct msg *m, struct inblock *b, const uint8_t *data,
 struct conn;
 void msg_body_out(struct msg *m, struct conn *c, uint64_t off, size_t n);
 void msg_body_copy(const struct msg *m, uint8_t *dst);
-/* Fill a message made with room for its body (msg_new, !body_later). */
+/* Fill a message made with room for its body (msg_new, !body_later),
+ * from 'src' or from the body of 'from'. */
 void msg_body_copy_in(struct msg *m, const uint8_t *src);
+void msg_body_copy_from(struct msg *m, const struct msg *from);
 
 /* Give every message whose body lies in 'b' its own copy (inbuf_compact). */
 void msg_unborrow_all(struct inblock *b);
@@ -125,12 +145,6 @@ msg_ref(struct msg *m)
 }
 
 void msg_unref(struct msg *m);
-
-static inline bool
-msg_is_complete(const struct msg *m)
-{
-    return m->body_filled == m->body_len;
-}
 
 /* Free the pool of freed messages (at exit). */
 void msg_pool_free(void);

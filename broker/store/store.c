@@ -469,7 +469,7 @@ store_page_out(struct queue *q, struct qentry *e)
 {
     struct msg *m = e->m;
 
-    if (!store_pages() || !msg_is_complete(m))
+    if (!store_pages())
         return false;
     if (m->store_state == MS_WRITTEN && readable(m)) {
         struct segacct *a = seg_of(m->store_seg);
@@ -545,8 +545,7 @@ store_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     default:
         return 0;
     }
-    if (!pressure || !store_pages() || !msg_is_complete(m) ||
-        now_ms() < st.scr_retry_at)
+    if (!pressure || !store_pages() || now_ms() < st.scr_retry_at)
         return 0;
     /* A message with no record, under memory pressure: to scratch. */
     size_t at = st.scr_buf.len;
