@@ -37,8 +37,10 @@ uint64_t
 alarm_memory_used(void)
 {
     /* Input blocks (which hold lent bodies) are counted as they are
-     * allocated, like messages; output only at each tick. */
-    return msg_bytes_in_use() + inbuf_bytes_in_use() + buffers;
+     * allocated, like messages, and so are the queues' entries; output
+     * only at each tick. */
+    return msg_bytes_in_use() + inbuf_bytes_in_use() + queue_ring_bytes() +
+           buffers;
 }
 
 bool

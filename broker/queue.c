@@ -63,6 +63,9 @@ queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
     return q;
 }
 
+/* Bytes of every queue's ring, for the memory alarm. */
+static uint64_t ring_bytes;
+
 static bool queue_pop(struct queue *q, struct qentry *out);
 static void dead_letter(struct queue *q, struct qentry e, const char *reason);
 static void page_unlist(struct queue *q);
@@ -101,6 +104,7 @@ queue_unref(struct queue *q)
     if (q->timer)
         event_free(q->timer);
     qargs_free(&q->qa);
+    ring_bytes -= (uint64_t)q->cap * sizeof(*q->ring);
     free(q->ring);
     free(q->args_buf);
     free(q->name);
@@ -113,10 +117,18 @@ at(const struct queue *q, size_t i)
     return &q->ring[(q->head + i) & (q->cap - 1)];
 }
 
+uint64_t
+queue_ring_bytes(void)
+{
+    return ring_bytes;
+}
+
 static void
 grow(struct queue *q)
 {
+    size_t old = q->cap;
     ring_grow(&q->ring, sizeof(*q->ring), &q->cap, &q->head, q->len);
+    ring_bytes += (uint64_t)(q->cap - old) * sizeof(*q->ring);
 }
 
 static bool
@@ -367,6 +379,14 @@ queue_pop(struct queue *q, struct qentry *out)
         q->npaged--;
     if (q->mem_head)
         q->mem_head--;
+    /* A drained backlog gives its ring back: below an eighth full, the
+     * ring halves (down to 4,096 entries). */
+    if (q->cap > 4096 && q->len < q->cap / 8) {
+        size_t old = q->cap;
+        ring_resize(&q->ring, sizeof(*q->ring), &q->cap, &q->head, q->len,
+                    q->cap / 2);
+        ring_bytes -= (uint64_t)(old - q->cap) * sizeof(*q->ring);
+    }
     return true;
 }
 
@@ -578,13 +598,18 @@ page_unlist(struct queue *q)
     q->page_listed = false;
 }
 
+/* What a paging pass left: nothing, entries whose records are being
+ * written (the store kicks the pager when they are), or entries it had
+ * no time for (PASS_MAX). */
+enum pass_result { PASS_DONE, PASS_WAIT, PASS_MORE };
+
 /*
  * One paging pass: the entries beyond the window, from where the last
- * pass stopped, leave memory if their records are on disk. It stops at
- * the first one whose record is still being written, and looks there
- * again next time; true when it is done with the queue.
+ * pass stopped, leave memory if their records are on disk. It looks at
+ * most at PASS_MAX entries, and goes on next time from the first one
+ * whose record is still being written, or from where it stopped.
  */
-static bool
+static enum pass_result
 page_pass(struct queue *q, size_t window, bool pressure)
 {
     if (q->page_gen != pressure_gen) {
@@ -592,7 +617,7 @@ page_pass(struct queue *q, size_t window, bool pressure)
         q->page_seq = 0;
     }
     if (q->len <= window || q->deleted)
-        return true;
+        return PASS_DONE;
     size_t i = index_of_seq(q, q->page_seq);
     if (i < window)
         i = window;
@@ -614,10 +639,16 @@ page_pass(struct queue *q, size_t window, bool pressure)
         if (later == 2)
             break;
     }
-    if (i < q->len && again == UINT64_MAX)
-        again = at(q, i)->seq;
-    q->page_seq = again == UINT64_MAX ? q->next_seq : again;
-    return again == UINT64_MAX;
+    if (again != UINT64_MAX) {
+        q->page_seq = again;
+        return PASS_WAIT;
+    }
+    if (i < q->len) {
+        q->page_seq = at(q, i)->seq;
+        return PASS_MORE;
+    }
+    q->page_seq = q->next_seq;
+    return PASS_DONE;
 }
 
 static void
@@ -630,12 +661,18 @@ pager_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     (void)arg;
 
+    bool more = false;
     for (q = TAILQ_FIRST(&page_queues); q != NULL; q = next) {
         next = TAILQ_NEXT(q, page_link);
-        if (page_pass(q, window, pressure))
+        enum pass_result r = page_pass(q, window, pressure);
+        if (r == PASS_DONE)
             page_unlist(q);
+        more |= r == PASS_MORE;
     }
     store_page_flush();
+    /* A pass that stopped at its budget goes on at the next turn. */
+    if (more)
+        event_active(pager_ev, EV_TIMEOUT, 0);
     store_trim_memory();
 }
 

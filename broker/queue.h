@@ -166,6 +166,10 @@ void queue_foreach_ready(struct queue *q,
  * set and no message); not written back to the store. */
 void queue_restore(struct queue *q, const struct qentry *e);
 
+/* Bytes held by the entries of every queue (their rings), for the
+ * memory alarm: a paged backlog still costs 32 bytes a message. */
+uint64_t queue_ring_bytes(void);
+
 /* The body bytes of an entry, in memory or paged. */
 uint64_t qentry_body_len(const struct qentry *e);
 

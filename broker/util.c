@@ -65,8 +65,14 @@ xstrndup(const void *s, size_t len)
 void
 ring_grow(void *ring_ptr, size_t size, size_t *cap, size_t *head, size_t len)
 {
+    ring_resize(ring_ptr, size, cap, head, len, *cap ? *cap * 2 : 16);
+}
+
+void
+ring_resize(void *ring_ptr, size_t size, size_t *cap, size_t *head,
+            size_t len, size_t ncap)
+{
     uint8_t **ring = ring_ptr;
-    size_t ncap = *cap ? *cap * 2 : 16;
     uint8_t *n = xmalloc(ncap * size);
 
     if (len > 0) {

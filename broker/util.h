@@ -20,8 +20,11 @@ char *xstrndup(const void *s, size_t len);
 /*
  * Double a ring buffer of '*cap' elements of 'size' bytes (a power of two,
  * or 0 before the first element) holding 'len' elements from index
- * '*head' on: the new one holds them from index 0.
+ * '*head' on: the new one holds them from index 0. ring_resize gives it
+ * 'ncap' elements (a power of two, at least 'len') the same way.
  */
+void ring_resize(void *ring_ptr, size_t size, size_t *cap, size_t *head,
+                 size_t len, size_t ncap);
 void ring_grow(void *ring_ptr, size_t size, size_t *cap, size_t *head,
                size_t len);
 
