@@ -80,6 +80,7 @@ TAILQ_HEAD(waiter_list, store_waiter);
 struct segacct {
     uint64_t live, written;
     uint64_t paged, paged_bytes;
+    uint64_t last_drop;         /* when something in it last ended (ms) */
 };
 
 /* One scratch segment: the messages and paged entries whose record is
@@ -139,9 +140,7 @@ static struct {
     /* compaction that waits for paged messages to be read back */
     uint64_t compacting;        /* the segment; UINT64_MAX: none */
     size_t compact_reads;
-    /* the front segment's live bytes, and since when they have not
-     * fallen */
-    uint64_t front_seg, front_live, front_since;
+    struct event *compact_timer;   /* a sparse front segment settles */
     /* the scratch area */
     bool pager;
     struct scratchacct *scr;
@@ -207,6 +206,7 @@ msg_dead(struct msg *m)
 {
     struct segacct *a = seg_of(m->store_seg);
     a->live -= m->store_size;
+    a->last_drop = now_ms();
     st.stats.live_bytes -= m->store_size;
     if (m->store_seg == st.first_seg && a->live == 0 && a->paged == 0)
         collect_dead_segments();
@@ -329,6 +329,7 @@ paged_settled(struct queue *q, const struct qentry *e)
     struct segacct *a = seg_of(e->pg.seg);
     a->paged--;
     a->paged_bytes -= e->body_len;
+    a->last_drop = now_ms();
     st.paged_bytes -= e->body_len;
     if (q->sid && !q->store_gone)
         add_ack(q, e->seq);
@@ -1085,6 +1086,15 @@ compact_entry(struct queue *q, struct qentry *e, void *arg)
 static void maybe_compact(void);
 
 static void
+compact_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    maybe_compact();
+}
+
+static void
 compact_read_done(void)
 {
     if (st.compact_reads > 0 && --st.compact_reads == 0 && !st.closing)
@@ -1109,7 +1119,7 @@ maybe_compact(void)
 {
     static uint64_t stuck;
 
-    if (st.compact_reads > 0 || st.closing)
+    if (st.compact_reads > 0 || st.closing || !st.pager)
         return;
     bool resumed = st.compacting != UINT64_MAX;
     st.compacting = UINT64_MAX;
@@ -1118,14 +1128,19 @@ maybe_compact(void)
     struct segacct *a = seg_of(st.first_seg);
     uint64_t live = a->live + a->paged_bytes, now = now_ms();
     /* A front segment that is being consumed is not copied: it empties
-     * soon enough by itself. Only one whose live bytes have not fallen
-     * for a second is (a few messages that stay). */
-    if (st.first_seg != st.front_seg || live < st.front_live) {
-        st.front_seg = st.first_seg;
-        st.front_live = live;
-        st.front_since = now;
+     * soon enough by itself. Only one in which nothing ended for a
+     * second is (a few messages that stay); an idle broker looks again
+     * when that second is over. */
+    bool sparse = live * 2 <= a->written;
+    if (sparse && now < a->last_drop + 1000) {
+        if (st.compact_timer == NULL)
+            st.compact_timer = evtimer_new(broker.base, compact_timer_cb, NULL);
+        uint64_t ms = a->last_drop + 1000 - now;
+        struct timeval tv = { (time_t)(ms / 1000),
+                              (suseconds_t)(ms % 1000) * 1000 };
+        evtimer_add(st.compact_timer, &tv);
+        sparse = false;
     }
-    bool sparse = live * 2 <= a->written && now >= st.front_since + 1000;
     bool bloated = st.disk_bytes >
                    2 * (st.stats.live_bytes + st.paged_bytes) + 2 * st.seg_size;
     if ((a->live == 0 && a->paged == 0) || !(sparse || bloated))
@@ -1846,5 +1861,7 @@ store_close(void)
         event_free(st.retry);
     if (st.recheck)
         event_free(st.recheck);
+    if (st.compact_timer)
+        event_free(st.compact_timer);
     close(st.lock_fd);
 }

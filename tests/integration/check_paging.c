@@ -1,0 +1,1259 @@
+/*
+ * Paging (docs/storage.md, "Paging") against a real roostd, over real
+ * sockets: a queue keeps its first paging.window entries in memory (16
+ * here, the least it takes); beyond them a persistent message in a
+ * durable queue leaves memory once its record is synced, and is read back
+ * by the pager thread ahead of delivery. Under memory pressure transient
+ * messages go to the scratch area (DATADIR/scratch) too.
+ *
+ * - paged_backlog_in_order: 5,000 persistent 1 KiB messages, almost all
+ *   paged, reach a consumer (prefetch 50, manual acks) each once, in
+ *   order, with their whole bodies, not redelivered;
+ * - get_waits_for_read: basic.get on a paged head waits for the read and
+ *   answers get-ok, never get-empty while messages remain: 3,000 gets,
+ *   one at a time and then pipelined in seeded batches of up to 64, each
+ *   get-ok the next id with the right message_count, then get-empty;
+ * - paged_restart: 5,000 paged messages survive a clean restart in order
+ *   and unmarked; delivered once and requeued, then 3,000 more published
+ *   and confirmed, all 8,000 survive a SIGKILL in order exactly once, the
+ *   delivered ones marked redelivered;
+ * - paged_expiry: paged messages with a per-message TTL of 500 ms leave a
+ *   durable queue without a dead-letter exchange; from one with one they
+ *   all reach the dead-letter queue, in order, with their original bodies
+ *   and an x-death header naming the queue and "expired";
+ * - paged_purge: queue.purge of 5,000 paged messages counts them all; the
+ *   queue is empty then (a message published after it is the only one
+ *   there), and still empty after a restart;
+ * - transient_scratch: with a 30 MB memory watermark, 100,000 transient
+ *   1 KiB messages to a non-durable queue are all confirmed (the
+ *   publisher is not blocked for good), the log says "above the paging
+ *   threshold", DATADIR/scratch holds segments, roostd's RSS stays below
+ *   120 MB, and a consumer gets every id once, in order; a second backlog
+ *   of 30,000 brings the pressure back and goes to scratch too: its
+ *   segments are gone after a clean stop, and after the restart;
+ * - stalled_consumer_pages: a consumer with unlimited prefetch that never
+ *   reads its socket while 200,000 persistent 1 KiB messages are
+ *   published: roostd's RSS grows by less than 64 MB; then it reads a
+ *   seeded number of them and closes, and a fresh consumer gets the rest:
+ *   every id once, in order, the ones the first was sent but did not ack
+ *   (a prefix of the rest) marked redelivered, the others not;
+ * - compaction_reads_paged: with 64 KiB segments, 3,000 messages each to
+ *   queues A (1000-byte bodies) and B (3000-byte bodies) alternating, B
+ *   drained: compaction reads A's paged messages back and copies them
+ *   forward (the log says so), and within 10 s the number of segment
+ *   files falls to at most two thirds of what it was; after a SIGKILL, A
+ *   holds every id once, in order, with its bodies.
+ *
+ * Message bodies carry their id ("<id:000042>" repeated) and are checked
+ * whole. The random choices come from a seed printed at the start of each
+ * test that uses one; ROOST_TEST_SEED sets it.
+ *
+ * Every test configures (and most restart) roostd, so none runs against
+ * a remote broker.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/integration/harness.h"
+
+/* The least window there is: all but 16 entries of a queue are paged. */
+#define W16 "--set", "paging.window=16"
+
+/* ---- seeds ---- */
+
+static uint64_t rng;
+
+static uint64_t
+rnd(void)
+{
+    /* splitmix64 */
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A number in [lo, hi]. */
+static uint64_t
+rnd_in(uint64_t lo, uint64_t hi)
+{
+    return lo + rnd() % (hi - lo + 1);
+}
+
+static void
+seed(const char *test, uint64_t dflt)
+{
+    const char *env = getenv("ROOST_TEST_SEED");
+    rng = env && env[0] ? strtoull(env, NULL, 0) : dflt;
+    fprintf(stderr, "%s: seed %" PRIu64 " (ROOST_TEST_SEED=N to change)\n",
+            test, rng);
+}
+
+/* ---- bodies ---- */
+
+#define BODY_MAX 8192
+
+/* "<id:000042>" repeated (the last copy cut short) to 'len' bytes, at
+ * least one whole copy. */
+static size_t
+make_body(char *buf, int id, size_t len)
+{
+    char unit[32];
+    int ul = snprintf(unit, sizeof(unit), "<id:%06d>", id);
+
+    if (len < (size_t)ul)
+        len = (size_t)ul;
+    ck_assert(len < BODY_MAX);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = unit[i % (size_t)ul];
+    buf[len] = '\0';
+    return len;
+}
+
+/* The id of a body made by make_body, or -1. */
+static int
+body_id(const char *body, size_t len)
+{
+    char head[16];
+    size_t n = len < sizeof(head) - 1 ? len : sizeof(head) - 1;
+    int id;
+
+    if (body == NULL || len < 11)
+        return -1;
+    memcpy(head, body, n);
+    head[n] = '\0';
+    if (sscanf(head, "<id:%d>", &id) != 1)
+        return -1;
+    return id;
+}
+
+/* Whether 'body' is exactly make_body(id, size). */
+static bool
+body_is(const void *body, size_t len, int id, size_t size)
+{
+    char want[BODY_MAX];
+    size_t wl = make_body(want, id, size);
+    return len == wl && memcmp(body, want, wl) == 0;
+}
+
+static amqp_basic_properties_t
+mode_props(uint8_t mode)
+{
+    amqp_basic_properties_t p;
+    memset(&p, 0, sizeof(p));
+    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
+    p.delivery_mode = mode;
+    return p;
+}
+
+/* ---- the broker's files and log ---- */
+
+static size_t
+log_mark(const struct harness *h)
+{
+    struct stat sb;
+    return stat(h->log_path, &sb) == 0 ? (size_t)sb.st_size : 0;
+}
+
+/* roostd's log from byte 'from' on (malloc'd, NUL-terminated). */
+static char *
+log_since(const struct harness *h, size_t from)
+{
+    FILE *fp = fopen(h->log_path, "r");
+    char *buf;
+    size_t len = 0, cap = 65536, n;
+
+    ck_assert_msg(fp != NULL, "cannot open %s: %s", h->log_path,
+                  strerror(errno));
+    buf = malloc(cap + 1);
+    ck_assert(buf != NULL);
+    ck_assert(fseek(fp, (long)from, SEEK_SET) == 0);
+    while ((n = fread(buf + len, 1, cap - len, fp)) > 0) {
+        len += n;
+        if (len == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+            ck_assert(buf != NULL);
+        }
+    }
+    fclose(fp);
+    buf[len] = '\0';
+    return buf;
+}
+
+static bool
+log_has_since(const struct harness *h, size_t from, const char *needle)
+{
+    char *log = log_since(h, from);
+    bool found = strstr(log, needle) != NULL;
+    free(log);
+    return found;
+}
+
+/* The recovery line after 'from': how many messages in how many queues. */
+static void
+recovered_at(const char *file, int line, const struct harness *h, size_t from,
+             unsigned long long *msgs, unsigned long long *queues)
+{
+    char *log = log_since(h, from);
+    const char *p = strstr(log, "store: recovered ");
+    int defs = 0;
+
+    H_ASSERT_AT(file, line, p != NULL, "no \"store: recovered\" line in the "
+                "log of the restarted roostd");
+    H_ASSERT_AT(file, line,
+                sscanf(p, "store: recovered %d definitions, %llu messages in "
+                       "%llu durable queues", &defs, msgs, queues) == 3,
+                "cannot parse the recovery line: %.200s", p);
+    free(log);
+}
+#define RECOVERED(h, from, m, q)                                               \
+    recovered_at(__FILE__, __LINE__, (h), (from), (m), (q))
+
+static void
+data_path(char *out, size_t len, const struct harness *h, const char *rel)
+{
+    snprintf(out, len, "%s/data/%s", h->dir, rel);
+}
+
+/* How many *.seg files DATADIR/'rel' holds (0 when it does not exist). */
+static int
+count_segs(const struct harness *h, const char *rel)
+{
+    char dir[512];
+    struct dirent *de;
+    int n = 0;
+
+    data_path(dir, sizeof(dir), h, rel);
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        ck_assert_msg(errno == ENOENT, "cannot open %s: %s", dir,
+                      strerror(errno));
+        return 0;
+    }
+    while ((de = readdir(d)) != NULL) {
+        size_t l = strlen(de->d_name);
+        if (l > 4 && strcmp(de->d_name + l - 4, ".seg") == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* SIGKILL and wait; the status must say so (not an earlier crash). */
+static void
+kill9_at(const char *file, int line, struct harness *h)
+{
+    harness_kill(h, SIGKILL);
+    int status = harness_reap(h);
+    H_ASSERT_AT(file, line, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                "roostd ended with status 0x%x before the SIGKILL", status);
+}
+#define KILL9(h) kill9_at(__FILE__, __LINE__, (h))
+
+/* ---- publisher confirms ---- */
+
+/* Tags 1..n were published on one channel in confirm mode. */
+struct confirms {
+    uint64_t n, settled, acks, nacks;
+    uint64_t floor; /* every tag up to it is settled */
+    size_t cap;
+    uint8_t *st;    /* per tag: 0 open, 1 acked, 2 nacked */
+    int blocked, unblocked;
+    char blocked_reason[256];
+};
+
+static void
+conf_free(struct confirms *t)
+{
+    free(t->st);
+    memset(t, 0, sizeof(*t));
+}
+
+static void
+settle(struct confirms *t, uint64_t tag, bool nack)
+{
+    t->st[tag] = nack ? 2 : 1;
+    t->settled++;
+    if (nack)
+        t->nacks++;
+    else
+        t->acks++;
+}
+
+/* Note one more publish. */
+static void
+conf_published(struct confirms *t)
+{
+    if (t->n + 2 > t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 4096;
+        t->st = realloc(t->st, t->cap);
+        ck_assert(t->st != NULL);
+    }
+    t->st[++t->n] = 0;
+}
+
+/*
+ * Read one method within 'ms': a confirm is applied to 't' (it must name
+ * an open tag, or with multiple=true settle those up to it),
+ * connection.blocked and unblocked are counted, deliveries are refused.
+ * Returns 1, or 0 on timeout.
+ */
+static int
+conf_pump_at(const char *file, int line, amqp_connection_state_t c,
+             struct confirms *t, int ms)
+{
+    struct h_event e;
+    int r = h_next(c, ms, &e);
+
+    H_ASSERT_AT(file, line, r >= 0, "connection closed while waiting for "
+                "confirms (%" PRIu64 " of %" PRIu64 " settled)", t->settled,
+                t->n);
+    if (r == 0)
+        return 0;
+    switch (e.id) {
+    case AMQP_BASIC_ACK_METHOD:
+    case AMQP_BASIC_NACK_METHOD:
+        H_ASSERT_AT(file, line, e.tag >= 1 && e.tag <= t->n,
+                    "%s of tag %" PRIu64 ", but %" PRIu64 " were published",
+                    h_method_name(e.id), e.tag, t->n);
+        if (e.multiple) {
+            for (uint64_t k = t->floor + 1; k <= e.tag; k++)
+                if (t->st[k] == 0)
+                    settle(t, k, e.id == AMQP_BASIC_NACK_METHOD);
+        } else {
+            H_ASSERT_AT(file, line, t->st[e.tag] == 0,
+                        "tag %" PRIu64 " confirmed twice", e.tag);
+            settle(t, e.tag, e.id == AMQP_BASIC_NACK_METHOD);
+        }
+        while (t->floor < t->n && t->st[t->floor + 1] != 0)
+            t->floor++;
+        break;
+    case AMQP_CONNECTION_BLOCKED_METHOD:
+        t->blocked++;
+        snprintf(t->blocked_reason, sizeof(t->blocked_reason), "%s", e.text);
+        break;
+    case AMQP_CONNECTION_UNBLOCKED_METHOD:
+        t->unblocked++;
+        break;
+    default:
+        h_event_free(&e);
+        H_ASSERT_AT(file, line, 0, "expected confirms, got %s on channel %u",
+                    h_method_name(e.id), e.channel);
+    }
+    h_event_free(&e);
+    return 1;
+}
+
+/* Wait (at most 'ms') until every tag is settled; all must be acks. */
+static void
+conf_wait_all_at(const char *file, int line, amqp_connection_state_t c,
+                 struct confirms *t, int ms)
+{
+    uint64_t deadline = h_now_ms() + (uint64_t)ms;
+    while (t->settled < t->n && h_now_ms() < deadline)
+        conf_pump_at(file, line, c, t, 50);
+    H_ASSERT_AT(file, line, t->settled == t->n,
+                "%" PRIu64 " of %" PRIu64 " publishes confirmed within %d ms "
+                "(connection.blocked %d, unblocked %d)", t->settled, t->n, ms,
+                t->blocked, t->unblocked);
+    H_ASSERT_AT(file, line, t->nacks == 0, "%" PRIu64 " publishes nacked",
+                t->nacks);
+}
+#define CONF_WAIT_ALL(c, t, ms)                                                \
+    conf_wait_all_at(__FILE__, __LINE__, (c), (t), (ms))
+
+/* Publish message 'id' (a body of 'size' bytes) with properties 'p',
+ * noting it in 't'; with 'window' unsettled, read confirms first, for at
+ * most 'stall_ms' without one. */
+static void
+pub_at(const char *file, int line, amqp_connection_state_t c, amqp_channel_t ch,
+       struct confirms *t, const char *x, const char *key, int id, size_t size,
+       const amqp_basic_properties_t *p, uint64_t window, int stall_ms)
+{
+    char body[BODY_MAX];
+    size_t len = make_body(body, id, size);
+
+    while (window && t->n - t->settled >= window)
+        if (conf_pump_at(file, line, c, t, stall_ms) == 0)
+            H_ASSERT_AT(file, line, 0, "no confirm within %d ms (%" PRIu64
+                        " of %" PRIu64 " settled; connection.blocked %d, "
+                        "unblocked %d)", stall_ms, t->settled, t->n,
+                        t->blocked, t->unblocked);
+    h_publish_at(file, line, c, ch, x, key, body, len, false, p);
+    conf_published(t);
+}
+
+/* 'mode' 1 or 2, to queue 'q' by the default exchange. */
+static void
+pub_mode_at(const char *file, int line, amqp_connection_state_t c,
+            struct confirms *t, const char *q, int id, size_t size,
+            uint8_t mode, uint64_t window, int stall_ms)
+{
+    amqp_basic_properties_t p = mode_props(mode);
+    pub_at(file, line, c, 1, t, "", q, id, size, &p, window, stall_ms);
+}
+
+/* Ids from..to-1, persistent, 'size' bytes, to 'q', all confirmed. */
+static void
+pub_range_at(const char *file, int line, amqp_connection_state_t c,
+             struct confirms *t, const char *q, int from, int to, size_t size)
+{
+    for (int id = from; id < to; id++)
+        pub_mode_at(file, line, c, t, q, id, size, 2, 512, 10000);
+    conf_wait_all_at(file, line, c, t, 30000);
+}
+#define PUB_RANGE(c, t, q, from, to, size)                                     \
+    pub_range_at(__FILE__, __LINE__, (c), (t), (q), (from), (to), (size))
+
+static void
+confirm_select(amqp_connection_state_t c, amqp_channel_t ch)
+{
+    amqp_confirm_select(c, ch);
+    EXPECT_OK(c, "confirm.select");
+}
+
+static void
+qos(amqp_connection_state_t c, amqp_channel_t ch, uint16_t prefetch)
+{
+    amqp_basic_qos(c, ch, 0, prefetch, 0);
+    EXPECT_OK(c, "basic.qos");
+}
+
+static void
+ack_at(const char *file, int line, amqp_connection_state_t c,
+       amqp_channel_t ch, uint64_t tag, bool multiple)
+{
+    int st = amqp_basic_ack(c, ch, tag, multiple);
+    H_ASSERT_AT(file, line, st == AMQP_STATUS_OK, "basic.ack: %s",
+                amqp_error_string2(st));
+}
+
+/* ---- consuming ---- */
+
+/*
+ * Read deliveries on channel 'ch' of 'c' (a consumer there is set up)
+ * and expect ids from..to-1, in order, each body exactly make_body(id,
+ * size), redelivered=false; ack them (multiple) every 'ack_every' and at
+ * the last one, or not at all when 'ack_every' is 0 (no-ack consumers).
+ * 'what' names the reader in messages.
+ */
+static void
+drain_at(const char *file, int line, amqp_connection_state_t c,
+         amqp_channel_t ch, const char *what, int from, int to, size_t size,
+         int ack_every)
+{
+    for (int want = from; want < to; want++) {
+        struct h_event e;
+        int r = h_next(c, 10000, &e);
+        H_ASSERT_AT(file, line, r == 1, "%s: id %d (%d of %d): %s", what,
+                    want, want - from + 1, to - from,
+                    r == 0 ? "nothing within 10 s" : "connection closed");
+        H_ASSERT_AT(file, line,
+                    e.id == AMQP_BASIC_DELIVER_METHOD && e.channel == ch,
+                    "%s: expected id %d, got %s on channel %u", what, want,
+                    h_method_name(e.id), e.channel);
+        int id = body_id(e.body, e.len);
+        H_ASSERT_AT(file, line, id == want,
+                    "%s: delivery %d is id %d, expected %d", what,
+                    want - from + 1, id, want);
+        H_ASSERT_AT(file, line, body_is(e.body, e.len, id, size),
+                    "%s: id %d has a body of %zu bytes that is not the one "
+                    "published (%zu bytes)", what, id, e.len, size);
+        H_ASSERT_AT(file, line, !e.redelivered,
+                    "%s: id %d is marked redelivered", what, id);
+        if (ack_every && ((want - from + 1) % ack_every == 0 || want + 1 == to))
+            ack_at(file, line, c, ch, e.tag, true);
+        h_event_free(&e);
+    }
+}
+#define DRAIN(c, ch, what, from, to, size, ack_every)                          \
+    drain_at(__FILE__, __LINE__, (c), (ch), (what), (from), (to), (size),      \
+             (ack_every))
+
+struct qmsg {
+    int id;         /* -1: not a body of make_body */
+    bool body_ok;   /* exactly make_body(id, size) */
+    bool redelivered;
+    uint8_t mode;
+};
+
+/*
+ * Every ready message of 'q', in order: a passive declare counts them,
+ * then a consumer on channel 'ch' takes that many without acking (they
+ * stay unacked there until the channel closes) and a sync shows that no
+ * more came. Returns the count; *out is malloc'd.
+ */
+static int
+read_queue_at(const char *file, int line, amqp_connection_state_t c,
+              amqp_channel_t ch, const char *q, size_t size, struct qmsg **out)
+{
+    uint32_t n = h_queue_count_at(file, line, c, ch, q, NULL);
+    struct qmsg *m = calloc(n + 1, sizeof(*m));
+
+    ck_assert(m != NULL);
+    h_consume_at(file, line, c, ch, q, NULL, false, false, NULL);
+    for (uint32_t i = 0; i < n; i++) {
+        struct h_event e;
+        int r = h_next(c, 10000, &e);
+        H_ASSERT_AT(file, line, r == 1, "reading '%s': message %u of %u: %s",
+                    q, i + 1, n,
+                    r == 0 ? "nothing within 10 s" : "connection closed");
+        H_ASSERT_AT(file, line,
+                    e.id == AMQP_BASIC_DELIVER_METHOD && e.channel == ch,
+                    "reading '%s': got %s on channel %u", q,
+                    h_method_name(e.id), e.channel);
+        m[i].id = body_id(e.body, e.len);
+        m[i].body_ok = m[i].id > 0 && body_is(e.body, e.len, m[i].id, size);
+        m[i].redelivered = e.redelivered;
+        m[i].mode = e.delivery_mode;
+        h_event_free(&e);
+    }
+    int extra = h_sync_at(file, line, c, ch, NULL, 0);
+    H_ASSERT_AT(file, line, extra == 0,
+                "reading '%s': %d deliveries beyond the %u it counted", q,
+                extra, n);
+    *out = m;
+    return (int)n;
+}
+#define READ_QUEUE(c, ch, q, size, out)                                        \
+    read_queue_at(__FILE__, __LINE__, (c), (ch), (q), (size), (out))
+
+/*
+ * The messages must be exactly ids from..to-1 in order, persistent, with
+ * their bodies, those below 'redelivered_below' marked redelivered and,
+ * when 'exact', the others not. (After a crash a broker may mark more
+ * than it delivered: redelivered=false promises only that a message was
+ * not delivered.)
+ */
+static void
+expect_ids_at(const char *file, int line, const struct qmsg *m, int n,
+              int from, int to, int redelivered_below, bool exact)
+{
+    for (int i = 0; i < n && i < to - from; i++) {
+        int want = from + i;
+        H_ASSERT_AT(file, line, m[i].id == want,
+                    "message %d of the queue is id %d, expected %d", i + 1,
+                    m[i].id, want);
+        H_ASSERT_AT(file, line, m[i].body_ok,
+                    "id %d does not have the body it was published with",
+                    want);
+        if (want < redelivered_below || exact)
+            H_ASSERT_AT(file, line,
+                        m[i].redelivered == (want < redelivered_below),
+                        "id %d has redelivered=%d, expected %d", want,
+                        m[i].redelivered, want < redelivered_below);
+        H_ASSERT_AT(file, line, m[i].mode == 2,
+                    "id %d has delivery mode %u, expected 2", want,
+                    m[i].mode);
+    }
+    H_ASSERT_AT(file, line, n == to - from,
+                "the queue holds %d messages, expected %d (ids %d..%d)", n,
+                to - from, from, to - 1);
+}
+#define EXPECT_IDS(m, n, from, to, rb)                                         \
+    expect_ids_at(__FILE__, __LINE__, (m), (n), (from), (to), (rb), true)
+#define EXPECT_IDS_AFTER_CRASH(m, n, from, to, rb)                             \
+    expect_ids_at(__FILE__, __LINE__, (m), (n), (from), (to), (rb), false)
+
+static void
+expect_empty_at(const char *file, int line, amqp_connection_state_t c,
+                const char *q)
+{
+    struct h_event e;
+    uint32_t n = h_queue_count_at(file, line, c, 1, q, NULL);
+    H_ASSERT_AT(file, line, n == 0, "queue '%s' holds %u messages", q, n);
+    int got = h_get_at(file, line, c, 1, q, true, &e);
+    if (got) {
+        int id = body_id(e.body, e.len);
+        h_event_free(&e);
+        H_ASSERT_AT(file, line, 0, "basic.get on the empty '%s' got id %d", q,
+                    id);
+    }
+}
+#define EXPECT_EMPTY(c, q) expect_empty_at(__FILE__, __LINE__, (c), (q))
+
+/* ---- 1. a paged backlog ---- */
+
+START_TEST(paged_backlog_in_order)
+{
+    enum { N = 5000, SIZE = 1024 };
+    amqp_connection_state_t c, cons;
+    struct confirms t = { 0 };
+    char q[64], out[256];
+
+    SKIP_IF_REMOTE("sets paging.window");
+    harness_start(H, ARGS(W16));
+    c = h_connect(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "backlog"), true, false, false,
+                  out);
+    confirm_select(c, 1);
+    uint64_t t0 = h_now_ms();
+    PUB_RANGE(c, &t, q, 1, N + 1, SIZE);
+    uint64_t t1 = h_now_ms();
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), N);
+
+    cons = h_connect(H);
+    qos(cons, 1, 50);
+    CONSUME(cons, 1, q, "backlog", false, NULL);
+    DRAIN(cons, 1, "backlog consumer", 1, N + 1, SIZE, 10);
+    ck_assert_int_eq(SYNC(cons, 1, NULL, 0), 0);
+    fprintf(stderr, "paged_backlog_in_order: %d published in %" PRIu64
+            " ms, consumed in %" PRIu64 " ms\n", N, t1 - t0, h_now_ms() - t1);
+    h_close(cons);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), 0);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+/* ---- 2. basic.get on a paged head ---- */
+
+/* The get-ok for id 'want' of 'n' published (so n - want remain). */
+static void
+check_get_ok_at(const char *file, int line, const struct h_event *e,
+                int want, int n, size_t size)
+{
+    int id = body_id(e->body, e->len);
+    H_ASSERT_AT(file, line, id == want, "basic.get got id %d, expected %d",
+                id, want);
+    H_ASSERT_AT(file, line, body_is(e->body, e->len, id, size),
+                "basic.get: id %d does not have its body", id);
+    H_ASSERT_AT(file, line, !e->redelivered,
+                "basic.get: id %d marked redelivered", id);
+    H_ASSERT_AT(file, line, e->message_count == (uint32_t)(n - want),
+                "get-ok of id %d says %u messages remain, expected %d", id,
+                e->message_count, n - want);
+}
+
+START_TEST(get_waits_for_read)
+{
+    enum { N = 3000, SIZE = 1024, MAX_BATCH = 64 };
+    amqp_connection_state_t c;
+    struct confirms t = { 0 };
+    struct h_event e;
+    char q[64], out[256];
+    int id, batches = 0;
+
+    SKIP_IF_REMOTE("sets paging.window");
+    seed("get_waits_for_read", 20260301);
+    harness_start(H, ARGS(W16));
+    c = h_connect(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "get"), true, false, false, out);
+    confirm_select(c, 1);
+    PUB_RANGE(c, &t, q, 1, N + 1, SIZE);
+    h_close(c);
+
+    /* A channel without confirms: only get replies come back on it. */
+    c = h_connect(H);
+    uint64_t t0 = h_now_ms();
+    /* One basic.get at a time: each waits for its read when the head is
+     * paged, and is never answered get-empty. */
+    for (id = 1; id <= N / 2; id++) {
+        int got = GET(c, 1, q, false, &e);
+        ck_assert_msg(got == 1, "basic.get %d of %d: get-empty with %d "
+                      "messages in the queue", id, N, N - id + 1);
+        check_get_ok_at(__FILE__, __LINE__, &e, id, N, SIZE);
+        ack_at(__FILE__, __LINE__, c, 1, e.tag, false);
+        h_event_free(&e);
+    }
+    uint64_t t1 = h_now_ms();
+    /* Pipelined: a batch of basic.gets sent at once; a get that waits for
+     * a read holds back the ones after it, so the replies come in order,
+     * each the next id. */
+    while (id <= N) {
+        int b = (int)rnd_in(1, MAX_BATCH);
+        if (b > N - id + 1)
+            b = N - id + 1;
+        for (int k = 0; k < b; k++) {
+            amqp_basic_get_t g = { 0, amqp_cstring_bytes(q), 0 };
+            SEND(c, 1, AMQP_BASIC_GET_METHOD, &g);
+        }
+        for (int k = 0; k < b; k++, id++) {
+            int r = h_next(c, 10000, &e);
+            ck_assert_msg(r == 1, "pipelined basic.get of id %d: %s", id,
+                          r == 0 ? "no reply within 10 s"
+                                 : "connection closed");
+            ck_assert_msg(e.id == AMQP_BASIC_GET_OK_METHOD,
+                          "pipelined basic.get of id %d: got %s", id,
+                          h_method_name(e.id));
+            check_get_ok_at(__FILE__, __LINE__, &e, id, N, SIZE);
+            ack_at(__FILE__, __LINE__, c, 1, e.tag, false);
+            h_event_free(&e);
+        }
+        batches++;
+    }
+    fprintf(stderr, "get_waits_for_read: %d gets one at a time in %" PRIu64
+            " ms, %d in %d pipelined batches in %" PRIu64 " ms\n", N / 2,
+            t1 - t0, N - N / 2, batches, h_now_ms() - t1);
+    ck_assert_int_eq(GET(c, 1, q, false, &e), 0);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), 0);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+/* ---- 3. restarts ---- */
+
+START_TEST(paged_restart)
+{
+    enum { N1 = 5000, N2 = 3000, SIZE = 1024 };
+    amqp_connection_state_t c;
+    struct confirms t = { 0 };
+    struct qmsg *m;
+    char q[64], out[256];
+    unsigned long long msgs, queues;
+
+    SKIP_IF_REMOTE("restarts roostd");
+    harness_start(H, ARGS(W16));
+    c = h_connect(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "restart"), true, false, false,
+                  out);
+    confirm_select(c, 1);
+    PUB_RANGE(c, &t, q, 1, N1 + 1, SIZE);
+    h_close(c);
+    conf_free(&t);
+
+    /* A clean restart: recovery leaves all but the window paged; all of
+     * them come back in order, never delivered. */
+    harness_stop_keep(H);
+    size_t mark = log_mark(H);
+    harness_restart(H, ARGS(W16));
+    RECOVERED(H, mark, &msgs, &queues);
+    ck_assert_uint_eq(msgs, N1);
+    ck_assert_uint_eq(queues, 1);
+    c = h_connect(H);
+    amqp_channel_open(c, 2);
+    EXPECT_OK(c, "channel.open 2");
+    int n = READ_QUEUE(c, 2, q, SIZE, &m);
+    EXPECT_IDS(m, n, 1, N1 + 1, 0);
+    free(m);
+    /* Given back (now redelivered, and paged again), then 3000 more. */
+    amqp_channel_close(c, 2, AMQP_REPLY_SUCCESS);
+    EXPECT_OK(c, "channel.close 2");
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), N1);
+    confirm_select(c, 1);
+    PUB_RANGE(c, &t, q, N1 + 1, N1 + N2 + 1, SIZE);
+
+    /* SIGKILL after the confirms: the last one came after a sync that
+     * holds everything before it. */
+    KILL9(H);
+    h_drop(c);
+    mark = log_mark(H);
+    harness_restart(H, ARGS(W16));
+    RECOVERED(H, mark, &msgs, &queues);
+    ck_assert_uint_eq(msgs, N1 + N2);
+    c = h_connect(H);
+    n = READ_QUEUE(c, 1, q, SIZE, &m);
+    EXPECT_IDS_AFTER_CRASH(m, n, 1, N1 + N2 + 1, N1 + 1);
+    free(m);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+/* ---- 4. expiry ---- */
+
+static const amqp_field_value_t *
+table_get(const amqp_table_t *t, const char *key)
+{
+    for (int i = 0; i < t->num_entries; i++)
+        if (t->entries[i].key.len == strlen(key) &&
+            memcmp(t->entries[i].key.bytes, key, t->entries[i].key.len) == 0)
+            return &t->entries[i].value;
+    return NULL;
+}
+
+static bool
+field_is_str(const amqp_field_value_t *v, const char *s)
+{
+    return v != NULL &&
+           (v->kind == AMQP_FIELD_KIND_UTF8 ||
+            v->kind == AMQP_FIELD_KIND_BYTES) &&
+           v->value.bytes.len == strlen(s) &&
+           memcmp(v->value.bytes.bytes, s, v->value.bytes.len) == 0;
+}
+
+/* Why the headers do not say that queue 'q' dead-lettered the message
+ * for "expired", or NULL when they do. */
+static const char *
+x_death_problem(const amqp_basic_properties_t *p, const char *q)
+{
+    if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG))
+        return "no headers";
+    const amqp_field_value_t *v = table_get(&p->headers, "x-death");
+    if (v == NULL)
+        return "no x-death header";
+    if (v->kind != AMQP_FIELD_KIND_ARRAY || v->value.array.num_entries < 1 ||
+        v->value.array.entries[0].kind != AMQP_FIELD_KIND_TABLE)
+        return "x-death is not an array of tables";
+    const amqp_table_t *d = &v->value.array.entries[0].value.table;
+    if (!field_is_str(table_get(d, "reason"), "expired"))
+        return "x-death's reason is not \"expired\"";
+    if (!field_is_str(table_get(d, "queue"), q))
+        return "x-death does not name the queue";
+    return NULL;
+}
+
+START_TEST(paged_expiry)
+{
+    enum { N = 1000, SIZE = 1024, TTL_MS = 500 };
+    amqp_connection_state_t c, cons;
+    struct confirms t = { 0 };
+    char q1[64], q2[64], dq[64], out[256];
+    amqp_table_entry_t dl[2];
+
+    SKIP_IF_REMOTE("sets paging.window");
+    harness_start(H, ARGS(W16));
+    c = h_connect(H);
+    /* q1: no dead-letter exchange; q2 dead-letters to dq. */
+    DECLARE_QUEUE(c, 1, h_name(q1, sizeof(q1), "ttl"), true, false, false,
+                  out);
+    DECLARE_QUEUE(c, 1, h_name(dq, sizeof(dq), "dead"), true, false, false,
+                  out);
+    h_name(q2, sizeof(q2), "ttl-dlx");
+    dl[0] = h_entry_str("x-dead-letter-exchange", "");
+    dl[1] = h_entry_str("x-dead-letter-routing-key", dq);
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, q2, true, false, false,
+                       h_table(dl, 2), out, NULL, NULL);
+    confirm_select(c, 1);
+    amqp_basic_properties_t p = mode_props(2);
+    p._flags |= AMQP_BASIC_EXPIRATION_FLAG;
+    p.expiration = amqp_cstring_bytes("500");
+    uint64_t t0 = h_now_ms();
+    for (int id = 1; id <= N; id++) {
+        pub_at(__FILE__, __LINE__, c, 1, &t, "", q1, id, SIZE, &p, 512, 10000);
+        pub_at(__FILE__, __LINE__, c, 1, &t, "", q2, id, SIZE, &p, 512, 10000);
+    }
+    uint64_t t1 = h_now_ms();
+    CONF_WAIT_ALL(c, &t, 30000);
+    fprintf(stderr, "paged_expiry: %d published in %" PRIu64 " ms, "
+            "confirmed %" PRIu64 " ms after that\n", 2 * N, t1 - t0,
+            h_now_ms() - t1);
+
+    /* 1.5 s after the last publish, then (at most 5 s more) all gone. */
+    uint64_t now = h_now_ms();
+    if (now < t1 + 3 * TTL_MS)
+        h_sleep_ms((unsigned)(t1 + 3 * TTL_MS - now));
+    WAIT_COUNT(c, 1, q1, 0);
+    WAIT_COUNT(c, 1, q2, 0);
+    WAIT_COUNT(c, 1, dq, N);
+    EXPECT_EMPTY(c, q1);
+
+    /* The dead-lettered copies: every id once, in order, with its body
+     * (read back from disk to be dead-lettered), its delivery mode, an
+     * x-death header, and no expiration of its own (as in RabbitMQ). */
+    cons = h_connect(H);
+    qos(cons, 1, 100);
+    CONSUME(cons, 1, dq, "dead", false, NULL);
+    for (int want = 1; want <= N; want++) {
+        amqp_envelope_t env;
+        struct timeval tv = { 10, 0 };
+        amqp_maybe_release_buffers(cons);
+        amqp_rpc_reply_t r = amqp_consume_message(cons, &env, &tv, 0);
+        char buf[256];
+        ck_assert_msg(r.reply_type == AMQP_RESPONSE_NORMAL,
+                      "dead-letter queue: id %d: %s", want,
+                      h_reply_str(r, buf, sizeof(buf)));
+        amqp_basic_properties_t *mp = &env.message.properties;
+        int id = body_id(env.message.body.bytes, env.message.body.len);
+        ck_assert_msg(id == want, "dead-letter queue: delivery %d is id %d",
+                      want, id);
+        ck_assert_msg(body_is(env.message.body.bytes, env.message.body.len, id,
+                              SIZE),
+                      "dead-lettered id %d does not carry its original body "
+                      "(%zu bytes)", id, env.message.body.len);
+        ck_assert_msg((mp->_flags & AMQP_BASIC_DELIVERY_MODE_FLAG) &&
+                          mp->delivery_mode == 2,
+                      "dead-lettered id %d is not persistent", id);
+        const char *why = x_death_problem(mp, q2);
+        ck_assert_msg(why == NULL, "dead-lettered id %d: %s", id, why);
+        ck_assert_msg(!(mp->_flags & AMQP_BASIC_EXPIRATION_FLAG),
+                      "dead-lettered id %d keeps its expiration", id);
+        ck_assert(!env.redelivered);
+        if (want % 50 == 0 || want == N)
+            ack_at(__FILE__, __LINE__, cons, 1, env.delivery_tag, true);
+        amqp_destroy_envelope(&env);
+    }
+    ck_assert_int_eq(SYNC(cons, 1, NULL, 0), 0);
+    h_close(cons);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, dq), 0);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+/* ---- 5. purge ---- */
+
+START_TEST(paged_purge)
+{
+    enum { N = 5000, SIZE = 1024 };
+    amqp_connection_state_t c;
+    struct confirms t = { 0 };
+    struct h_event e;
+    char q[64], out[256];
+    unsigned long long msgs, queues;
+
+    SKIP_IF_REMOTE("restarts roostd");
+    harness_start(H, ARGS(W16));
+    c = h_connect(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "purge"), true, false, false,
+                  out);
+    confirm_select(c, 1);
+    PUB_RANGE(c, &t, q, 1, N + 1, SIZE);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), N);
+    uint64_t t0 = h_now_ms();
+    amqp_queue_purge_ok_t *ok = amqp_queue_purge(c, 1, amqp_cstring_bytes(q));
+    EXPECT_OK(c, "queue.purge");
+    ck_assert_msg(ok->message_count == N, "queue.purge-ok counts %u, "
+                  "expected %d", ok->message_count, N);
+    fprintf(stderr, "paged_purge: %d purged in %" PRIu64 " ms\n", N,
+            h_now_ms() - t0);
+    EXPECT_EMPTY(c, q);
+    /* What the purge wrote is on disk once this confirm comes. */
+    PUB_RANGE(c, &t, q, N + 1, N + 2, SIZE);
+    ck_assert_int_eq(GET(c, 1, q, false, &e), 1);
+    ck_assert_int_eq(body_id(e.body, e.len), N + 1);
+    ck_assert_int_eq(amqp_basic_ack(c, 1, e.tag, 0), 0);
+    h_event_free(&e);
+    EXPECT_EMPTY(c, q);
+    h_close(c);
+
+    harness_stop_keep(H);
+    size_t mark = log_mark(H);
+    harness_restart(H, ARGS(W16));
+    RECOVERED(H, mark, &msgs, &queues);
+    ck_assert_uint_eq(msgs, 0);
+    ck_assert_uint_eq(queues, 1);
+    c = h_connect(H);
+    EXPECT_EMPTY(c, q);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+/* ---- 6. transient messages to scratch under memory pressure ---- */
+
+/* Publish transient ids from..to-1 to 'q', confirms awaited; the most
+ * RSS seen (sampled every 1000) into *rss_max. */
+static void
+pub_transient_at(const char *file, int line, amqp_connection_state_t c,
+                 struct confirms *t, const char *q, int from, int to,
+                 size_t size, long *rss_max)
+{
+    for (int id = from; id < to; id++) {
+        pub_mode_at(file, line, c, t, q, id, size, 1, 512, 30000);
+        if (id % 1000 == 0) {
+            long rss = harness_rss_kb(H);
+            if (rss > *rss_max)
+                *rss_max = rss;
+        }
+    }
+    conf_wait_all_at(file, line, c, t, 60000);
+    long rss = harness_rss_kb(H);
+    if (rss > *rss_max)
+        *rss_max = rss;
+}
+
+START_TEST(transient_scratch)
+{
+    enum { N = 100000, N2 = 30000, SIZE = 1024 };
+    const long RSS_MAX_KB = 120 * 1024;
+    const char *const *args =
+        ARGS(W16, "--set", "vm_memory_high_watermark.absolute=30000000");
+    amqp_connection_state_t c, cons;
+    struct confirms t = { 0 };
+    char q[64], out[256];
+    long rss_max = 0;
+
+    SKIP_IF_REMOTE("sets the memory watermark");
+    /* ASan's quarantine kept small, so that RSS shows what roostd
+     * holds. */
+    harness_start_asan(H, args, "quarantine_size_mb=1");
+    long rss0 = harness_rss_kb(H);
+    c = h_connect_blocked_cap(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "scratch"), false, false, false,
+                  out);
+    confirm_select(c, 1);
+    uint64_t t0 = h_now_ms();
+    pub_transient_at(__FILE__, __LINE__, c, &t, q, 1, N + 1, SIZE, &rss_max);
+    uint64_t t1 = h_now_ms();
+    int segs = count_segs(H, "scratch");
+    fprintf(stderr, "transient_scratch: %d confirmed in %" PRIu64 " ms "
+            "(connection.blocked %d, unblocked %d), %d scratch segments, "
+            "RSS %ld KiB at the start, %ld at most\n", N, t1 - t0, t.blocked,
+            t.unblocked, segs, rss0, rss_max);
+    ck_assert_msg(harness_log_contains(H, "above the paging threshold"),
+                  "the log does not say \"above the paging threshold\"");
+    ck_assert_msg(segs >= 1, "DATADIR/scratch holds no .seg file with %d "
+                  "transient messages queued", N);
+    ck_assert_msg(rss_max < RSS_MAX_KB, "roostd's RSS reached %ld KiB "
+                  "(limit %ld) for %d KiB of transient messages", rss_max,
+                  RSS_MAX_KB, N);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), N);
+
+    cons = h_connect(H);
+    qos(cons, 1, 200);
+    CONSUME(cons, 1, q, "scratch", false, NULL);
+    DRAIN(cons, 1, "scratch consumer", 1, N + 1, SIZE, 50);
+    ck_assert_int_eq(SYNC(cons, 1, NULL, 0), 0);
+    h_close(cons);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), 0);
+    fprintf(stderr, "transient_scratch: consumed in %" PRIu64 " ms\n",
+            h_now_ms() - t1);
+
+    /* A second backlog, in the scratch area when roostd stops: a clean
+     * stop wipes it, and a start finds nothing there. */
+    size_t mark = log_mark(H);
+    pub_transient_at(__FILE__, __LINE__, c, &t, q, N + 1, N + N2 + 1, SIZE,
+                     &rss_max);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), N2);
+    segs = count_segs(H, "scratch");
+    fprintf(stderr, "transient_scratch: a second backlog of %d, %d scratch "
+            "segments, RSS %ld KiB at most\n", N2, segs, rss_max);
+    ck_assert_msg(log_has_since(H, mark, "above the paging threshold"),
+                  "the second backlog did not bring memory pressure back");
+    ck_assert_msg(segs >= 1, "DATADIR/scratch holds no .seg file with %d "
+                  "transient messages queued", N2);
+    ck_assert_msg(rss_max < RSS_MAX_KB, "roostd's RSS reached %ld KiB",
+                  rss_max);
+    h_close(c);
+    harness_stop_keep(H);
+    ck_assert_msg(count_segs(H, "scratch") == 0, "%d scratch segments left "
+                  "after a clean stop", count_segs(H, "scratch"));
+    harness_restart(H, args);
+    ck_assert_msg(count_segs(H, "scratch") == 0, "%d scratch segments after "
+                  "a restart", count_segs(H, "scratch"));
+    c = h_connect(H);
+    /* Not durable: gone with the restart. */
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(q), 1, 0, 0, 0,
+                       amqp_empty_table);
+    EXPECT_CHANNEL_CLOSE(c, 1, 404, "NOT_FOUND");
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+/* ---- 7. a consumer that does not read ---- */
+
+START_TEST(stalled_consumer_pages)
+{
+    enum { N = 200000, SIZE = 1024 };
+    const long GROWTH_MAX_KB = 64 * 1024;
+    amqp_connection_state_t p, s, c2;
+    struct confirms t = { 0 };
+    char q[64], out[256];
+    long rss_max = 0;
+
+    SKIP_IF_REMOTE("measures roostd's memory");
+    seed("stalled_consumer_pages", 20260302);
+    /* How many the stalled consumer reads and acks once it reads. */
+    int k = (int)rnd_in(N / 4, 3 * N / 4);
+    harness_start_asan(H, ARGS(W16), "quarantine_size_mb=1");
+    p = h_connect(H);
+    DECLARE_QUEUE(p, 1, h_name(q, sizeof(q), "stalled"), true, false, false,
+                  out);
+    s = h_connect(H);
+    qos(s, 1, 0);
+    CONSUME(s, 1, q, "stalled", false, NULL);
+    confirm_select(p, 1);
+    long rss0 = harness_rss_kb(H);
+    uint64_t t0 = h_now_ms();
+    for (int id = 1; id <= N; id++) {
+        pub_mode_at(__FILE__, __LINE__, p, &t, q, id, SIZE, 2, 512, 10000);
+        if (id % 2000 == 0) {
+            long rss = harness_rss_kb(H);
+            if (rss > rss_max)
+                rss_max = rss;
+        }
+    }
+    CONF_WAIT_ALL(p, &t, 30000);
+    uint64_t t1 = h_now_ms();
+    long rss1 = harness_rss_kb(H);
+    if (rss1 > rss_max)
+        rss_max = rss1;
+    uint32_t ready = QUEUE_COUNT(p, 1, q);
+    fprintf(stderr, "stalled_consumer_pages: %d confirmed in %" PRIu64 " ms; "
+            "%u still ready (%u handed to the stalled consumer); RSS %ld KiB "
+            "before, %ld after, %ld at most\n", N, t1 - t0, ready, N - ready,
+            rss0, rss1, rss_max);
+    ck_assert_msg(rss_max - rss0 < GROWTH_MAX_KB, "roostd's RSS grew by %ld "
+                  "KiB (to %ld at most) for %d KiB of persistent messages",
+                  rss_max - rss0, rss_max, N);
+    ck_assert_msg(rss1 - rss0 < GROWTH_MAX_KB, "roostd's RSS grew by %ld KiB",
+                  rss1 - rss0);
+    ck_assert_msg(ready < (uint32_t)N, "nothing was delivered to the "
+                  "consumer");
+
+    /* The stalled consumer reads now: ids 1..k in order, never delivered
+     * before; it acks them and closes. Whatever it was sent beyond k is
+     * unacked and goes back. */
+    DRAIN(s, 1, "the stalled consumer", 1, k + 1, SIZE, 100);
+    h_close(s);
+    fprintf(stderr, "stalled_consumer_pages: the stalled consumer read %d "
+            "in %" PRIu64 " ms\n", k, h_now_ms() - t1);
+
+    /* A fresh consumer: ids k+1..N, in order, once each; the first of
+     * them, those the closed consumer had been sent, are marked
+     * redelivered (at least one: it was sent more than it read), the
+     * rest not. */
+    c2 = h_connect(H);
+    qos(c2, 1, 500);
+    CONSUME(c2, 1, q, "fresh", false, NULL);
+    int marked = 0;
+    bool unmarked_seen = false;
+    for (int want = k + 1; want <= N; want++) {
+        struct h_event e;
+        int r = h_next(c2, 10000, &e);
+        ck_assert_msg(r == 1, "fresh consumer: id %d: %s", want,
+                      r == 0 ? "nothing within 10 s" : "connection closed");
+        ck_assert_msg(e.id == AMQP_BASIC_DELIVER_METHOD,
+                      "fresh consumer: expected id %d, got %s", want,
+                      h_method_name(e.id));
+        int id = body_id(e.body, e.len);
+        ck_assert_msg(id == want, "fresh consumer: got id %d, expected %d",
+                      id, want);
+        ck_assert_msg(body_is(e.body, e.len, id, SIZE),
+                      "fresh consumer: id %d does not have its body", id);
+        if (e.redelivered) {
+            ck_assert_msg(!unmarked_seen, "id %d is marked redelivered after "
+                          "id %d was not: only what the first consumer was "
+                          "sent may be", id, k + marked + 1);
+            marked++;
+        } else {
+            unmarked_seen = true;
+        }
+        if ((want - k) % 250 == 0 || want == N)
+            ack_at(__FILE__, __LINE__, c2, 1, e.tag, true);
+        h_event_free(&e);
+    }
+    ck_assert_int_eq(SYNC(c2, 1, NULL, 0), 0);
+    fprintf(stderr, "stalled_consumer_pages: the fresh consumer read %d, "
+            "the first %d redelivered\n", N - k, marked);
+    ck_assert_msg(marked >= 1, "none of the messages sent to the closed "
+                  "consumer came back marked redelivered");
+    h_close(c2);
+    ck_assert_uint_eq(QUEUE_COUNT(p, 1, q), 0);
+    h_close(p);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+/* ---- 8. compaction of segments with paged messages ---- */
+
+START_TEST(compaction_reads_paged)
+{
+    enum { N = 3000, SIZE_A = 1000, SIZE_B = 3000 };
+    const char *const *args = ARGS(W16, "--set", "store.segment_size=65536");
+    amqp_connection_state_t c, cons;
+    struct confirms t = { 0 };
+    struct qmsg *m;
+    char qa[64], qb[64], out[256];
+
+    SKIP_IF_REMOTE("restarts roostd");
+    harness_start(H, args);
+    c = h_connect(H);
+    DECLARE_QUEUE(c, 1, h_name(qa, sizeof(qa), "A"), true, false, false, out);
+    DECLARE_QUEUE(c, 1, h_name(qb, sizeof(qb), "B"), true, false, false, out);
+    confirm_select(c, 1);
+    /* Alternating, so that every segment holds both; with at most 16
+     * unconfirmed, so that the batches, and so the segments they fill
+     * past 64 KiB, stay small (about 190 of them). */
+    for (int id = 1; id <= N; id++) {
+        pub_mode_at(__FILE__, __LINE__, c, &t, qa, id, SIZE_A, 2, 16, 10000);
+        pub_mode_at(__FILE__, __LINE__, c, &t, qb, id, SIZE_B, 2, 16, 10000);
+    }
+    CONF_WAIT_ALL(c, &t, 30000);
+    int before = count_segs(H, "msgs");
+    size_t mark = log_mark(H);
+
+    /* B drained: every segment is left with A's messages only, paged,
+     * about a quarter of it. */
+    uint64_t t0 = h_now_ms();
+    cons = h_connect(H);
+    qos(cons, 1, 100);
+    CONSUME(cons, 1, qb, "B", false, NULL);
+    DRAIN(cons, 1, "B's consumer", 1, N + 1, SIZE_B, 20);
+    ck_assert_int_eq(SYNC(cons, 1, NULL, 0), 0);
+    h_close(cons);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, qb), 0);
+    uint64_t t1 = h_now_ms();
+    int drained = count_segs(H, "msgs");
+
+    /* Compaction reads A's paged messages back and copies them forward,
+     * a second after B's last ack, on a broker that is idle by then:
+     * the segments go, down to about what A's messages fill (a quarter
+     * of what there was, and a few more). */
+    int now = count_segs(H, "msgs"), target = before / 4 + 12;
+    uint64_t deadline = h_now_ms() + 15000;
+    while (now > target && h_now_ms() < deadline) {
+        h_sleep_ms(50);
+        now = count_segs(H, "msgs");
+    }
+    fprintf(stderr, "compaction_reads_paged: %d segments after publishing, "
+            "%d once B was drained (in %" PRIu64 " ms), %d %" PRIu64 " ms "
+            "later\n", before, drained, t1 - t0, now, h_now_ms() - t1);
+    ck_assert_msg(before >= 100, "only %d segments to begin with", before);
+    ck_assert_msg(now <= target, "%d segments %" PRIu64 " ms after B was "
+                  "drained, %d before: compaction did not get below %d",
+                  now, h_now_ms() - t1, before, target);
+    ck_assert_msg(log_has_since(H, mark, "reading paged messages back first"),
+                  "no compaction of a segment with paged messages in the "
+                  "log");
+
+    /* A SIGKILL: what compaction copied was synced before the segments
+     * went. A holds every id once, in order, with its bodies. */
+    KILL9(H);
+    h_drop(c);
+    harness_restart(H, args);
+    c = h_connect(H);
+    int n = READ_QUEUE(c, 1, qa, SIZE_A, &m);
+    EXPECT_IDS_AFTER_CRASH(m, n, 1, N + 1, 0);
+    free(m);
+    h_close(c);
+    c = h_connect(H);
+    EXPECT_EMPTY(c, qb);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("paging");
+
+    /* One case each, so that CK_RUN_CASE=<test name> runs one alone. */
+    tcase_add_test(h_tcase(s, "paged_backlog_in_order", 30, false),
+                   paged_backlog_in_order);
+    tcase_add_test(h_tcase(s, "get_waits_for_read", 30, false),
+                   get_waits_for_read);
+    tcase_add_test(h_tcase(s, "paged_restart", 40, false), paged_restart);
+    tcase_add_test(h_tcase(s, "paged_expiry", 30, false), paged_expiry);
+    tcase_add_test(h_tcase(s, "paged_purge", 30, false), paged_purge);
+    tcase_add_test(h_tcase(s, "transient_scratch", 90, false),
+                   transient_scratch);
+    tcase_add_test(h_tcase(s, "stalled_consumer_pages", 90, false),
+                   stalled_consumer_pages);
+    tcase_add_test(h_tcase(s, "compaction_reads_paged", 40, false),
+                   compaction_reads_paged);
+
+    return h_run(s);
+}
