@@ -53,355 +53,17 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
-#include <dirent.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/store_common.h"
 
 /* The least window there is: all but 16 entries of a queue are paged. */
 #define W16 "--set", "paging.window=16"
 
-/* ---- seeds ---- */
-
-static uint64_t rng;
-
-static uint64_t
-rnd(void)
-{
-    /* splitmix64 */
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* A number in [lo, hi]. */
-static uint64_t
-rnd_in(uint64_t lo, uint64_t hi)
-{
-    return lo + rnd() % (hi - lo + 1);
-}
-
-static void
-seed(const char *test, uint64_t dflt)
-{
-    const char *env = getenv("ROOST_TEST_SEED");
-    rng = env && env[0] ? strtoull(env, NULL, 0) : dflt;
-    fprintf(stderr, "%s: seed %" PRIu64 " (ROOST_TEST_SEED=N to change)\n",
-            test, rng);
-}
-
-/* ---- bodies ---- */
-
-#define BODY_MAX 8192
-
-/* "<id:000042>" repeated (the last copy cut short) to 'len' bytes, at
- * least one whole copy. */
-static size_t
-make_body(char *buf, int id, size_t len)
-{
-    char unit[32];
-    int ul = snprintf(unit, sizeof(unit), "<id:%06d>", id);
-
-    if (len < (size_t)ul)
-        len = (size_t)ul;
-    ck_assert(len < BODY_MAX);
-    for (size_t i = 0; i < len; i++)
-        buf[i] = unit[i % (size_t)ul];
-    buf[len] = '\0';
-    return len;
-}
-
-/* The id of a body made by make_body, or -1. */
-static int
-body_id(const char *body, size_t len)
-{
-    char head[16];
-    size_t n = len < sizeof(head) - 1 ? len : sizeof(head) - 1;
-    int id;
-
-    if (body == NULL || len < 11)
-        return -1;
-    memcpy(head, body, n);
-    head[n] = '\0';
-    if (sscanf(head, "<id:%d>", &id) != 1)
-        return -1;
-    return id;
-}
-
-/* Whether 'body' is exactly make_body(id, size). */
-static bool
-body_is(const void *body, size_t len, int id, size_t size)
-{
-    char want[BODY_MAX];
-    size_t wl = make_body(want, id, size);
-    return len == wl && memcmp(body, want, wl) == 0;
-}
-
-static amqp_basic_properties_t
-mode_props(uint8_t mode)
-{
-    amqp_basic_properties_t p;
-    memset(&p, 0, sizeof(p));
-    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
-    p.delivery_mode = mode;
-    return p;
-}
-
-/* ---- the broker's files and log ---- */
-
-static size_t
-log_mark(const struct harness *h)
-{
-    struct stat sb;
-    return stat(h->log_path, &sb) == 0 ? (size_t)sb.st_size : 0;
-}
-
-/* roostd's log from byte 'from' on (malloc'd, NUL-terminated). */
-static char *
-log_since(const struct harness *h, size_t from)
-{
-    FILE *fp = fopen(h->log_path, "r");
-    char *buf;
-    size_t len = 0, cap = 65536, n;
-
-    ck_assert_msg(fp != NULL, "cannot open %s: %s", h->log_path,
-                  strerror(errno));
-    buf = malloc(cap + 1);
-    ck_assert(buf != NULL);
-    ck_assert(fseek(fp, (long)from, SEEK_SET) == 0);
-    while ((n = fread(buf + len, 1, cap - len, fp)) > 0) {
-        len += n;
-        if (len == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            ck_assert(buf != NULL);
-        }
-    }
-    fclose(fp);
-    buf[len] = '\0';
-    return buf;
-}
-
-static bool
-log_has_since(const struct harness *h, size_t from, const char *needle)
-{
-    char *log = log_since(h, from);
-    bool found = strstr(log, needle) != NULL;
-    free(log);
-    return found;
-}
-
-/* The recovery line after 'from': how many messages in how many queues. */
-static void
-recovered_at(const char *file, int line, const struct harness *h, size_t from,
-             unsigned long long *msgs, unsigned long long *queues)
-{
-    char *log = log_since(h, from);
-    const char *p = strstr(log, "store: recovered ");
-    int defs = 0;
-
-    H_ASSERT_AT(file, line, p != NULL, "no \"store: recovered\" line in the "
-                "log of the restarted roostd");
-    H_ASSERT_AT(file, line,
-                sscanf(p, "store: recovered %d definitions, %llu messages in "
-                       "%llu durable queues", &defs, msgs, queues) == 3,
-                "cannot parse the recovery line: %.200s", p);
-    free(log);
-}
-#define RECOVERED(h, from, m, q)                                               \
-    recovered_at(__FILE__, __LINE__, (h), (from), (m), (q))
-
-static void
-data_path(char *out, size_t len, const struct harness *h, const char *rel)
-{
-    snprintf(out, len, "%s/data/%s", h->dir, rel);
-}
-
-/* How many *.seg files DATADIR/'rel' holds (0 when it does not exist). */
-static int
-count_segs(const struct harness *h, const char *rel)
-{
-    char dir[512];
-    struct dirent *de;
-    int n = 0;
-
-    data_path(dir, sizeof(dir), h, rel);
-    DIR *d = opendir(dir);
-    if (d == NULL) {
-        ck_assert_msg(errno == ENOENT, "cannot open %s: %s", dir,
-                      strerror(errno));
-        return 0;
-    }
-    while ((de = readdir(d)) != NULL) {
-        size_t l = strlen(de->d_name);
-        if (l > 4 && strcmp(de->d_name + l - 4, ".seg") == 0)
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
-/* SIGKILL and wait; the status must say so (not an earlier crash). */
-static void
-kill9_at(const char *file, int line, struct harness *h)
-{
-    harness_kill(h, SIGKILL);
-    int status = harness_reap(h);
-    H_ASSERT_AT(file, line, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-                "roostd ended with status 0x%x before the SIGKILL", status);
-}
-#define KILL9(h) kill9_at(__FILE__, __LINE__, (h))
-
-/* ---- publisher confirms ---- */
-
-/* Tags 1..n were published on one channel in confirm mode. */
-struct confirms {
-    uint64_t n, settled, acks, nacks;
-    uint64_t floor; /* every tag up to it is settled */
-    size_t cap;
-    uint8_t *st;    /* per tag: 0 open, 1 acked, 2 nacked */
-    int blocked, unblocked;
-    char blocked_reason[256];
-};
-
-static void
-conf_free(struct confirms *t)
-{
-    free(t->st);
-    memset(t, 0, sizeof(*t));
-}
-
-static void
-settle(struct confirms *t, uint64_t tag, bool nack)
-{
-    t->st[tag] = nack ? 2 : 1;
-    t->settled++;
-    if (nack)
-        t->nacks++;
-    else
-        t->acks++;
-}
-
-/* Note one more publish. */
-static void
-conf_published(struct confirms *t)
-{
-    if (t->n + 2 > t->cap) {
-        t->cap = t->cap ? t->cap * 2 : 4096;
-        t->st = realloc(t->st, t->cap);
-        ck_assert(t->st != NULL);
-    }
-    t->st[++t->n] = 0;
-}
-
-/*
- * Read one method within 'ms': a confirm is applied to 't' (it must name
- * an open tag, or with multiple=true settle those up to it),
- * connection.blocked and unblocked are counted, deliveries are refused.
- * Returns 1, or 0 on timeout.
- */
-static int
-conf_pump_at(const char *file, int line, amqp_connection_state_t c,
-             struct confirms *t, int ms)
-{
-    struct h_event e;
-    int r = h_next(c, ms, &e);
-
-    H_ASSERT_AT(file, line, r >= 0, "connection closed while waiting for "
-                "confirms (%" PRIu64 " of %" PRIu64 " settled)", t->settled,
-                t->n);
-    if (r == 0)
-        return 0;
-    switch (e.id) {
-    case AMQP_BASIC_ACK_METHOD:
-    case AMQP_BASIC_NACK_METHOD:
-        H_ASSERT_AT(file, line, e.tag >= 1 && e.tag <= t->n,
-                    "%s of tag %" PRIu64 ", but %" PRIu64 " were published",
-                    h_method_name(e.id), e.tag, t->n);
-        if (e.multiple) {
-            for (uint64_t k = t->floor + 1; k <= e.tag; k++)
-                if (t->st[k] == 0)
-                    settle(t, k, e.id == AMQP_BASIC_NACK_METHOD);
-        } else {
-            H_ASSERT_AT(file, line, t->st[e.tag] == 0,
-                        "tag %" PRIu64 " confirmed twice", e.tag);
-            settle(t, e.tag, e.id == AMQP_BASIC_NACK_METHOD);
-        }
-        while (t->floor < t->n && t->st[t->floor + 1] != 0)
-            t->floor++;
-        break;
-    case AMQP_CONNECTION_BLOCKED_METHOD:
-        t->blocked++;
-        snprintf(t->blocked_reason, sizeof(t->blocked_reason), "%s", e.text);
-        break;
-    case AMQP_CONNECTION_UNBLOCKED_METHOD:
-        t->unblocked++;
-        break;
-    default:
-        h_event_free(&e);
-        H_ASSERT_AT(file, line, 0, "expected confirms, got %s on channel %u",
-                    h_method_name(e.id), e.channel);
-    }
-    h_event_free(&e);
-    return 1;
-}
-
-/* Wait (at most 'ms') until every tag is settled; all must be acks. */
-static void
-conf_wait_all_at(const char *file, int line, amqp_connection_state_t c,
-                 struct confirms *t, int ms)
-{
-    uint64_t deadline = h_now_ms() + (uint64_t)ms;
-    while (t->settled < t->n && h_now_ms() < deadline)
-        conf_pump_at(file, line, c, t, 50);
-    H_ASSERT_AT(file, line, t->settled == t->n,
-                "%" PRIu64 " of %" PRIu64 " publishes confirmed within %d ms "
-                "(connection.blocked %d, unblocked %d)", t->settled, t->n, ms,
-                t->blocked, t->unblocked);
-    H_ASSERT_AT(file, line, t->nacks == 0, "%" PRIu64 " publishes nacked",
-                t->nacks);
-}
-#define CONF_WAIT_ALL(c, t, ms)                                                \
-    conf_wait_all_at(__FILE__, __LINE__, (c), (t), (ms))
-
-/* Publish message 'id' (a body of 'size' bytes) with properties 'p',
- * noting it in 't'; with 'window' unsettled, read confirms first, for at
- * most 'stall_ms' without one. */
-static void
-pub_at(const char *file, int line, amqp_connection_state_t c, amqp_channel_t ch,
-       struct confirms *t, const char *x, const char *key, int id, size_t size,
-       const amqp_basic_properties_t *p, uint64_t window, int stall_ms)
-{
-    char body[BODY_MAX];
-    size_t len = make_body(body, id, size);
-
-    while (window && t->n - t->settled >= window)
-        if (conf_pump_at(file, line, c, t, stall_ms) == 0)
-            H_ASSERT_AT(file, line, 0, "no confirm within %d ms (%" PRIu64
-                        " of %" PRIu64 " settled; connection.blocked %d, "
-                        "unblocked %d)", stall_ms, t->settled, t->n,
-                        t->blocked, t->unblocked);
-    h_publish_at(file, line, c, ch, x, key, body, len, false, p);
-    conf_published(t);
-}
-
-/* 'mode' 1 or 2, to queue 'q' by the default exchange. */
-static void
-pub_mode_at(const char *file, int line, amqp_connection_state_t c,
-            struct confirms *t, const char *q, int id, size_t size,
-            uint8_t mode, uint64_t window, int stall_ms)
-{
-    amqp_basic_properties_t p = mode_props(mode);
-    pub_at(file, line, c, 1, t, "", q, id, size, &p, window, stall_ms);
-}
+/* ---- publishing ---- */
 
 /* Ids from..to-1, persistent, 'size' bytes, to 'q', all confirmed. */
 static void
@@ -409,18 +71,11 @@ pub_range_at(const char *file, int line, amqp_connection_state_t c,
              struct confirms *t, const char *q, int from, int to, size_t size)
 {
     for (int id = from; id < to; id++)
-        pub_mode_at(file, line, c, t, q, id, size, 2, 512, 10000);
+        pub_mode_at(file, line, c, 1, t, "", q, id, size, 2, 512, 10000);
     conf_wait_all_at(file, line, c, t, 30000);
 }
 #define PUB_RANGE(c, t, q, from, to, size)                                     \
     pub_range_at(__FILE__, __LINE__, (c), (t), (q), (from), (to), (size))
-
-static void
-confirm_select(amqp_connection_state_t c, amqp_channel_t ch)
-{
-    amqp_confirm_select(c, ch);
-    EXPECT_OK(c, "confirm.select");
-}
 
 static void
 qos(amqp_connection_state_t c, amqp_channel_t ch, uint16_t prefetch)
@@ -480,91 +135,6 @@ drain_at(const char *file, int line, amqp_connection_state_t c,
     drain_at(__FILE__, __LINE__, (c), (ch), (what), (from), (to), (size),      \
              (ack_every))
 
-struct qmsg {
-    int id;         /* -1: not a body of make_body */
-    bool body_ok;   /* exactly make_body(id, size) */
-    bool redelivered;
-    uint8_t mode;
-};
-
-/*
- * Every ready message of 'q', in order: a passive declare counts them,
- * then a consumer on channel 'ch' takes that many without acking (they
- * stay unacked there until the channel closes) and a sync shows that no
- * more came. Returns the count; *out is malloc'd.
- */
-static int
-read_queue_at(const char *file, int line, amqp_connection_state_t c,
-              amqp_channel_t ch, const char *q, size_t size, struct qmsg **out)
-{
-    uint32_t n = h_queue_count_at(file, line, c, ch, q, NULL);
-    struct qmsg *m = calloc(n + 1, sizeof(*m));
-
-    ck_assert(m != NULL);
-    h_consume_at(file, line, c, ch, q, NULL, false, false, NULL);
-    for (uint32_t i = 0; i < n; i++) {
-        struct h_event e;
-        int r = h_next(c, 10000, &e);
-        H_ASSERT_AT(file, line, r == 1, "reading '%s': message %u of %u: %s",
-                    q, i + 1, n,
-                    r == 0 ? "nothing within 10 s" : "connection closed");
-        H_ASSERT_AT(file, line,
-                    e.id == AMQP_BASIC_DELIVER_METHOD && e.channel == ch,
-                    "reading '%s': got %s on channel %u", q,
-                    h_method_name(e.id), e.channel);
-        m[i].id = body_id(e.body, e.len);
-        m[i].body_ok = m[i].id > 0 && body_is(e.body, e.len, m[i].id, size);
-        m[i].redelivered = e.redelivered;
-        m[i].mode = e.delivery_mode;
-        h_event_free(&e);
-    }
-    int extra = h_sync_at(file, line, c, ch, NULL, 0);
-    H_ASSERT_AT(file, line, extra == 0,
-                "reading '%s': %d deliveries beyond the %u it counted", q,
-                extra, n);
-    *out = m;
-    return (int)n;
-}
-#define READ_QUEUE(c, ch, q, size, out)                                        \
-    read_queue_at(__FILE__, __LINE__, (c), (ch), (q), (size), (out))
-
-/*
- * The messages must be exactly ids from..to-1 in order, persistent, with
- * their bodies, those below 'redelivered_below' marked redelivered and,
- * when 'exact', the others not. (After a crash a broker may mark more
- * than it delivered: redelivered=false promises only that a message was
- * not delivered.)
- */
-static void
-expect_ids_at(const char *file, int line, const struct qmsg *m, int n,
-              int from, int to, int redelivered_below, bool exact)
-{
-    for (int i = 0; i < n && i < to - from; i++) {
-        int want = from + i;
-        H_ASSERT_AT(file, line, m[i].id == want,
-                    "message %d of the queue is id %d, expected %d", i + 1,
-                    m[i].id, want);
-        H_ASSERT_AT(file, line, m[i].body_ok,
-                    "id %d does not have the body it was published with",
-                    want);
-        if (want < redelivered_below || exact)
-            H_ASSERT_AT(file, line,
-                        m[i].redelivered == (want < redelivered_below),
-                        "id %d has redelivered=%d, expected %d", want,
-                        m[i].redelivered, want < redelivered_below);
-        H_ASSERT_AT(file, line, m[i].mode == 2,
-                    "id %d has delivery mode %u, expected 2", want,
-                    m[i].mode);
-    }
-    H_ASSERT_AT(file, line, n == to - from,
-                "the queue holds %d messages, expected %d (ids %d..%d)", n,
-                to - from, from, to - 1);
-}
-#define EXPECT_IDS(m, n, from, to, rb)                                         \
-    expect_ids_at(__FILE__, __LINE__, (m), (n), (from), (to), (rb), true)
-#define EXPECT_IDS_AFTER_CRASH(m, n, from, to, rb)                             \
-    expect_ids_at(__FILE__, __LINE__, (m), (n), (from), (to), (rb), false)
-
 static void
 expect_empty_at(const char *file, int line, amqp_connection_state_t c,
                 const char *q)
@@ -582,35 +152,100 @@ expect_empty_at(const char *file, int line, amqp_connection_state_t c,
 }
 #define EXPECT_EMPTY(c, q) expect_empty_at(__FILE__, __LINE__, (c), (q))
 
+/*
+ * A consumer on a new connection (prefetch 'prefetch', manual acks, tag
+ * 'what') drains 'q' as DRAIN checks it (ids 1..n, bodies of 'size'
+ * bytes, acked every 'ack_every') and gets nothing more; closed then,
+ * and 'q' is empty (counted on 'c').
+ */
+static void
+drain_queue_at(const char *file, int line, amqp_connection_state_t c,
+               const char *q, const char *what, int n, size_t size,
+               uint16_t prefetch, int ack_every)
+{
+    amqp_connection_state_t cons = h_connect(H);
+
+    qos(cons, 1, prefetch);
+    h_consume_at(file, line, cons, 1, q, what, false, false, NULL);
+    drain_at(file, line, cons, 1, what, 1, n + 1, size, ack_every);
+    int extra = h_sync_at(file, line, cons, 1, NULL, 0);
+    H_ASSERT_AT(file, line, extra == 0, "%s: %d deliveries after id %d", what,
+                extra, n);
+    h_close_at(file, line, cons);
+    uint32_t left = h_queue_count_at(file, line, c, 1, q, NULL);
+    H_ASSERT_AT(file, line, left == 0, "'%s' holds %u messages once %s is "
+                "done", q, left, what);
+}
+#define DRAIN_QUEUE(c, q, what, n, size, prefetch, ack_every)                  \
+    drain_queue_at(__FILE__, __LINE__, (c), (q), (what), (n), (size),          \
+                   (prefetch), (ack_every))
+
+/* ---- roostd with a window of 16 ---- */
+
+/* Start roostd with a window of 16, declare the durable queue named for
+ * 'tag' (into 'q') and return a connection with confirms on channel 1. */
+static amqp_connection_state_t
+start_queue_at(const char *file, int line, char *q, size_t len,
+               const char *tag)
+{
+    char out[256];
+
+    harness_start(H, ARGS(W16));
+    amqp_connection_state_t c = h_connect(H);
+    h_declare_queue_at(file, line, c, 1, h_name(q, len, tag), true, false,
+                       false, amqp_empty_table, out, NULL, NULL);
+    confirm_select(c, 1);
+    return c;
+}
+#define START_QUEUE(q, tag)                                                    \
+    start_queue_at(__FILE__, __LINE__, (q), sizeof(q), (tag))
+
+/* Start roostd again on its data (after a stop or a kill) with a window
+ * of 16; its recovery line must count 'want_msgs' messages. Returns the
+ * number of durable queues it counts. */
+static unsigned long long
+restart_recovered_at(const char *file, int line, unsigned long long want_msgs)
+{
+    unsigned long long msgs, queues;
+    size_t mark = log_mark(H);
+
+    harness_restart(H, ARGS(W16));
+    recovered_at(file, line, H, mark, &msgs, &queues);
+    H_ASSERT_AT(file, line, msgs == want_msgs, "recovered %llu messages, "
+                "expected %llu", msgs, want_msgs);
+    return queues;
+}
+#define RESTART_RECOVERED(msgs)                                                \
+    restart_recovered_at(__FILE__, __LINE__, (msgs))
+
+/* roostd's RSS in KiB now, noted in *max when it is more. */
+static long
+note_rss(long *max)
+{
+    long rss = harness_rss_kb(H);
+    if (rss > *max)
+        *max = rss;
+    return rss;
+}
+
 /* ---- 1. a paged backlog ---- */
 
 START_TEST(paged_backlog_in_order)
 {
     enum { N = 5000, SIZE = 1024 };
-    amqp_connection_state_t c, cons;
     struct confirms t = { 0 };
-    char q[64], out[256];
+    char q[64];
 
     SKIP_IF_REMOTE("sets paging.window");
-    harness_start(H, ARGS(W16));
-    c = h_connect(H);
-    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "backlog"), true, false, false,
-                  out);
-    confirm_select(c, 1);
+    amqp_connection_state_t c = START_QUEUE(q, "backlog");
     uint64_t t0 = h_now_ms();
     PUB_RANGE(c, &t, q, 1, N + 1, SIZE);
     uint64_t t1 = h_now_ms();
     ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), N);
 
-    cons = h_connect(H);
-    qos(cons, 1, 50);
-    CONSUME(cons, 1, q, "backlog", false, NULL);
-    DRAIN(cons, 1, "backlog consumer", 1, N + 1, SIZE, 10);
-    ck_assert_int_eq(SYNC(cons, 1, NULL, 0), 0);
+    DRAIN_QUEUE(c, q, "backlog consumer", N, SIZE, 50, 10);
     fprintf(stderr, "paged_backlog_in_order: %d published in %" PRIu64
             " ms, consumed in %" PRIu64 " ms\n", N, t1 - t0, h_now_ms() - t1);
-    h_close(cons);
-    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), 0);
     h_close(c);
     conf_free(&t);
     harness_stop(H);
@@ -639,18 +274,14 @@ check_get_ok_at(const char *file, int line, const struct h_event *e,
 START_TEST(get_waits_for_read)
 {
     enum { N = 3000, SIZE = 1024, MAX_BATCH = 64 };
-    amqp_connection_state_t c;
     struct confirms t = { 0 };
     struct h_event e;
-    char q[64], out[256];
+    char q[64];
     int id, batches = 0;
 
     SKIP_IF_REMOTE("sets paging.window");
     seed("get_waits_for_read", 20260301);
-    harness_start(H, ARGS(W16));
-    c = h_connect(H);
-    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "get"), true, false, false, out);
-    confirm_select(c, 1);
+    amqp_connection_state_t c = START_QUEUE(q, "get");
     PUB_RANGE(c, &t, q, 1, N + 1, SIZE);
     h_close(c);
 
@@ -709,18 +340,12 @@ END_TEST
 START_TEST(paged_restart)
 {
     enum { N1 = 5000, N2 = 3000, SIZE = 1024 };
-    amqp_connection_state_t c;
     struct confirms t = { 0 };
     struct qmsg *m;
-    char q[64], out[256];
-    unsigned long long msgs, queues;
+    char q[64];
 
     SKIP_IF_REMOTE("restarts roostd");
-    harness_start(H, ARGS(W16));
-    c = h_connect(H);
-    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "restart"), true, false, false,
-                  out);
-    confirm_select(c, 1);
+    amqp_connection_state_t c = START_QUEUE(q, "restart");
     PUB_RANGE(c, &t, q, 1, N1 + 1, SIZE);
     h_close(c);
     conf_free(&t);
@@ -728,11 +353,7 @@ START_TEST(paged_restart)
     /* A clean restart: recovery leaves all but the window paged; all of
      * them come back in order, never delivered. */
     harness_stop_keep(H);
-    size_t mark = log_mark(H);
-    harness_restart(H, ARGS(W16));
-    RECOVERED(H, mark, &msgs, &queues);
-    ck_assert_uint_eq(msgs, N1);
-    ck_assert_uint_eq(queues, 1);
+    ck_assert_uint_eq(RESTART_RECOVERED(N1), 1);
     c = h_connect(H);
     amqp_channel_open(c, 2);
     EXPECT_OK(c, "channel.open 2");
@@ -750,10 +371,7 @@ START_TEST(paged_restart)
      * holds everything before it. */
     KILL9(H);
     h_drop(c);
-    mark = log_mark(H);
-    harness_restart(H, ARGS(W16));
-    RECOVERED(H, mark, &msgs, &queues);
-    ck_assert_uint_eq(msgs, N1 + N2);
+    RESTART_RECOVERED(N1 + N2);
     c = h_connect(H);
     n = READ_QUEUE(c, 1, q, SIZE, &m);
     EXPECT_IDS_AFTER_CRASH(m, n, 1, N1 + N2 + 1, N1 + 1);
@@ -901,18 +519,12 @@ END_TEST
 START_TEST(paged_purge)
 {
     enum { N = 5000, SIZE = 1024 };
-    amqp_connection_state_t c;
     struct confirms t = { 0 };
     struct h_event e;
-    char q[64], out[256];
-    unsigned long long msgs, queues;
+    char q[64];
 
     SKIP_IF_REMOTE("restarts roostd");
-    harness_start(H, ARGS(W16));
-    c = h_connect(H);
-    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "purge"), true, false, false,
-                  out);
-    confirm_select(c, 1);
+    amqp_connection_state_t c = START_QUEUE(q, "purge");
     PUB_RANGE(c, &t, q, 1, N + 1, SIZE);
     ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), N);
     uint64_t t0 = h_now_ms();
@@ -933,11 +545,7 @@ START_TEST(paged_purge)
     h_close(c);
 
     harness_stop_keep(H);
-    size_t mark = log_mark(H);
-    harness_restart(H, ARGS(W16));
-    RECOVERED(H, mark, &msgs, &queues);
-    ck_assert_uint_eq(msgs, 0);
-    ck_assert_uint_eq(queues, 1);
+    ck_assert_uint_eq(RESTART_RECOVERED(0), 1);
     c = h_connect(H);
     EXPECT_EMPTY(c, q);
     h_close(c);
@@ -956,17 +564,12 @@ pub_transient_at(const char *file, int line, amqp_connection_state_t c,
                  size_t size, long *rss_max)
 {
     for (int id = from; id < to; id++) {
-        pub_mode_at(file, line, c, t, q, id, size, 1, 512, 30000);
-        if (id % 1000 == 0) {
-            long rss = harness_rss_kb(H);
-            if (rss > *rss_max)
-                *rss_max = rss;
-        }
+        pub_mode_at(file, line, c, 1, t, "", q, id, size, 1, 512, 30000);
+        if (id % 1000 == 0)
+            note_rss(rss_max);
     }
     conf_wait_all_at(file, line, c, t, 60000);
-    long rss = harness_rss_kb(H);
-    if (rss > *rss_max)
-        *rss_max = rss;
+    note_rss(rss_max);
 }
 
 START_TEST(transient_scratch)
@@ -975,7 +578,7 @@ START_TEST(transient_scratch)
     const long RSS_MAX_KB = 120 * 1024;
     const char *const *args =
         ARGS(W16, "--set", "vm_memory_high_watermark.absolute=30000000");
-    amqp_connection_state_t c, cons;
+    amqp_connection_state_t c;
     struct confirms t = { 0 };
     char q[64], out[256];
     long rss_max = 0;
@@ -1006,13 +609,7 @@ START_TEST(transient_scratch)
                   RSS_MAX_KB, N);
     ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), N);
 
-    cons = h_connect(H);
-    qos(cons, 1, 200);
-    CONSUME(cons, 1, q, "scratch", false, NULL);
-    DRAIN(cons, 1, "scratch consumer", 1, N + 1, SIZE, 50);
-    ck_assert_int_eq(SYNC(cons, 1, NULL, 0), 0);
-    h_close(cons);
-    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), 0);
+    DRAIN_QUEUE(c, q, "scratch consumer", N, SIZE, 200, 50);
     fprintf(stderr, "transient_scratch: consumed in %" PRIu64 " ms\n",
             h_now_ms() - t1);
 
@@ -1075,18 +672,14 @@ START_TEST(stalled_consumer_pages)
     long rss0 = harness_rss_kb(H);
     uint64_t t0 = h_now_ms();
     for (int id = 1; id <= N; id++) {
-        pub_mode_at(__FILE__, __LINE__, p, &t, q, id, SIZE, 2, 512, 10000);
-        if (id % 2000 == 0) {
-            long rss = harness_rss_kb(H);
-            if (rss > rss_max)
-                rss_max = rss;
-        }
+        pub_mode_at(__FILE__, __LINE__, p, 1, &t, "", q, id, SIZE, 2, 512,
+                    10000);
+        if (id % 2000 == 0)
+            note_rss(&rss_max);
     }
     CONF_WAIT_ALL(p, &t, 30000);
     uint64_t t1 = h_now_ms();
-    long rss1 = harness_rss_kb(H);
-    if (rss1 > rss_max)
-        rss_max = rss1;
+    long rss1 = note_rss(&rss_max);
     uint32_t ready = QUEUE_COUNT(p, 1, q);
     fprintf(stderr, "stalled_consumer_pages: %d confirmed in %" PRIu64 " ms; "
             "%u still ready (%u handed to the stalled consumer); RSS %ld KiB "
@@ -1161,7 +754,7 @@ START_TEST(compaction_reads_paged)
 {
     enum { N = 3000, SIZE_A = 1000, SIZE_B = 3000 };
     const char *const *args = ARGS(W16, "--set", "store.segment_size=65536");
-    amqp_connection_state_t c, cons;
+    amqp_connection_state_t c;
     struct confirms t = { 0 };
     struct qmsg *m;
     char qa[64], qb[64], out[256];
@@ -1176,23 +769,20 @@ START_TEST(compaction_reads_paged)
      * unconfirmed, so that the batches, and so the segments they fill
      * past 64 KiB, stay small (about 190 of them). */
     for (int id = 1; id <= N; id++) {
-        pub_mode_at(__FILE__, __LINE__, c, &t, qa, id, SIZE_A, 2, 16, 10000);
-        pub_mode_at(__FILE__, __LINE__, c, &t, qb, id, SIZE_B, 2, 16, 10000);
+        pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", qa, id, SIZE_A, 2, 16,
+                    10000);
+        pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", qb, id, SIZE_B, 2, 16,
+                    10000);
     }
     CONF_WAIT_ALL(c, &t, 30000);
+    conf_free(&t);
     int before = count_segs(H, "msgs");
     size_t mark = log_mark(H);
 
     /* B drained: every segment is left with A's messages only, paged,
      * about a quarter of it. */
     uint64_t t0 = h_now_ms();
-    cons = h_connect(H);
-    qos(cons, 1, 100);
-    CONSUME(cons, 1, qb, "B", false, NULL);
-    DRAIN(cons, 1, "B's consumer", 1, N + 1, SIZE_B, 20);
-    ck_assert_int_eq(SYNC(cons, 1, NULL, 0), 0);
-    h_close(cons);
-    ck_assert_uint_eq(QUEUE_COUNT(c, 1, qb), 0);
+    DRAIN_QUEUE(c, qb, "B's consumer", N, SIZE_B, 100, 20);
     uint64_t t1 = h_now_ms();
     int drained = count_segs(H, "msgs");
 
@@ -1230,7 +820,6 @@ START_TEST(compaction_reads_paged)
     c = h_connect(H);
     EXPECT_EMPTY(c, qb);
     h_close(c);
-    conf_free(&t);
     harness_stop(H);
 }
 END_TEST

@@ -47,7 +47,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -58,413 +57,9 @@
 
 #include "broker/store/record.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/store_common.h"
 
-/* ---- seeds ---- */
-
-static uint64_t rng;
-
-static uint64_t
-rnd(void)
-{
-    /* splitmix64 */
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* A number in [lo, hi]. */
-static uint64_t
-rnd_in(uint64_t lo, uint64_t hi)
-{
-    return lo + rnd() % (hi - lo + 1);
-}
-
-static void
-seed(const char *test, uint64_t dflt)
-{
-    const char *env = getenv("ROOST_TEST_SEED");
-    rng = env && env[0] ? strtoull(env, NULL, 0) : dflt;
-    fprintf(stderr, "%s: seed %" PRIu64 " (ROOST_TEST_SEED=N to change)\n",
-            test, rng);
-}
-
-/* ---- bodies ---- */
-
-#define BODY_MAX 4096
-
-/* "<id:000042>" repeated (the last copy cut short) to 'len' bytes, at
- * least one whole copy. */
-static size_t
-make_body(char *buf, int id, size_t len)
-{
-    char unit[32];
-    int ul = snprintf(unit, sizeof(unit), "<id:%06d>", id);
-
-    if (len < (size_t)ul)
-        len = (size_t)ul;
-    ck_assert(len < BODY_MAX);
-    for (size_t i = 0; i < len; i++)
-        buf[i] = unit[i % (size_t)ul];
-    buf[len] = '\0';
-    return len;
-}
-
-/* The id of a body made by make_body, or -1. */
-static int
-body_id(const char *body, size_t len)
-{
-    char head[16];
-    size_t n = len < sizeof(head) - 1 ? len : sizeof(head) - 1;
-    int id;
-
-    if (body == NULL || len < 11)
-        return -1;
-    memcpy(head, body, n);
-    head[n] = '\0';
-    if (sscanf(head, "<id:%d>", &id) != 1)
-        return -1;
-    return id;
-}
-
-static amqp_basic_properties_t
-mode_props(uint8_t mode)
-{
-    amqp_basic_properties_t p;
-    memset(&p, 0, sizeof(p));
-    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
-    p.delivery_mode = mode;
-    return p;
-}
-
-/* ---- the broker's files and log ---- */
-
-static size_t
-log_mark(const struct harness *h)
-{
-    struct stat sb;
-    return stat(h->log_path, &sb) == 0 ? (size_t)sb.st_size : 0;
-}
-
-/* roostd's log from byte 'from' on (malloc'd, NUL-terminated). */
-static char *
-log_since(const struct harness *h, size_t from)
-{
-    FILE *fp = fopen(h->log_path, "r");
-    char *buf;
-    size_t len = 0, cap = 65536, n;
-
-    ck_assert_msg(fp != NULL, "cannot open %s: %s", h->log_path,
-                  strerror(errno));
-    buf = malloc(cap + 1);
-    ck_assert(buf != NULL);
-    ck_assert(fseek(fp, (long)from, SEEK_SET) == 0);
-    while ((n = fread(buf + len, 1, cap - len, fp)) > 0) {
-        len += n;
-        if (len == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            ck_assert(buf != NULL);
-        }
-    }
-    fclose(fp);
-    buf[len] = '\0';
-    return buf;
-}
-
-static bool
-log_has_since(const struct harness *h, size_t from, const char *needle)
-{
-    char *log = log_since(h, from);
-    bool found = strstr(log, needle) != NULL;
-    free(log);
-    return found;
-}
-
-/* Poll (at most 5 s) for 'needle' in the log after 'from'. */
-static void
-wait_log_at(const char *file, int line, const struct harness *h, size_t from,
-            const char *needle)
-{
-    uint64_t deadline = h_now_ms() + 5000;
-    while (!log_has_since(h, from, needle) && h_now_ms() < deadline)
-        h_sleep_ms(5);
-    H_ASSERT_AT(file, line, log_has_since(h, from, needle),
-                "roostd's log does not say \"%s\"", needle);
-}
-#define WAIT_LOG(h, from, needle)                                              \
-    wait_log_at(__FILE__, __LINE__, (h), (from), (needle))
-
-/* The recovery line after 'from': how many messages in how many queues. */
-static void
-recovered_at(const char *file, int line, const struct harness *h, size_t from,
-             unsigned long long *msgs, unsigned long long *queues)
-{
-    char *log = log_since(h, from);
-    const char *p = strstr(log, "store: recovered ");
-    int defs = 0;
-
-    H_ASSERT_AT(file, line, p != NULL, "no \"store: recovered\" line in the "
-                "log of the restarted roostd");
-    H_ASSERT_AT(file, line,
-                sscanf(p, "store: recovered %d definitions, %llu messages in "
-                       "%llu durable queues", &defs, msgs, queues) == 3,
-                "cannot parse the recovery line: %.200s", p);
-    free(log);
-}
-#define RECOVERED(h, from, m, q)                                               \
-    recovered_at(__FILE__, __LINE__, (h), (from), (m), (q))
-
-static void
-data_path(char *out, size_t len, const struct harness *h, const char *rel)
-{
-    snprintf(out, len, "%s/data/%s", h->dir, rel);
-}
-
-/* A path for a test hook's file, in the run's directory. */
-static void
-hook_path(char *out, size_t len, const char *tag)
-{
-    const char *session = getenv("ROOST_TEST_SESSION");
-    snprintf(out, len, "%s/%s-%d", session && session[0] ? session : "/tmp",
-             tag, (int)getpid());
-}
-
-/* SIGKILL and wait; the status must say so (not an earlier crash). */
-static void
-kill9_at(const char *file, int line, struct harness *h)
-{
-    harness_kill(h, SIGKILL);
-    int status = harness_reap(h);
-    H_ASSERT_AT(file, line, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-                "roostd ended with status 0x%x before the SIGKILL", status);
-}
-#define KILL9(h) kill9_at(__FILE__, __LINE__, (h))
-
-/* ---- publisher confirms ---- */
-
-/* Tags 1..n were published on one channel in confirm mode. */
-struct confirms {
-    uint64_t n, settled, acks, nacks;
-    uint64_t floor; /* every tag up to it is settled */
-    size_t cap;
-    uint8_t *st;    /* per tag: 0 open, 1 acked, 2 nacked */
-    int blocked, unblocked;
-    char blocked_reason[256];
-};
-
-static void
-conf_free(struct confirms *t)
-{
-    free(t->st);
-    memset(t, 0, sizeof(*t));
-}
-
-static void
-settle(struct confirms *t, uint64_t tag, bool nack)
-{
-    t->st[tag] = nack ? 2 : 1;
-    t->settled++;
-    if (nack)
-        t->nacks++;
-    else
-        t->acks++;
-}
-
-/* Note one more publish. */
-static void
-conf_published(struct confirms *t)
-{
-    if (t->n + 2 > t->cap) {
-        t->cap = t->cap ? t->cap * 2 : 4096;
-        t->st = realloc(t->st, t->cap);
-        ck_assert(t->st != NULL);
-    }
-    t->st[++t->n] = 0;
-}
-
-/*
- * Read one method within 'ms': a confirm is applied to 't' (it must name
- * an open tag, or with multiple=true settle those up to it),
- * connection.blocked and unblocked are counted, deliveries are refused.
- * Returns 1, or 0 on timeout.
- */
-static int
-conf_pump_at(const char *file, int line, amqp_connection_state_t c,
-             struct confirms *t, int ms)
-{
-    struct h_event e;
-    int r = h_next(c, ms, &e);
-
-    H_ASSERT_AT(file, line, r >= 0, "connection closed while waiting for "
-                "confirms (%" PRIu64 " of %" PRIu64 " settled)", t->settled,
-                t->n);
-    if (r == 0)
-        return 0;
-    switch (e.id) {
-    case AMQP_BASIC_ACK_METHOD:
-    case AMQP_BASIC_NACK_METHOD:
-        H_ASSERT_AT(file, line, e.tag >= 1 && e.tag <= t->n,
-                    "%s of tag %" PRIu64 ", but %" PRIu64 " were published",
-                    h_method_name(e.id), e.tag, t->n);
-        if (e.multiple) {
-            for (uint64_t k = t->floor + 1; k <= e.tag; k++)
-                if (t->st[k] == 0)
-                    settle(t, k, e.id == AMQP_BASIC_NACK_METHOD);
-        } else {
-            H_ASSERT_AT(file, line, t->st[e.tag] == 0,
-                        "tag %" PRIu64 " confirmed twice", e.tag);
-            settle(t, e.tag, e.id == AMQP_BASIC_NACK_METHOD);
-        }
-        while (t->floor < t->n && t->st[t->floor + 1] != 0)
-            t->floor++;
-        break;
-    case AMQP_CONNECTION_BLOCKED_METHOD:
-        t->blocked++;
-        snprintf(t->blocked_reason, sizeof(t->blocked_reason), "%s", e.text);
-        break;
-    case AMQP_CONNECTION_UNBLOCKED_METHOD:
-        t->unblocked++;
-        break;
-    default:
-        h_event_free(&e);
-        H_ASSERT_AT(file, line, 0, "expected confirms, got %s on channel %u",
-                    h_method_name(e.id), e.channel);
-    }
-    h_event_free(&e);
-    return 1;
-}
-#define CONF_PUMP(c, t, ms) conf_pump_at(__FILE__, __LINE__, (c), (t), (ms))
-
-/* Wait (at most 'ms') until every tag is settled; all must be acks. */
-static void
-conf_wait_all_at(const char *file, int line, amqp_connection_state_t c,
-                 struct confirms *t, int ms)
-{
-    uint64_t deadline = h_now_ms() + (uint64_t)ms;
-    while (t->settled < t->n && h_now_ms() < deadline)
-        conf_pump_at(file, line, c, t, 50);
-    H_ASSERT_AT(file, line, t->settled == t->n,
-                "%" PRIu64 " of %" PRIu64 " publishes confirmed within %d ms",
-                t->settled, t->n, ms);
-    H_ASSERT_AT(file, line, t->nacks == 0, "%" PRIu64 " publishes nacked",
-                t->nacks);
-}
-#define CONF_WAIT_ALL(c, t, ms)                                                \
-    conf_wait_all_at(__FILE__, __LINE__, (c), (t), (ms))
-
-/* Publish message 'id' (a body of 'size' bytes) with delivery mode
- * 'mode', noting it in 't'; with more than 'window' unsettled, read
- * confirms first. */
-static void
-pub_at(const char *file, int line, amqp_connection_state_t c, amqp_channel_t ch,
-       struct confirms *t, const char *x, const char *key, int id, size_t size,
-       uint8_t mode, uint64_t window)
-{
-    char body[BODY_MAX];
-    amqp_basic_properties_t p = mode_props(mode);
-    size_t len = make_body(body, id, size);
-
-    while (window && t->n - t->settled >= window)
-        if (conf_pump_at(file, line, c, t, 5000) == 0)
-            H_ASSERT_AT(file, line, 0, "no confirm within 5 s (%" PRIu64
-                        " of %" PRIu64 " settled)", t->settled, t->n);
-    h_publish_at(file, line, c, ch, x, key, body, len, false, &p);
-    conf_published(t);
-}
-#define PUB(c, ch, t, x, key, id, size, mode)                                  \
-    pub_at(__FILE__, __LINE__, (c), (ch), (t), (x), (key), (id), (size),       \
-           (mode), 256)
-
-static void
-confirm_select(amqp_connection_state_t c, amqp_channel_t ch)
-{
-    amqp_confirm_select(c, ch);
-    EXPECT_OK(c, "confirm.select");
-}
-
-/* ---- what a queue holds ---- */
-
-struct qmsg {
-    int id; /* -1: not a body of make_body */
-    bool redelivered;
-    uint8_t mode;
-};
-
-/*
- * Every ready message of 'q', in order: a passive declare counts them,
- * then a consumer on channel 'ch' takes that many without acking (they
- * stay unacked there until the channel closes) and a sync shows that no
- * more came. Returns the count; *out is malloc'd.
- */
-static int
-read_queue_at(const char *file, int line, amqp_connection_state_t c,
-              amqp_channel_t ch, const char *q, struct qmsg **out)
-{
-    uint32_t n = h_queue_count_at(file, line, c, ch, q, NULL);
-    struct qmsg *m = calloc(n + 1, sizeof(*m));
-
-    ck_assert(m != NULL);
-    h_consume_at(file, line, c, ch, q, NULL, false, false, NULL);
-    for (uint32_t i = 0; i < n; i++) {
-        struct h_event e;
-        int r = h_next(c, 5000, &e);
-        H_ASSERT_AT(file, line, r == 1, "reading '%s': message %u of %u: %s",
-                    q, i + 1, n,
-                    r == 0 ? "nothing within 5 s" : "connection closed");
-        H_ASSERT_AT(file, line,
-                    e.id == AMQP_BASIC_DELIVER_METHOD && e.channel == ch,
-                    "reading '%s': got %s on channel %u", q,
-                    h_method_name(e.id), e.channel);
-        m[i].id = body_id(e.body, e.len);
-        m[i].redelivered = e.redelivered;
-        m[i].mode = e.delivery_mode;
-        h_event_free(&e);
-    }
-    int extra = h_sync_at(file, line, c, ch, NULL, 0);
-    H_ASSERT_AT(file, line, extra == 0,
-                "reading '%s': %d deliveries beyond the %u it counted", q,
-                extra, n);
-    *out = m;
-    return (int)n;
-}
-#define READ_QUEUE(c, ch, q, out)                                              \
-    read_queue_at(__FILE__, __LINE__, (c), (ch), (q), (out))
-
-/*
- * The messages must be exactly ids from..to-1 in order, persistent, those
- * below 'redelivered_below' marked redelivered and, when 'exact', the
- * others not. (After a crash a broker may mark more than it delivered:
- * redelivered=false promises only that a message was not delivered.)
- */
-static void
-expect_ids_at(const char *file, int line, const struct qmsg *m, int n,
-              int from, int to, int redelivered_below, bool exact)
-{
-    for (int i = 0; i < n && i < to - from; i++) {
-        int want = from + i;
-        H_ASSERT_AT(file, line, m[i].id == want,
-                    "message %d of the queue is id %d, expected %d%s", i + 1,
-                    m[i].id, want,
-                    m[i].id < 0 ? " (not a persistent message of the test)"
-                                : "");
-        if (want < redelivered_below || exact)
-            H_ASSERT_AT(file, line,
-                        m[i].redelivered == (want < redelivered_below),
-                        "id %d has redelivered=%d, expected %d", want,
-                        m[i].redelivered, want < redelivered_below);
-        H_ASSERT_AT(file, line, m[i].mode == 2,
-                    "id %d has delivery mode %u, expected 2", want,
-                    m[i].mode);
-    }
-    H_ASSERT_AT(file, line, n == to - from,
-                "the queue holds %d messages, expected %d (ids %d..%d)", n,
-                to - from, from, to - 1);
-}
-#define EXPECT_IDS(m, n, from, to, rb)                                         \
-    expect_ids_at(__FILE__, __LINE__, (m), (n), (from), (to), (rb), true)
-#define EXPECT_IDS_AFTER_CRASH(m, n, from, to, rb)                             \
-    expect_ids_at(__FILE__, __LINE__, (m), (n), (from), (to), (rb), false)
+/* ---- passive declares ---- */
 
 /* A passive declare of queue (or exchange, 'x') 'name' gets 404; the
  * channel is opened again. */
@@ -589,7 +184,7 @@ after_restart_at(const char *file, int line, size_t mark,
     check_defs_at(file, line, c, d);
     amqp_channel_open(c, 2);
     EXPECT_OK(c, "channel.open");
-    int n = read_queue_at(file, line, c, 2, d->q, &m);
+    int n = read_queue_at(file, line, c, 2, d->q, 0, &m);
     expect_ids_at(file, line, m, n, from, to, rb, exact);
     free(m);
     /* Settle them so that the binding's check starts from nothing. */
@@ -771,10 +366,10 @@ START_TEST(emptied_queue_restart)
 
     harness_restart(H, NULL);
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, q1, &m);
+    int n = READ_QUEUE(c, 1, q1, 0, &m);
     EXPECT_IDS(m, n, 11, 16, 0);
     free(m);
-    n = READ_QUEUE(c, 1, q2, &m);
+    n = READ_QUEUE(c, 1, q2, 0, &m);
     EXPECT_IDS(m, n, 100, 101, 0);
     free(m);
     h_close(c);
@@ -838,11 +433,11 @@ START_TEST(deleted_queue_records_stay_dead)
 
     harness_restart(H, NULL);
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, fresh, &m);
+    int n = READ_QUEUE(c, 1, fresh, 0, &m);
     ck_assert_msg(n == 0, "a new queue holds %d messages of a queue deleted "
                   "before it was declared (the first id %d)", n, m[0].id);
     free(m);
-    n = READ_QUEUE(c, 1, keep, &m);
+    n = READ_QUEUE(c, 1, keep, 0, &m);
     EXPECT_IDS(m, n, 100, 101, 0);
     free(m);
     h_close(c);
@@ -1069,7 +664,7 @@ cl_check(struct cl *s, int round, uint64_t the_seed)
 {
     amqp_connection_state_t c = h_connect(H);
     struct qmsg *m;
-    int n = READ_QUEUE(c, 1, s->q, &m);
+    int n = READ_QUEUE(c, 1, s->q, 0, &m);
     uint8_t *now = calloc(CL_MAX_IDS, 1);
     struct viol v = { 0 };
     int prev = 0, comeback = 0;
@@ -1129,8 +724,7 @@ crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
     uint64_t the_seed, t0 = h_now_ms();
     int round;
 
-    seed(name, dflt_seed);
-    the_seed = rng;
+    the_seed = seed(name, dflt_seed);
     memset(&s, 0, sizeof(s));
     s.name = name;
     s.lag_us = lag_us;
@@ -1284,7 +878,8 @@ START_TEST(large_batch_split)
     DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "split"), true, false, false, out);
     confirm_select(c, 1);
     for (int id = 1; id <= N; id++)
-        pub_at(__FILE__, __LINE__, c, 1, &t, "", q, id, SIZE, 2, 0);
+        pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", q, id, SIZE, 2, 0,
+                    5000);
     CONF_WAIT_ALL(c, &t, 60000);
 
     /* Each sync of the journal covered at most one job's write. */
@@ -1317,7 +912,7 @@ START_TEST(large_batch_split)
     h_drop(c);
     harness_restart(H, NULL);
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, q, &m);
+    int n = READ_QUEUE(c, 1, q, 0, &m);
     EXPECT_IDS_AFTER_CRASH(m, n, 1, N + 1, 1);
     free(m);
     h_close(c);
@@ -1350,8 +945,8 @@ START_TEST(power_cut)
     confirm_select(c, 1);
     /* Killed while publishing, with writes in flight. */
     for (int id = 1; t.acks < CONFIRMED; id++)
-        pub_at(__FILE__, __LINE__, c, 1, &t, "", q, id,
-               200 + (size_t)rnd_in(0, 400), 2, 400);
+        pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", q, id,
+                    200 + (size_t)rnd_in(0, 400), 2, 400, 5000);
     ck_assert_uint_eq(t.nacks, 0);
     KILL9(H);
     h_drop(c);
@@ -1407,7 +1002,7 @@ START_TEST(power_cut)
                       "garbage after the last sync, but no torn record in "
                       "the log");
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, q, &m);
+    int n = READ_QUEUE(c, 1, q, 0, &m);
     /* Every confirmed one, once, in order; of the others, those that
      * made it. */
     int k = 0, prev = 0;
@@ -1483,7 +1078,8 @@ START_TEST(tx_commit_record)
     EXPECT_OK(c, "tx.select");
     struct confirms none = { 0 };
     for (int id = BEFORE + 1; id <= BEFORE + IN_TX; id++)
-        pub_at(__FILE__, __LINE__, c, 2, &none, "", q, id, 200, 2, 0);
+        pub_mode_at(__FILE__, __LINE__, c, 2, &none, "", q, id, 200, 2, 0,
+                    5000);
     amqp_tx_commit(c, 2);
     EXPECT_OK(c, "tx.commit");
 
@@ -1492,7 +1088,7 @@ START_TEST(tx_commit_record)
     h_drop(c);
     harness_restart(H, NULL);
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, q, &m);
+    int n = READ_QUEUE(c, 1, q, 0, &m);
     EXPECT_IDS_AFTER_CRASH(m, n, 1, BEFORE + IN_TX + 1, 0);
     free(m);
     h_close(c);
@@ -1529,7 +1125,7 @@ START_TEST(tx_commit_record)
     harness_restart(H, NULL);
     WAIT_LOG(H, mark, "a transaction without its commit record is ignored");
     c = h_connect(H);
-    n = READ_QUEUE(c, 1, q, &m);
+    n = READ_QUEUE(c, 1, q, 0, &m);
     EXPECT_IDS_AFTER_CRASH(m, n, 1, BEFORE + 1, 0);
     free(m);
     h_close(c);
@@ -1722,7 +1318,7 @@ START_TEST(corruption)
     RECOVERED(H, mark, &msgs, &queues);
     ck_assert_uint_eq(msgs, N - 1);
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, q, &m);
+    int n = READ_QUEUE(c, 1, q, 0, &m);
     /* All but the one hit, in order, once. */
     ck_assert_int_eq(n, N - 1);
     EXPECT_IDS(m, hit - 1, 1, hit, 0);
@@ -1801,7 +1397,8 @@ START_TEST(full_disk)
     uint64_t until = h_now_ms() + 20000;
     while (!harness_log_contains(H, "store: writes keep failing") &&
            id < MAX_IDS && h_now_ms() < until) {
-        pub_at(__FILE__, __LINE__, c, 1, &t, "", q, id++, 1000, 2, 0);
+        pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", q, id++, 1000, 2, 0,
+                    5000);
         CONF_PUMP(c, &t, 1);
     }
     WAIT_LOG(H, mark, "store: writes keep failing");
@@ -1821,7 +1418,8 @@ START_TEST(full_disk)
     until = h_now_ms() + 5000;
     while (t.blocked == 0 && h_now_ms() < until) {
         if (t.n < (uint64_t)MAX_IDS)
-            pub_at(__FILE__, __LINE__, c, 1, &t, "", q, id++, 1000, 2, 0);
+            pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", q, id++, 1000, 2,
+                        0, 5000);
         CONF_PUMP(c, &t, 50);
     }
     ck_assert_msg(t.blocked == 1, "no connection.blocked within 5 s");
@@ -1842,7 +1440,7 @@ START_TEST(full_disk)
     h_drop(c);
     harness_restart(H, args);
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, q, &m);
+    int n = READ_QUEUE(c, 1, q, 0, &m);
     EXPECT_IDS_AFTER_CRASH(m, n, 1, id, 0);
     free(m);
     h_close(c);
@@ -1912,7 +1510,7 @@ START_TEST(failing_disk)
     h_drop(c);
     harness_restart(H, NULL);
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, q, &m);
+    int n = READ_QUEUE(c, 1, q, 0, &m);
     EXPECT_IDS_AFTER_CRASH(m, n, 1, BLOCKED + 1, 0);
     free(m);
     h_close(c);
@@ -1974,7 +1572,7 @@ START_TEST(consumed_before_write_confirmed_at_once)
     h_drop(c);
     harness_restart(H, NULL);
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, slow, &m);
+    int n = READ_QUEUE(c, 1, slow, 0, &m);
     ck_assert_int_eq(n, 1);
     ck_assert_int_eq(m[0].id, 1);
     free(m);
@@ -2030,7 +1628,7 @@ START_TEST(delivered_before_crash_marked)
     ck_assert_int_eq(unlink(fail), 0);
     harness_restart(H, NULL);
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, q, &m);
+    int n = READ_QUEUE(c, 1, q, 0, &m);
     /* 1 and 2 were delivered. */
     EXPECT_IDS_AFTER_CRASH(m, n, 1, 4, 3);
     free(m);
