@@ -497,6 +497,8 @@ store_page_out(struct queue *q, struct qentry *e)
     return true;
 }
 
+static void scratch_written(struct pager_job *j);
+
 void
 store_page_flush(void)
 {
@@ -507,15 +509,13 @@ store_page_flush(void)
     sj->job.seg = (uint32_t)st.scr_cur;
     sj->job.off = st.scr_buf_off;
     sj->job.data = st.scr_buf;
-    sj->job.done = NULL;
     sj->msgs = st.scr_msgs;
     sj->n = st.scr_nmsgs;
     memset(&st.scr_buf, 0, sizeof(st.scr_buf));
     st.scr_msgs = NULL;
     st.scr_nmsgs = st.scr_msgs_cap = 0;
     st.scr_buf_off = st.scr_len;
-    extern void store_scratch_written(struct pager_job *j);
-    sj->job.done = store_scratch_written;
+    sj->job.done = scratch_written;
     pager_submit(&sj->job);
     if (st.scr_len >= SCRATCH_SEG_SIZE) {
         uint64_t full = st.scr_cur;
@@ -572,10 +572,10 @@ store_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     return 1;
 }
 
-void store_scratch_written(struct pager_job *j);
-
-void
-store_scratch_written(struct pager_job *j)
+/* A scratch write is done: its messages may be paged now (or, if it
+ * failed, stay in memory, and the scratch area rests for a second). */
+static void
+scratch_written(struct pager_job *j)
 {
     struct scratch_job *sj = (struct scratch_job *)j;
     static bool warned;
