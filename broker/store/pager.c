@@ -2,6 +2,11 @@
  * The pager thread (pager.h). It opens a segment for each run of reads
  * in it and closes it after, so that it never keeps a deleted segment's
  * space alive.
+ *
+ * Test hooks, read at start as io.c reads its own: while the file named
+ * by ROOST_TEST_SCRATCH_FAIL exists, scratch writes fail with EIO;
+ * ROOST_TEST_READ_DELAY_US waits that long before each read job, so
+ * that a test can act while a read is under way.
  */
 #define _GNU_SOURCE
 #include "broker/store/pager.h"
@@ -35,6 +40,9 @@ static struct {
     struct event *ev;
     int write_fd;               /* the scratch segment being written */
     uint32_t write_seg;
+    /* test hooks */
+    char *fail_path;
+    unsigned read_delay_us;
 } pg = { .write_fd = -1 };
 
 const char *
@@ -229,6 +237,10 @@ pager_read_free(struct pager_job *j)
 static void
 run_write(struct pager_job *j)
 {
+    if (pg.fail_path && access(pg.fail_path, F_OK) == 0) {
+        j->err = EIO;
+        return;
+    }
     if (pg.write_fd < 0 || pg.write_seg != j->seg) {
         if (pg.write_fd >= 0)
             close(pg.write_fd);
@@ -261,6 +273,8 @@ run_job(struct pager_job *j)
     j->err = 0;
     switch (j->kind) {
     case PAGER_READ:
+        if (pg.read_delay_us)
+            usleep(pg.read_delay_us);
         run_reads(j);
         break;
     case PAGER_WRITE:
@@ -346,6 +360,12 @@ pager_start(const char *dir)
     if (mkdir(pg.scratchdir, 0750) != 0 && errno != EEXIST)
         return -1;
     wipe_scratch();
+    const char *p = getenv("ROOST_TEST_SCRATCH_FAIL");
+    if (p && *p)
+        pg.fail_path = xstrdup(p);
+    p = getenv("ROOST_TEST_READ_DELAY_US");
+    if (p && *p)
+        pg.read_delay_us = (unsigned)strtoul(p, NULL, 10);
     TAILQ_INIT(&pg.todo);
     TAILQ_INIT(&pg.finished);
     if (pipe2(pg.pipe, O_NONBLOCK | O_CLOEXEC) != 0)
@@ -391,5 +411,7 @@ pager_stop(void)
     if (pg.write_fd >= 0)
         close(pg.write_fd);
     pg.write_fd = -1;
+    free(pg.fail_path);
+    pg.fail_path = NULL;
     wipe_scratch();
 }

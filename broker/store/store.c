@@ -151,6 +151,7 @@ static struct {
     struct msg **scr_msgs;
     size_t scr_nmsgs, scr_msgs_cap;
     uint64_t scr_retry_at;      /* after a failed write, not before */
+    struct event *scr_retry;
     /* failure */
     bool failed;
     unsigned failures;
@@ -572,6 +573,16 @@ store_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     return 1;
 }
 
+static void
+scratch_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    if (st.open && !st.closing)
+        queue_pager_kick(true);
+}
+
 /* A scratch write is done: its messages may be paged now (or, if it
  * failed, stay in memory, and the scratch area rests for a second). */
 static void
@@ -587,6 +598,11 @@ scratch_written(struct pager_job *j)
                       pager_scratch_dir(), strerror(j->err));
         warned = true;
         st.scr_retry_at = now_ms() + 1000;
+        /* Then every queue looks again at what it could not page. */
+        if (st.scr_retry == NULL)
+            st.scr_retry = evtimer_new(broker.base, scratch_retry_cb, NULL);
+        struct timeval tv = { 1, 0 };
+        evtimer_add(st.scr_retry, &tv);
     } else if (warned) {
         log_info("store: the scratch area takes writes again");
         warned = false;
@@ -1863,5 +1879,7 @@ store_close(void)
         event_free(st.recheck);
     if (st.compact_timer)
         event_free(st.compact_timer);
+    if (st.scr_retry)
+        event_free(st.scr_retry);
     close(st.lock_fd);
 }

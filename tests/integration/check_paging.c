@@ -46,7 +46,13 @@
  *   holds every id once, in order, with its bodies;
  * - corrupt_paged_record: a paged message's record corrupted on disk
  *   under the running roostd: reading it back finds the bad CRC, logs it,
- *   drops that one message, and every other one is delivered in order.
+ *   drops that one message, and every other one is delivered in order;
+ * - get_wait_interrupted: with reads held up, a basic.get waiting for one
+ *   is answered when its queue is deleted, before the method pipelined
+ *   behind it; a connection dropped while its get waits costs nothing;
+ * - scratch_write_fails: while scratch writes fail, transient messages
+ *   stay in memory (logged) and are still confirmed; once writes work
+ *   again they page out, and all are delivered in order.
  *
  * Message bodies carry their id ("<id:000042>" repeated) and are checked
  * whole. The random choices come from a seed printed at the start of each
@@ -915,6 +921,131 @@ START_TEST(corrupt_paged_record)
 }
 END_TEST
 
+/* ---- 10. a basic.get waiting for a read, and what may happen then ---- */
+
+/*
+ * With each read-back held up for 300 ms (ROOST_TEST_READ_DELAY_US): a
+ * basic.get on a paged head waits; the queue is deleted meanwhile by
+ * another connection: the get is answered get-empty, and a method
+ * pipelined behind it is answered after it. A connection dropped while
+ * its get waits costs nothing else: the broker goes on, and stops clean.
+ */
+START_TEST(get_wait_interrupted)
+{
+    enum { N = 100, SIZE = 256 };
+    struct confirms t = { 0 };
+    struct h_event e;
+    char q[64], q2[64], out[256];
+
+    SKIP_IF_REMOTE("sets a test hook");
+    setenv("ROOST_TEST_READ_DELAY_US", "300000", 1);
+    amqp_connection_state_t c = START_QUEUE(q, "getwait");
+    unsetenv("ROOST_TEST_READ_DELAY_US");
+    DECLARE_QUEUE(c, 1, h_name(q2, sizeof(q2), "getwait2"), true, false,
+                  false, out);
+    PUB_RANGE(c, &t, q, 1, N + 1, SIZE);
+    PUB_RANGE(c, &t, q2, 1, N + 1, SIZE);
+
+    /* The window's 16 come at once; the 17th waits for its read. */
+    amqp_connection_state_t g = h_connect(H);
+    for (int id = 1; id <= 16; id++) {
+        ck_assert_int_eq(GET(g, 1, q, true, &e), 1);
+        ck_assert_int_eq(body_id(e.body, e.len), id);
+        h_event_free(&e);
+    }
+    amqp_basic_get_t bg = { .queue = amqp_cstring_bytes(q), .no_ack = 1 };
+    ck_assert_int_eq(amqp_send_method(g, 1, AMQP_BASIC_GET_METHOD, &bg), 0);
+    /* Pipelined behind the get: answered only after it. */
+    amqp_queue_declare_t qd = { .queue = amqp_cstring_bytes(q2),
+                                .passive = 1 };
+    ck_assert_int_eq(amqp_send_method(g, 1, AMQP_QUEUE_DECLARE_METHOD, &qd),
+                     0);
+    amqp_queue_delete(c, 1, amqp_cstring_bytes(q), 0, 0);
+    EXPECT_OK(c, "queue.delete");
+    ck_assert_int_eq(h_next(g, 5000, &e), 1);
+    ck_assert_msg(e.id == AMQP_BASIC_GET_EMPTY_METHOD ||
+                      e.id == AMQP_BASIC_GET_OK_METHOD,
+                  "the waiting get got %s", h_method_name(e.id));
+    if (e.id == AMQP_BASIC_GET_OK_METHOD)   /* the read won the race */
+        ck_assert_int_eq(body_id(e.body, e.len), 17);
+    h_event_free(&e);
+    ck_assert_int_eq(h_next(g, 5000, &e), 1);
+    ck_assert_uint_eq(e.id, AMQP_QUEUE_DECLARE_OK_METHOD);
+    h_event_free(&e);
+    h_close(g);
+
+    /* Dropped while its get waits. */
+    amqp_connection_state_t d = h_connect(H);
+    for (int id = 1; id <= 16; id++) {
+        ck_assert_int_eq(GET(d, 1, q2, false, &e), 1);
+        h_event_free(&e);
+    }
+    amqp_basic_get_t bg2 = { .queue = amqp_cstring_bytes(q2) };
+    ck_assert_int_eq(amqp_send_method(d, 1, AMQP_BASIC_GET_METHOD, &bg2), 0);
+    h_drop(d);
+    /* Once its get is answered (the read done) the broker finds the
+     * socket gone: its 17 unacked ones come back, and all are there. */
+    WAIT_COUNT(c, 1, q2, N);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
+/* ---- 11. the scratch area refuses writes ---- */
+
+/*
+ * Under memory pressure with every scratch write failing
+ * (ROOST_TEST_SCRATCH_FAIL): transient messages stay in memory, the log says
+ * so once, and every publish is still confirmed while memory lasts; once
+ * writes work again the queue pages out to the scratch area, and every
+ * message is delivered in order.
+ */
+START_TEST(scratch_write_fails)
+{
+    /* Above the paging threshold (15 MB), below the alarm (30 MB). */
+    enum { N = 18000, SIZE = 1024 };
+    const char *const *args =
+        ARGS(W16, "--set", "vm_memory_high_watermark.absolute=30000000");
+    struct confirms t = { 0 };
+    char fail[256], q[64], out[256];
+    long rss_max = 0;
+
+    SKIP_IF_REMOTE("breaks roostd's disk");
+    hook_path(fail, sizeof(fail), "scratch-fail");
+    int fd = open(fail, O_WRONLY | O_CREAT, 0644);
+    ck_assert_msg(fd >= 0, "cannot create %s", fail);
+    close(fd);
+    setenv("ROOST_TEST_SCRATCH_FAIL", fail, 1);
+    harness_start_asan(H, args, "quarantine_size_mb=1");
+    unsetenv("ROOST_TEST_SCRATCH_FAIL");
+    amqp_connection_state_t c = h_connect_blocked_cap(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "scrfail"), false, false, false,
+                  out);
+    confirm_select(c, 1);
+    size_t mark = log_mark(H);
+    pub_transient_at(__FILE__, __LINE__, c, &t, q, 1, N + 1, SIZE, &rss_max);
+    WAIT_LOG(H, mark, "cannot write to the scratch area");
+    ck_assert_msg(count_segs(H, "scratch") == 0, "scratch segments while "
+                  "every write fails");
+    ck_assert_int_eq(t.blocked, 0);
+
+    /* The disk takes writes again: within the second's retry the queue
+     * pages out. */
+    ck_assert_int_eq(unlink(fail), 0);
+    WAIT_LOG(H, mark, "the scratch area takes writes again");
+    uint64_t deadline = h_now_ms() + 5000;
+    while (count_segs(H, "scratch") == 0 && h_now_ms() < deadline)
+        h_sleep_ms(50);
+    ck_assert_msg(count_segs(H, "scratch") >= 1, "nothing paged to the "
+                  "scratch area once it took writes again");
+    DRAIN_QUEUE(c, q, "scrfail consumer", N, SIZE, 200, 50);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -936,6 +1067,10 @@ main(void)
                    compaction_reads_paged);
     tcase_add_test(h_tcase(s, "corrupt_paged_record", 30, false),
                    corrupt_paged_record);
+    tcase_add_test(h_tcase(s, "get_wait_interrupted", 30, false),
+                   get_wait_interrupted);
+    tcase_add_test(h_tcase(s, "scratch_write_fails", 60, false),
+                   scratch_write_fails);
 
     return h_run(s);
 }
