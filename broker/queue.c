@@ -167,7 +167,9 @@ queue_push(struct queue *q, struct msg *m)
     drop_head(q);
     if (q->nconsumers)
         queue_dispatch(q);
-    if (!q->page_listed && q->len > queue_window() && store_pages()) {
+    /* No window is below 16: a short queue pays one comparison. */
+    if (q->len > 16 && !q->page_listed && q->len > queue_window() &&
+        store_pages()) {
         page_list(q);
         queue_pager_kick(false);
     }

@@ -3,12 +3,10 @@
  */
 #include "broker/util.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "broker/log.h"
 
@@ -123,20 +121,4 @@ array_reach(void *arr_ptr, size_t size, size_t *n, size_t i)
     *arr = xrealloc(*arr, cap * size);
     memset(*arr + *n * size, 0, (cap - *n) * size);
     *n = cap;
-}
-
-void
-pipe_poke(int fd)
-{
-    char b = 1;
-    while (write(fd, &b, 1) < 0 && errno == EINTR)
-        ;
-}
-
-void
-pipe_drain(int fd)
-{
-    char b[64];
-    while (read(fd, b, sizeof(b)) > 0)
-        ;
 }

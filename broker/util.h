@@ -32,11 +32,6 @@ void ring_grow(void *ring_ptr, size_t size, size_t *cap, size_t *head,
  * new elements zeroed: it doubles, from 16. */
 void array_reach(void *arr_ptr, size_t size, size_t *n, size_t i);
 
-/* A thread's wake-up to the event loop through a pipe: one byte
- * written; the loop's callback drains them all. */
-void pipe_poke(int fd);
-void pipe_drain(int fd);
-
 /* Milliseconds from a monotonic clock, to the kernel tick (1-10 ms). */
 uint64_t now_ms(void);
 

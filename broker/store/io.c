@@ -44,8 +44,7 @@ static struct {
     pthread_cond_t cv;
     struct io_job *todo;
     bool stop;
-    int pipe[2];
-    struct event *ev;
+    struct wake wake;
     void (*done)(struct io_job *j);
     struct io_job *finished;
     /* test hooks */
@@ -312,7 +311,7 @@ thread_main(void *arg)
         io.todo = NULL;
         io.finished = j;
         pthread_cond_broadcast(&io.cv);
-        pipe_poke(io.pipe[1]);
+        wake_poke(&io.wake);
     }
     pthread_mutex_unlock(&io.mu);
     return NULL;
@@ -324,7 +323,7 @@ pipe_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     (void)arg;
 
-    pipe_drain(fd);
+    wake_drain(fd);
     pthread_mutex_lock(&io.mu);
     struct io_job *j = io.finished;
     io.finished = NULL;
@@ -347,19 +346,12 @@ io_start(const char *dir, uint64_t seg_size, void (*done)(struct io_job *j))
     const char *p = getenv("ROOST_TEST_SYNC_LOG");
     if (p && *p)
         io.sync_log = fopen(p, "a");
-    p = getenv("ROOST_TEST_SYNC_DELAY_US");
-    if (p && *p)
-        io.sync_delay_us = (unsigned)strtoul(p, NULL, 10);
-    p = getenv("ROOST_TEST_IO_FAIL");
-    if (p && *p)
-        io.fail_path = xstrdup(p);
-    if (pipe2(io.pipe, O_NONBLOCK | O_CLOEXEC) != 0)
+    io.sync_delay_us = test_hook_number("ROOST_TEST_SYNC_DELAY_US");
+    io.fail_path = test_hook_path("ROOST_TEST_IO_FAIL");
+    if (wake_open(&io.wake, pipe_cb) != 0)
         return -1;
     pthread_mutex_init(&io.mu, NULL);
     pthread_cond_init(&io.cv, NULL);
-    io.ev = event_new(broker.base, io.pipe[0], EV_READ | EV_PERSIST, pipe_cb,
-                      NULL);
-    event_add(io.ev, NULL);
     if (pthread_create(&io.thread, NULL, thread_main, NULL) != 0)
         return -1;
     return 0;
@@ -381,23 +373,20 @@ io_wait(void)
     while (io.todo != NULL)
         pthread_cond_wait(&io.cv, &io.mu);
     pthread_mutex_unlock(&io.mu);
-    pipe_cb(io.pipe[0], EV_READ, NULL);
+    pipe_cb(io.wake.fd[0], EV_READ, NULL);
 }
 
 void
 io_stop(void)
 {
-    if (io.ev == NULL)
+    if (io.wake.ev == NULL)
         return;
     pthread_mutex_lock(&io.mu);
     io.stop = true;
     pthread_cond_signal(&io.cv);
     pthread_mutex_unlock(&io.mu);
     pthread_join(io.thread, NULL);
-    event_free(io.ev);
-    io.ev = NULL;
-    close(io.pipe[0]);
-    close(io.pipe[1]);
+    wake_close(&io.wake);
     if (io.seg_fd >= 0)
         close(io.seg_fd);
     if (io.defs_fd >= 0)
@@ -408,4 +397,53 @@ io_stop(void)
         fclose(io.sync_log);
     free(io.fail_path);
     io.seg_fd = io.defs_fd = io.dirfd = io.msgdirfd = -1;
+}
+
+int
+wake_open(struct wake *w, void (*cb)(int fd, short what, void *arg))
+{
+    if (pipe2(w->fd, O_NONBLOCK | O_CLOEXEC) != 0)
+        return -1;
+    w->ev = event_new(broker.base, w->fd[0], EV_READ | EV_PERSIST, cb, NULL);
+    event_add(w->ev, NULL);
+    return 0;
+}
+
+void
+wake_poke(struct wake *w)
+{
+    char b = 1;
+    while (write(w->fd[1], &b, 1) < 0 && errno == EINTR)
+        ;
+}
+
+void
+wake_drain(int fd)
+{
+    char b[64];
+    while (read(fd, b, sizeof(b)) > 0)
+        ;
+}
+
+void
+wake_close(struct wake *w)
+{
+    event_free(w->ev);
+    w->ev = NULL;
+    close(w->fd[0]);
+    close(w->fd[1]);
+}
+
+char *
+test_hook_path(const char *name)
+{
+    const char *p = getenv(name);
+    return p && *p ? xstrdup(p) : NULL;
+}
+
+unsigned
+test_hook_number(const char *name)
+{
+    const char *p = getenv(name);
+    return p && *p ? (unsigned)strtoul(p, NULL, 10) : 0;
 }

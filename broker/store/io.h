@@ -15,6 +15,23 @@
 #include "broker/store/record.h"
 
 struct msg;
+struct event;
+
+/* A store thread's way back to the loop: a pipe the loop watches, with
+ * 'cb' called when the thread pokes it (pager.c uses it too). */
+struct wake {
+    int fd[2];
+    struct event *ev;
+};
+int wake_open(struct wake *w, void (*cb)(int fd, short what, void *arg));
+void wake_poke(struct wake *w);     /* from the thread */
+void wake_drain(int fd);            /* in 'cb' */
+void wake_close(struct wake *w);
+
+/* A test hook from the environment (io.c and pager.c list theirs): the
+ * path it names (a copy, or NULL), or the number it says (0 if unset). */
+char *test_hook_path(const char *name);
+unsigned test_hook_number(const char *name);
 
 struct io_job {
     uint64_t batch;

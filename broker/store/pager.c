@@ -36,8 +36,7 @@ static struct {
     pthread_cond_t cv;
     struct pager_list todo, finished;
     bool running, stop;
-    int pipe[2];
-    struct event *ev;
+    struct wake wake;
     int write_fd;               /* the scratch segment being written */
     uint32_t write_seg;
     /* test hooks */
@@ -309,7 +308,7 @@ thread_main(void *arg)
         run_job(j);
         pthread_mutex_lock(&pg.mu);
         TAILQ_INSERT_TAIL(&pg.finished, j, link);
-        pipe_poke(pg.pipe[1]);
+        wake_poke(&pg.wake);
     }
     pthread_mutex_unlock(&pg.mu);
     return NULL;
@@ -323,7 +322,7 @@ pipe_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     (void)arg;
 
-    pipe_drain(fd);
+    wake_drain(fd);
     pthread_mutex_lock(&pg.mu);
     TAILQ_CONCAT(&done, &pg.finished, link);
     pthread_mutex_unlock(&pg.mu);
@@ -360,21 +359,14 @@ pager_start(const char *dir)
     if (mkdir(pg.scratchdir, 0750) != 0 && errno != EEXIST)
         return -1;
     wipe_scratch();
-    const char *p = getenv("ROOST_TEST_SCRATCH_FAIL");
-    if (p && *p)
-        pg.fail_path = xstrdup(p);
-    p = getenv("ROOST_TEST_READ_DELAY_US");
-    if (p && *p)
-        pg.read_delay_us = (unsigned)strtoul(p, NULL, 10);
+    pg.fail_path = test_hook_path("ROOST_TEST_SCRATCH_FAIL");
+    pg.read_delay_us = test_hook_number("ROOST_TEST_READ_DELAY_US");
     TAILQ_INIT(&pg.todo);
     TAILQ_INIT(&pg.finished);
-    if (pipe2(pg.pipe, O_NONBLOCK | O_CLOEXEC) != 0)
+    if (wake_open(&pg.wake, pipe_cb) != 0)
         return -1;
     pthread_mutex_init(&pg.mu, NULL);
     pthread_cond_init(&pg.cv, NULL);
-    pg.ev = event_new(broker.base, pg.pipe[0], EV_READ | EV_PERSIST, pipe_cb,
-                      NULL);
-    event_add(pg.ev, NULL);
     pg.stop = false;
     if (pthread_create(&pg.thread, NULL, thread_main, NULL) != 0)
         return -1;
@@ -403,11 +395,8 @@ pager_stop(void)
     pthread_join(pg.thread, NULL);
     pg.running = false;
     /* The thread ran every job it was given: hand them back. */
-    pipe_cb(pg.pipe[0], EV_READ, NULL);
-    event_free(pg.ev);
-    pg.ev = NULL;
-    close(pg.pipe[0]);
-    close(pg.pipe[1]);
+    pipe_cb(pg.wake.fd[0], EV_READ, NULL);
+    wake_close(&pg.wake);
     if (pg.write_fd >= 0)
         close(pg.write_fd);
     pg.write_fd = -1;

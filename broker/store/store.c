@@ -93,6 +93,10 @@ struct scratchacct {
  * to be written. */
 #define SCRATCH_SEG_SIZE (16u * 1024 * 1024)
 #define SCRATCH_PASS_MAX (4u * 1024 * 1024)
+/* Records handed to the pager thread and not yet written hold a copy of
+ * their messages: at most this much; beyond it, paging waits for a write
+ * to finish. */
+#define SCRATCH_INFLIGHT_MAX (16u * 1024 * 1024)
 
 /* A write to the scratch area and the messages it carries. */
 struct scratch_job {
@@ -148,6 +152,7 @@ static struct {
     uint64_t scr_base, scr_cur, scr_len;
     struct wbuf scr_buf;        /* to be written at scr_buf_off of scr_cur */
     uint64_t scr_buf_off;
+    uint64_t scr_inflight;      /* bytes of scratch jobs not yet done */
     struct msg **scr_msgs;
     size_t scr_nmsgs, scr_msgs_cap;
     uint64_t scr_retry_at;      /* after a failed write, not before */
@@ -510,6 +515,7 @@ store_page_flush(void)
     sj->job.seg = (uint32_t)st.scr_cur;
     sj->job.off = st.scr_buf_off;
     sj->job.data = st.scr_buf;
+    st.scr_inflight += st.scr_buf.len;
     sj->msgs = st.scr_msgs;
     sj->n = st.scr_nmsgs;
     memset(&st.scr_buf, 0, sizeof(st.scr_buf));
@@ -549,6 +555,9 @@ store_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     }
     if (!pressure || !store_pages() || now_ms() < st.scr_retry_at)
         return 0;
+    /* The pager thread has enough to write: after its next write. */
+    if (st.scr_inflight + st.scr_buf.len >= SCRATCH_INFLIGHT_MAX)
+        return 2;
     /* A message with no record, under memory pressure: to scratch. */
     size_t at = st.scr_buf.len;
     put_msg(&st.scr_buf, m);
@@ -591,6 +600,7 @@ scratch_written(struct pager_job *j)
     struct scratch_job *sj = (struct scratch_job *)j;
     static bool warned;
 
+    st.scr_inflight -= j->data.len;
     if (j->err) {
         if (!warned)
             log_warnx("store: cannot write to the scratch area %s (%s): "
