@@ -643,20 +643,27 @@ confirms_recheck(struct store_waiter *w)
 {
     struct channel *ch = (struct channel *)((char *)w -
                                             offsetof(struct channel, store_w));
-    bool any = false;
+    uint64_t from = store_recheck_batch();
+    size_t marked = 0;
 
-    for (size_t i = 0; i < ch->pend_len; i++) {
+    /* Only publishes of batches not yet written can be such: they are
+     * at the back of the ring. */
+    for (size_t i = ch->pend_len; i-- > 0;) {
         struct pend_confirm *e = pend_at(ch, i);
+        if (e->batch && e->batch < from)
+            break;
         if (!e->told && e->m && store_msg_unneeded(e->m)) {
             e->batch = 0;
-            any = true;
+            marked++;
         }
     }
-    if (!any)
+    if (marked == 0)
         return;
     release_confirms(ch, store_durable_batch());
-    for (size_t i = 0; i < ch->pend_len; i++) {
+    for (size_t i = ch->pend_len; i-- > 0;) {
         struct pend_confirm *e = pend_at(ch, i);
+        if (e->batch && e->batch < from)
+            break;
         if (!e->told && e->batch == 0) {
             e->told = true;
             confirm_one(ch, AMQP_BASIC_ACK, e->seq);

@@ -123,6 +123,7 @@ static struct {
     bool busy;
     struct io_job job;
     struct event *kick, *recheck;
+    uint64_t recheck_from;      /* store_recheck_batch(); 0: none due */
     struct waiter_list waiters;
     /* the journal's segments: live bytes of each, from 'base' on */
     uint64_t cur_seg, cur_len;
@@ -785,12 +786,23 @@ recheck_cb(evutil_socket_t fd, short what, void *arg)
         if (w->recheck)
             w->recheck(w);
     }
+    st.recheck_from = 0;
+}
+
+uint64_t
+store_recheck_batch(void)
+{
+    return st.recheck_from;
 }
 
 /* At the end of this loop turn, waiters look again (store_waiter). */
 static void
 recheck_soon(void)
 {
+    /* The message's record was not written: its batch is at least the
+     * oldest one with changes still waiting. */
+    if (st.recheck_from == 0)
+        st.recheck_from = st.nops ? st.ops[0].batch : st.open_batch;
     if (st.recheck == NULL)
         st.recheck = event_new(broker.base, -1, 0, recheck_cb, NULL);
     event_active(st.recheck, EV_TIMEOUT, 0);

@@ -128,6 +128,9 @@ bool store_tx_end(void);
 uint64_t store_open_batch(void);
 /* The last batch known durable. */
 uint64_t store_durable_batch(void);
+/* During a waiter's recheck: no message of a batch below this turned out
+ * unneeded since the last recheck (store_msg_unneeded). */
+uint64_t store_recheck_batch(void);
 bool store_has_pending(void);
 
 /* How many definition records have been written so far: a handler that
