@@ -589,6 +589,10 @@ scratch_retry_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
+    /* The timer is what ends the rest: the loop's clock it was set on may
+     * lag now_ms() by the turn that set it, so scr_retry_at could still be
+     * a few ms ahead, and nothing would look again. */
+    st.scr_retry_at = 0;
     if (st.open && !st.closing)
         queue_pager_kick(true);
 }
