@@ -102,6 +102,7 @@ channel_free(struct channel *ch)
         msg_unref(pend_at(ch, i)->m);
     free(ch->pend);
     free(ch->unacked);
+    msg_env_cache_clear(&ch->envs);
     hmap_destroy(&ch->consumers);
     free(ch);
 }
@@ -442,9 +443,9 @@ channel_send_content(struct channel *ch, const struct amqp_method *m,
 
     conn_send_method(c, ch->number, m);
     wire_wr_init(&w, buf, sizeof(buf));
-    frame_put_header(&w, AMQP_FRAME_HEADER, ch->number, msg->hdr_len);
+    frame_put_header(&w, AMQP_FRAME_HEADER, ch->number, msg_hdr_len(msg));
     evbuffer_add(out, buf, w.len);
-    evbuffer_add(out, msg_hdr(msg), msg->hdr_len);
+    evbuffer_add(out, msg_hdr(msg), msg_hdr_len(msg));
     evbuffer_add(out, "\xCE", 1);
     for (uint64_t off = 0; off < msg->body_len; off += chunk) {
         size_t n = (size_t)(msg->body_len - off < chunk ? msg->body_len - off
@@ -469,9 +470,9 @@ channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
     d->consumer_tag.len = c->tag_len;
     d->redelivered = e.redelivered;
     d->exchange.ptr = (const uint8_t *)msg_exchange(e.m);
-    d->exchange.len = e.m->exchange_len;
+    d->exchange.len = msg_exchange_len(e.m);
     d->routing_key.ptr = (const uint8_t *)msg_rkey(e.m);
-    d->routing_key.len = e.m->rkey_len;
+    d->routing_key.len = msg_rkey_len(e.m);
     if (c->no_ack) {
         d->delivery_tag = ch->next_tag++;
         channel_send_content(ch, &m, e.m);
@@ -937,7 +938,7 @@ header_frame(struct channel *ch, const struct frame *f)
     bool lendable = h.body_size >= BODY_LEND_MIN &&
                     h.body_size <= ch->conn->frame_max;
     ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key, f->payload,
-                          f->size, &h, lendable);
+                          f->size, &h, lendable, &ch->envs);
     ch->pub_filled = 0;
     ch->content = CA_AWAIT_BODY;
     if (h.body_size == 0) {
@@ -957,7 +958,7 @@ body_frame(struct channel *ch, const struct frame *f)
     if (f->size > m->body_len - ch->pub_filled) {
         conn_fail(ch->conn, AMQP_FRAME_ERROR, AMQP_BASIC_PUBLISH,
                   "content body of %" PRIu64 " bytes exceeds the announced "
-                  "body size %" PRIu64, ch->pub_filled + f->size, m->body_len);
+                  "body size %" PRIu32, ch->pub_filled + f->size, m->body_len);
         return;
     }
     /* The whole body in one frame is lent, not copied (inbuf.h). */

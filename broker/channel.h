@@ -13,6 +13,7 @@
 
 #include "amqp/method.h"
 #include "broker/hmap.h"
+#include "broker/msg.h"
 #include "broker/queue.h"
 #include "broker/store/store.h"
 
@@ -72,6 +73,7 @@ struct channel {
     bool pub_mandatory;
     struct msg *pub_msg;
     uint64_t pub_filled;            /* body bytes of pub_msg so far */
+    struct msg_env_cache envs;      /* envelopes its publishes share */
     /* consuming */
     struct hmap consumers;          /* tag -> struct consumer */
     uint32_t prefetch_consumer;     /* qos global=false: for new consumers */

@@ -54,13 +54,13 @@ put_death(struct wire_wr *w, int64_t count, const char *reason,
     field_put(w, &f);
     put_str(w, "exchange",
             (struct amqp_bytes){ (const uint8_t *)msg_exchange(m),
-                                 m->exchange_len });
+                                 msg_exchange_len(m) });
     (void)table_put_key(w, amqp_cstr("routing-keys"));
     wire_put_u8(w, AMQP_FIELD_ARRAY);
     a = table_begin(w);
     f = (struct amqp_field){ .kind = AMQP_FIELD_LONGSTR,
                              .v.str = { (const uint8_t *)msg_rkey(m),
-                                        m->rkey_len } };
+                                        msg_rkey_len(m) } };
     field_put(w, &f);
     table_end(w, a);
     if (h->props.flags & AMQP_BASIC_EXPIRATION_FLAG)
@@ -122,7 +122,7 @@ build_headers(struct wire_wr *w, const struct msg *m,
         put_str(w, "x-first-death-queue", amqp_cstr(queue));
         put_str(w, "x-first-death-exchange",
                 (struct amqp_bytes){ (const uint8_t *)msg_exchange(m),
-                                     m->exchange_len });
+                                     msg_exchange_len(m) });
     }
     table_end(w, outer);
     return true;
@@ -134,11 +134,11 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
 {
     struct content_header h;
     struct wire_wr w;
-    size_t cap = m->hdr_len + 1024;
+    size_t cap = msg_hdr_len(m) + 1024;
     uint8_t *hbuf = NULL, *out = NULL;
     struct msg *dm = NULL;
 
-    if (content_header_decode(msg_hdr(m), m->hdr_len, &h) != AMQP_OK)
+    if (content_header_decode(msg_hdr(m), msg_hdr_len(m), &h) != AMQP_OK)
         return NULL;   /* cannot happen: it was checked at publish */
     for (;;) {
         hbuf = xrealloc(hbuf, cap);
@@ -155,7 +155,7 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
     h.props.flags |= AMQP_BASIC_HEADERS_FLAG;
     h.props.flags &= (uint16_t)~AMQP_BASIC_EXPIRATION_FLAG;
 
-    size_t ocap = m->hdr_len + w.len + 64;
+    size_t ocap = msg_hdr_len(m) + w.len + 64;
     for (;;) {
         out = xrealloc(out, ocap);
         struct wire_wr ow;
@@ -165,7 +165,7 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
             struct amqp_bytes rk = dlrk ? amqp_cstr(dlrk)
                                         : (struct amqp_bytes){
                                               (const uint8_t *)msg_rkey(m),
-                                              m->rkey_len };
+                                              msg_rkey_len(m) };
             struct content_header dh;
             /* With x-death added, the headers can outgrow what a table
              * may hold (16 MiB): such a message cannot be dead-lettered
@@ -176,7 +176,7 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                           "with x-death was dropped", queue);
                 break;
             }
-            dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, &dh, false);
+            dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, &dh, false, NULL);
             msg_body_copy_from(dm, m);
             break;
         }

@@ -401,7 +401,7 @@ route_into(struct route_ctx *rc, struct exchange *x)
     size_t before = rc->out->n;
     if (x->is_default) {
         struct amqp_bytes name = { (const uint8_t *)msg_rkey(rc->m),
-                                   rc->m->rkey_len };
+                                   msg_rkey_len(rc->m) };
         struct queue *q = vhost_queue(x->vh, name);
         if (q && q->epoch != rc->epoch) {
             struct binding implicit = { .q = q };

@@ -237,14 +237,14 @@ topic_route(void *index, const struct msg *m, struct route_ctx *rc)
 {
     struct topic *t = index;
     struct walk wk;
-    const char *p = msg_rkey(m), *end = msg_rkey(m) + m->rkey_len;
-    struct cached *c = hmap_get(&t->cache, msg_rkey(m), m->rkey_len);
+    const char *p = msg_rkey(m), *end = msg_rkey(m) + msg_rkey_len(m);
+    struct cached *c = hmap_get(&t->cache, msg_rkey(m), msg_rkey_len(m));
 
     if (c == NULL) {
         if (t->cache.count >= TOPIC_CACHE_MAX)
             cache_clear(t);
         c = xcalloc(1, sizeof(*c));
-        hmap_put(&t->cache, msg_rkey(m), m->rkey_len, c);
+        hmap_put(&t->cache, msg_rkey(m), msg_rkey_len(m), c);
     } else {
         for (size_t k = 0; k < c->n; k++)
             route_emit(rc, c->v[k]);
@@ -254,7 +254,7 @@ topic_route(void *index, const struct msg *m, struct route_ctx *rc)
     wk.cap = 0;
     wk.epoch = ++t->epoch;
     wk.nw = 0;
-    for (; m->rkey_len > 0;) {
+    for (; msg_rkey_len(m) > 0;) {
         const char *dot = memchr(p, '.', (size_t)(end - p));
         size_t len = dot ? (size_t)(dot - p) : (size_t)(end - p);
         wk.w[wk.nw] = p;

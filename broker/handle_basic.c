@@ -152,7 +152,7 @@ void
 channel_route(struct channel *ch, struct msg *m, bool mandatory)
 {
     struct amqp_bytes xname = { (const uint8_t *)msg_exchange(m),
-                                m->exchange_len };
+                                msg_exchange_len(m) };
     struct exchange *x = vhost_exchange(ch->conn->vh, xname);
     /* Reused across publishes so that routing allocates nothing in the
      * steady state; the loop thread is the only user. */
@@ -169,7 +169,7 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
         ret.a.basic_return.reply_text = amqp_cstr("NO_ROUTE");
         ret.a.basic_return.exchange = xname;
         ret.a.basic_return.routing_key.ptr = (const uint8_t *)msg_rkey(m);
-        ret.a.basic_return.routing_key.len = m->rkey_len;
+        ret.a.basic_return.routing_key.len = msg_rkey_len(m);
         channel_send_content(ch, &ret, m);
     }
     bool refused = false, stored = false;
@@ -232,9 +232,9 @@ get_run(struct channel *ch, struct queue *q, bool no_ack)
     struct amqp_basic_get_ok *g = &m.a.basic_get_ok;
     g->redelivered = e.redelivered;
     g->exchange.ptr = (const uint8_t *)msg_exchange(e.m);
-    g->exchange.len = e.m->exchange_len;
+    g->exchange.len = msg_exchange_len(e.m);
     g->routing_key.ptr = (const uint8_t *)msg_rkey(e.m);
-    g->routing_key.len = e.m->rkey_len;
+    g->routing_key.len = msg_rkey_len(e.m);
     g->message_count = (uint32_t)q->len;
     if (no_ack) {
         g->delivery_tag = ch->next_tag++;

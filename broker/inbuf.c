@@ -7,10 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/asan.h"
 #include "broker/msg.h"
 #include "broker/util.h"
 
 #define BLOCK_ALIGN 4096
+
+/*
+ * Freed blocks of up to SPARE_CAP bytes wait, at most SPARES of them, for
+ * the next block_new. A connection lets go of its block whenever a read
+ * leaves nothing unread (inbuf_trim), which a publisher waiting for its
+ * confirms does at every read: without spares each such read freed a
+ * block and allocated the next, and the messages allocated meanwhile
+ * carved the freed block up, leaving a hole of up to a message's size in
+ * the heap per read (about 15 bytes per queued 1 KiB message).
+ */
+#define SPARES 8
+#define SPARE_CAP (256u * 1024)
+
+static struct inblock *spare[SPARES];
+static size_t nspare;
 
 static uint64_t bytes_in_use;
 
@@ -20,8 +36,19 @@ static TAILQ_HEAD(, inblock) retired = TAILQ_HEAD_INITIALIZER(retired);
 static struct inblock *
 block_new(size_t cap)
 {
-    struct inblock *b = malloc(sizeof(*b) + cap);
+    struct inblock *b = NULL;
 
+    /* A spare of at least 'cap' and at most twice as large. */
+    for (size_t i = 0; i < nspare; i++)
+        if (spare[i]->cap >= cap && spare[i]->cap / 2 <= cap) {
+            b = spare[i];
+            spare[i] = spare[--nspare];
+            ASAN_UNPOISON_MEMORY_REGION(b->data, b->cap);
+            cap = b->cap;
+            break;
+        }
+    if (b == NULL)
+        b = malloc(sizeof(*b) + cap);
     if (b == NULL)
         return NULL;
     b->refs = 1;
@@ -41,7 +68,22 @@ inblock_unref(struct inblock *b)
     bytes_in_use -= sizeof(*b) + b->cap;
     if (b->retired)
         TAILQ_REMOVE(&retired, b, retired_link);
-    free(b);
+    if (b->cap > SPARE_CAP || nspare == SPARES) {
+        free(b);
+        return;
+    }
+    spare[nspare++] = b;
+    ASAN_POISON_MEMORY_REGION(b->data, b->cap);
+}
+
+void
+inbuf_spares_free(void)
+{
+    while (nspare > 0) {
+        struct inblock *b = spare[--nspare];
+        ASAN_UNPOISON_MEMORY_REGION(b->data, b->cap);
+        free(b);
+    }
 }
 
 /* The connection moves on from 'b': drop its reference, and remember the

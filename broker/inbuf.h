@@ -110,7 +110,11 @@ void inblock_unref(struct inblock *b);
  */
 void inbuf_compact(uint64_t older_than_ms);
 
-/* Bytes held by every live block, retired ones included. */
+/* Free the spare blocks kept for reuse (at exit). */
+void inbuf_spares_free(void);
+
+/* Bytes held by every live block, retired ones included (not spares:
+ * at most 8 of 256 KiB). */
 uint64_t inbuf_bytes_in_use(void);
 
 #endif

@@ -264,6 +264,7 @@ broker_teardown(void)
         vhost_free(s->val);
     hmap_destroy(&broker.vhosts);
     msg_pool_free();
+    inbuf_spares_free();
     auth_free_users();
     event_base_free(broker.base);
     config_free(&broker.cfg);

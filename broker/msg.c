@@ -1,29 +1,17 @@
 /*
- * Messages live in one allocation: the struct, the exchange name, the
- * routing key, the content header and, unless it is lent by an input
- * block or too large for one frame, the body.
+ * Messages live in one allocation: the struct, the envelope (exchange
+ * name, routing key, content header) unless it is shared, and, unless it
+ * is lent by an input block or too large for one frame, the body.
  */
 #include "broker/msg.h"
 
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SANITIZE_ADDRESS__)        /* gcc */
-#define MSG_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)    /* clang */
-#define MSG_ASAN 1
-#endif
-#endif
-#ifdef MSG_ASAN
-#include <sanitizer/asan_interface.h>
-#else
-#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
-#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
-#endif
 
 #include <event2/buffer.h>
 
 #include "amqp/props.h"
+#include "broker/asan.h"
 #include "broker/conn.h"
 #include "broker/qargs.h"
 #include "broker/store/store.h"
@@ -33,7 +21,8 @@
  * referenced, which costs a chain entry but no copy. */
 #define BODY_COPY_MAX 4096
 
-_Static_assert(sizeof(struct msg) == 64, "struct msg grew");
+_Static_assert(sizeof(struct msg) == 40, "struct msg grew");
+_Static_assert(sizeof(struct msg_env) == 32, "struct msg_env grew");
 
 static uint64_t bytes_in_use;
 
@@ -60,30 +49,39 @@ class_bytes(size_t cls)
     return cls * POOL_CLASS - 8;
 }
 
-static struct msg *
-pool_get(size_t size, uint16_t *cls_out, size_t *alloc)
+/* A size's class (0: beyond the pool, malloc'd as it is). */
+static size_t
+class_of(size_t size)
 {
-    if (size > POOL_MAX) {
-        *cls_out = 0;
-        *alloc = size;
-        return xmalloc(size);
-    }
-    size_t cls = (size + 8 + POOL_CLASS - 1) / POOL_CLASS;
-    void *p = pool[cls];
-    *cls_out = (uint16_t)cls;
-    *alloc = class_bytes(cls);
+    return size > POOL_MAX ? 0 : (size + 8 + POOL_CLASS - 1) / POOL_CLASS;
+}
+
+/* What an allocation of 'size' bytes really asks malloc for. */
+static size_t
+alloc_bytes(size_t size)
+{
+    size_t cls = class_of(size);
+    return cls ? class_bytes(cls) : size;
+}
+
+static struct msg *
+pool_get(size_t size)
+{
+    size_t cls = class_of(size);
+    void *p = cls ? pool[cls] : NULL;
+
     if (p == NULL)
-        return xmalloc(*alloc);
-    ASAN_UNPOISON_MEMORY_REGION(p, *alloc);
+        return xmalloc(alloc_bytes(size));
+    ASAN_UNPOISON_MEMORY_REGION(p, class_bytes(cls));
     pool[cls] = *(void **)p;
-    pool_bytes -= *alloc;
+    pool_bytes -= class_bytes(cls);
     return p;
 }
 
 static void
-pool_put(struct msg *m, size_t alloc)
+pool_put(struct msg *m, size_t size)
 {
-    size_t cls = m->pool_class;
+    size_t cls = class_of(size), alloc = alloc_bytes(size);
 
     if (cls == 0 || pool_bytes + alloc > POOL_BYTES) {
         free(m);
@@ -108,11 +106,28 @@ msg_pool_free(void)
     pool_bytes = 0;
 }
 
-/* The names and the header, and where what follows them starts. */
+/* An envelope's bytes: its struct, the names and the header. */
 static size_t
-head_size(size_t exchange_len, size_t rkey_len, size_t hdr_len)
+env_size(size_t exchange_len, size_t rkey_len, size_t hdr_len)
 {
-    return sizeof(struct msg) + exchange_len + 1 + rkey_len + 1 + hdr_len;
+    return sizeof(struct msg_env) + exchange_len + 1 + rkey_len + 1 + hdr_len;
+}
+
+static bool
+env_inline(const struct msg *m)
+{
+    return m->env == (const struct msg_env *)(m + 1);
+}
+
+/* The struct and the envelope if it is inside: where what follows
+ * starts. */
+static size_t
+head_size(const struct msg *m)
+{
+    const struct msg_env *e = m->env;
+    return sizeof(struct msg) +
+           (env_inline(m) ? env_size(e->exchange_len, e->rkey_len, e->hdr_len)
+                          : 0);
 }
 
 static size_t
@@ -125,23 +140,16 @@ ext_offset(size_t head)
 static size_t
 msg_size(const struct msg *m)
 {
-    size_t head = head_size(m->exchange_len, m->rkey_len, m->hdr_len);
+    size_t head = head_size(m);
     if (m->body_at == MSG_BODY_INLINE)
         return head + (size_t)m->body_len;
     return ext_offset(head) + sizeof(struct msg_ext);
 }
 
-static size_t
-alloc_of(const struct msg *m)
-{
-    return m->pool_class ? class_bytes(m->pool_class) : msg_size(m);
-}
-
 static struct msg_ext *
 ext_of(const struct msg *m)
 {
-    return (struct msg_ext *)((char *)m + ext_offset(head_size(
-        m->exchange_len, m->rkey_len, m->hdr_len)));
+    return (struct msg_ext *)((char *)m + ext_offset(head_size(m)));
 }
 
 /* The body's bytes, wherever they are. */
@@ -149,57 +157,156 @@ static uint8_t *
 body_of(const struct msg *m)
 {
     if (m->body_at == MSG_BODY_INLINE)
-        return msg_hdr(m) + m->hdr_len;
+        return (uint8_t *)m + head_size(m);
     return ext_of(m)->body;
+}
+
+/* Fill envelope 'e' (its bytes follow it). */
+static void
+env_fill(struct msg_env *e, struct amqp_bytes exchange, struct amqp_bytes rkey,
+         const uint8_t *hdr, size_t hdr_len, const struct content_header *ch)
+{
+    char *p = (char *)(e + 1);
+
+    memset(e, 0, sizeof(*e));
+    memcpy(p, exchange.ptr, exchange.len);
+    p[exchange.len] = '\0';
+    e->exchange_len = (uint8_t)exchange.len;
+    p += exchange.len + 1;
+    memcpy(p, rkey.ptr, rkey.len);
+    p[rkey.len] = '\0';
+    e->rkey_len = (uint8_t)rkey.len;
+    p += rkey.len + 1;
+    memcpy(p, hdr, hdr_len);
+    e->hdr_len = (uint32_t)hdr_len;
+    e->ttl = -1;
+    const struct amqp_basic_props *pr = &ch->props;
+    if (pr->flags & AMQP_BASIC_EXPIRATION_FLAG) {
+        int64_t ttl = qargs_parse_expiration(pr->expiration);
+        e->ttl = ttl >= 0 ? ttl : -1;
+    }
+    /* The decoded headers point into 'hdr': keep where. */
+    if (pr->flags & AMQP_BASIC_HEADERS_FLAG) {
+        e->headers_off = (uint32_t)(pr->headers.ptr - hdr);
+        e->headers_len = (uint32_t)pr->headers.len;
+    }
+    if (pr->flags & AMQP_BASIC_DELIVERY_MODE_FLAG)
+        e->persistent = pr->delivery_mode == 2;
+    if (pr->flags & AMQP_BASIC_PRIORITY_FLAG)
+        e->priority = pr->priority;
+}
+
+static void
+env_unref(struct msg_env *e)
+{
+    if (--e->refs > 0)
+        return;
+    bytes_in_use -= env_size(e->exchange_len, e->rkey_len, e->hdr_len);
+    free(e);
+}
+
+/* Whether 'a' (lengths and bytes back to back) is this envelope. */
+static bool
+same_bytes(const uint8_t *a, size_t alen, const void *b, size_t blen)
+{
+    return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
+}
+
+static bool
+env_is(const struct msg_env *e, struct amqp_bytes exchange,
+       struct amqp_bytes rkey, const uint8_t *hdr, size_t hdr_len)
+{
+    const uint8_t *p = (const uint8_t *)(e + 1);
+    return same_bytes(exchange.ptr, exchange.len, p, e->exchange_len) &&
+           same_bytes(rkey.ptr, rkey.len, p + e->exchange_len + 1,
+                      e->rkey_len) &&
+           same_bytes(hdr, hdr_len, p + e->exchange_len + e->rkey_len + 2,
+                      e->hdr_len);
+}
+
+/*
+ * The envelope to share for this publish, with a reference for the
+ * message, or NULL (the message carries its own). The second of two
+ * publishes in a row with the same envelope makes the shared one.
+ */
+static struct msg_env *
+env_share(struct msg_env_cache *c, struct amqp_bytes exchange,
+          struct amqp_bytes rkey, const uint8_t *hdr, size_t hdr_len,
+          const struct content_header *ch)
+{
+    if (c == NULL)
+        return NULL;
+    if (c->env != NULL && env_is(c->env, exchange, rkey, hdr, hdr_len)) {
+        c->env->refs++;
+        return c->env;
+    }
+    size_t n = exchange.len + rkey.len + hdr_len;
+    if (c->have_last && same_bytes(exchange.ptr, exchange.len, c->last,
+                                   c->last_ex) &&
+        same_bytes(rkey.ptr, rkey.len, c->last + c->last_ex, c->last_rk) &&
+        same_bytes(hdr, hdr_len, c->last + c->last_ex + c->last_rk,
+                   c->last_hdr)) {
+        size_t size = env_size(exchange.len, rkey.len, hdr_len);
+        struct msg_env *e = xmalloc(size);
+        env_fill(e, exchange, rkey, hdr, hdr_len, ch);
+        e->refs = 2;                /* the cache's and the message's */
+        bytes_in_use += size;
+        if (c->env != NULL)
+            env_unref(c->env);
+        c->env = e;
+        c->have_last = false;
+        return e;
+    }
+    c->have_last = n <= MSG_ENV_CACHE_MAX;
+    if (c->have_last) {
+        if (c->last == NULL)
+            c->last = xmalloc(MSG_ENV_CACHE_MAX);
+        memcpy(c->last, exchange.ptr, exchange.len);
+        memcpy(c->last + exchange.len, rkey.ptr, rkey.len);
+        memcpy(c->last + exchange.len + rkey.len, hdr, hdr_len);
+        c->last_ex = (uint32_t)exchange.len;
+        c->last_rk = (uint32_t)rkey.len;
+        c->last_hdr = (uint32_t)hdr_len;
+    }
+    return NULL;
+}
+
+void
+msg_env_cache_clear(struct msg_env_cache *c)
+{
+    if (c->env != NULL)
+        env_unref(c->env);
+    free(c->last);
+    memset(c, 0, sizeof(*c));
 }
 
 struct msg *
 msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
         const uint8_t *hdr, size_t hdr_len, const struct content_header *ch,
-        bool body_later)
+        bool body_later, struct msg_env_cache *cache)
 {
     uint64_t body_len = ch->body_size;
-    size_t head = head_size(exchange.len, rkey.len, hdr_len);
+    struct msg_env *shared = env_share(cache, exchange, rkey, hdr, hdr_len,
+                                       ch);
+    size_t head = sizeof(struct msg) +
+                  (shared ? 0 : env_size(exchange.len, rkey.len, hdr_len));
     size_t size = body_later ? ext_offset(head) + sizeof(struct msg_ext)
                              : head + (size_t)body_len;
-    uint16_t cls;
-    size_t alloc;
-    struct msg *m = pool_get(size, &cls, &alloc);
-    char *p = (char *)(m + 1);
+    struct msg *m = pool_get(size);
 
     memset(m, 0, sizeof(*m));
     m->refs = 1;
-    m->pool_class = cls;
-    memcpy(p, exchange.ptr, exchange.len);
-    p[exchange.len] = '\0';
-    m->exchange_len = (uint8_t)exchange.len;
-    p += exchange.len + 1;
-    memcpy(p, rkey.ptr, rkey.len);
-    p[rkey.len] = '\0';
-    m->rkey_len = (uint8_t)rkey.len;
-    p += rkey.len + 1;
-    memcpy(p, hdr, hdr_len);
-    m->hdr_len = (uint32_t)hdr_len;
-    m->body_len = body_len;
+    if (shared != NULL) {
+        m->env = shared;
+    } else {
+        m->env = (struct msg_env *)(m + 1);
+        env_fill(m->env, exchange, rkey, hdr, hdr_len, ch);
+    }
+    m->body_len = (uint32_t)body_len;
     m->body_at = body_later ? MSG_BODY_NONE : MSG_BODY_INLINE;
     if (body_later)
         memset(ext_of(m), 0, sizeof(struct msg_ext));
-    m->ttl = -1;
-    const struct amqp_basic_props *pr = &ch->props;
-    if (pr->flags & AMQP_BASIC_EXPIRATION_FLAG) {
-        int64_t ttl = qargs_parse_expiration(pr->expiration);
-        m->ttl = ttl >= 0 ? ttl : -1;
-    }
-    /* The decoded headers point into 'hdr': keep where. */
-    if (pr->flags & AMQP_BASIC_HEADERS_FLAG) {
-        m->headers_off = (uint32_t)(pr->headers.ptr - hdr);
-        m->headers_len = (uint32_t)pr->headers.len;
-    }
-    if (pr->flags & AMQP_BASIC_DELIVERY_MODE_FLAG)
-        m->persistent = pr->delivery_mode == 2;
-    if (pr->flags & AMQP_BASIC_PRIORITY_FLAG)
-        m->priority = pr->priority;
-    bytes_in_use += alloc;
+    bytes_in_use += alloc_bytes(size);
     return m;
 }
 
@@ -315,8 +422,8 @@ msg_unref(struct msg *m)
 {
     if (m == NULL || --m->refs > 0)
         return;
-    size_t alloc = alloc_of(m);
-    bytes_in_use -= alloc;
+    size_t size = msg_size(m);
+    bytes_in_use -= alloc_bytes(size);
     if (m->body_at == MSG_BODY_LENT) {
         unborrow(m);
     } else if (m->body_at == MSG_BODY_HEAP) {
@@ -325,7 +432,9 @@ msg_unref(struct msg *m)
     }
     if (m->store_state != 0)
         store_msg_freed(m);
-    pool_put(m, alloc);
+    if (!env_inline(m))
+        env_unref(m->env);
+    pool_put(m, size);
 }
 
 uint64_t

@@ -149,8 +149,8 @@ queue_push(struct queue *q, struct msg *m)
     if (q->qa.overflow == OVERFLOW_REJECT_PUBLISH &&
         over_limit(q, 1, m->body_len))
         return -1;
-    if (m->ttl >= 0 && (ttl < 0 || m->ttl < ttl))
-        ttl = m->ttl;
+    if (msg_ttl(m) >= 0 && (ttl < 0 || msg_ttl(m) < ttl))
+        ttl = msg_ttl(m);
     if (q->len == q->cap)
         grow(q);
     struct qentry *e = at(q, q->len);

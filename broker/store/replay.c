@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/msg.h"
 #include "broker/store/journal.h"
 #include "broker/util.h"
 
@@ -352,7 +353,10 @@ replay_msg_decode(const struct replay_msg *m, struct replay_fields *out)
     out->hdr = rbuf_str(&r, &out->hdr_len);
     out->body_len = rbuf_u64(&r);
     out->body = rbuf_bytes(&r, (size_t)out->body_len);
-    return !r.bad && out->exchange_len <= 255 && out->rkey_len <= 255 &&
+    /* Nothing after the body: the record's size is what its fields say
+     * (the store derives it from them, store.c rec_size). */
+    return !r.bad && r.off == r.len && out->body_len <= MSG_BODY_MAX &&
+           out->exchange_len <= 255 && out->rkey_len <= 255 &&
            content_header_decode(out->hdr, out->hdr_len, &out->ch) ==
                AMQP_OK &&
            out->ch.body_size == out->body_len;

@@ -157,8 +157,9 @@ struct replay_fields {
     struct content_header ch;   /* borrows 'hdr' */
 };
 
-/* Whether the message decodes: its fields read, its names fit a
- * shortstr, its content header decodes and gives the body's length. */
+/* Whether the message decodes: its fields read with nothing after them,
+ * its names fit a shortstr, its body fits a message (MSG_BODY_MAX), its
+ * content header decodes and gives the body's length. */
 bool replay_msg_decode(const struct replay_msg *m, struct replay_fields *out);
 
 #endif

@@ -158,6 +158,8 @@ static struct {
     size_t scr_nmsgs, scr_msgs_cap;
     uint64_t scr_retry_at;      /* after a failed write, not before */
     struct event *scr_retry;
+    /* envelopes shared by the messages recovered or paged in */
+    struct msg_env_cache envs;
     /* failure */
     bool failed;
     unsigned failures;
@@ -208,13 +210,22 @@ collect_dead_segments(void)
     }
 }
 
+/* The size of a message's record (put_msg's), kept nowhere: the message
+ * knows every length in it. */
+static uint32_t
+rec_size(const struct msg *m)
+{
+    return (uint32_t)(REC_HDR + 8 + 4 + msg_exchange_len(m) + 4 +
+                      msg_rkey_len(m) + 4 + msg_hdr_len(m) + 8 + m->body_len);
+}
+
 static void
 msg_dead(struct msg *m)
 {
     struct segacct *a = seg_of(m->store_seg);
-    a->live -= m->store_size;
+    a->live -= rec_size(m);
     a->last_drop = now_ms();
-    st.stats.live_bytes -= m->store_size;
+    st.stats.live_bytes -= rec_size(m);
     if (m->store_seg == st.first_seg && a->live == 0 && a->paged == 0)
         collect_dead_segments();
 }
@@ -288,7 +299,7 @@ store_enqueue(struct queue *q, const struct qentry *e)
     struct msg *m = e->m;
 
     if (!st.open || st.closing || q->sid == 0 || q->store_gone ||
-        !m->persistent || !q->ops->stores_messages)
+        !msg_persistent(m) || !q->ops->stores_messages)
         return false;
     if (m->store_id == 0) {
         m->store_id = st.next_msg_id++;
@@ -469,7 +480,7 @@ readable(const struct msg *m)
         return false;
     return m->store_seg < st.rd_seg ||
            (m->store_seg == st.rd_seg &&
-            (uint64_t)m->store_off + m->store_size <= st.rd_len);
+            (uint64_t)m->store_off + rec_size(m) <= st.rd_len);
 }
 
 bool
@@ -486,8 +497,8 @@ store_page_out(struct queue *q, struct qentry *e)
         st.paged_bytes += m->body_len;
         e->scratch = 0;
         if (is_stored(q, e) && --m->store_refs == 0) {
-            a->live -= m->store_size;
-            st.stats.live_bytes -= m->store_size;
+            a->live -= rec_size(m);
+            st.stats.live_bytes -= rec_size(m);
         }
     } else if (m->store_state == MS_SCRATCH) {
         scratch_of(m->store_seg)->refs++;
@@ -565,12 +576,11 @@ store_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     m->store_state = MS_SCRATCHING;
     m->store_seg = (uint32_t)st.scr_cur;
     m->store_off = (uint32_t)(st.scr_buf_off + at);
-    m->store_size = (uint32_t)(st.scr_buf.len - at);
-    st.scr_len += m->store_size;
+    st.scr_len += rec_size(m);
     struct scratchacct *a = scratch_of(st.scr_cur);
     a->refs++;
-    a->len += m->store_size;
-    st.stats.scratch_bytes += m->store_size;
+    a->len += rec_size(m);
+    st.stats.scratch_bytes += rec_size(m);
     if (st.scr_nmsgs == st.scr_msgs_cap) {
         st.scr_msgs_cap = st.scr_msgs_cap ? st.scr_msgs_cap * 2 : 256;
         st.scr_msgs = xrealloc(st.scr_msgs, st.scr_msgs_cap * sizeof(*st.scr_msgs));
@@ -654,14 +664,13 @@ store_page_decode(const struct qentry *e, const struct pager_read *r)
         return NULL;
     struct msg *m = msg_new((struct amqp_bytes){ f.exchange, f.exchange_len },
                             (struct amqp_bytes){ f.rkey, f.rkey_len }, f.hdr,
-                            f.hdr_len, &f.ch, false);
+                            f.hdr_len, &f.ch, false, &st.envs);
     msg_body_copy_in(m, f.body);
     struct rbuf rb;
     rbuf_init(&rb, rm.payload, rm.len);
     m->store_id = rbuf_u64(&rb);
     m->store_seg = r->seg;
     m->store_off = r->off;
-    m->store_size = r->len;
     return m;
 }
 
@@ -681,8 +690,8 @@ store_page_in(struct queue *q, struct qentry *e, struct msg *m)
         m->store_state = MS_WRITTEN;
         if (q->sid && !q->store_gone) {
             m->store_refs = 1;
-            a->live += m->store_size;
-            st.stats.live_bytes += m->store_size;
+            a->live += rec_size(m);
+            st.stats.live_bytes += rec_size(m);
         }
     }
     e->paged = 0;
@@ -864,14 +873,16 @@ put_msg(struct wbuf *b, const struct msg *m)
 {
     size_t at = rec_begin(b, J_MSG);
     wbuf_u64(b, m->store_id);
-    wbuf_str(b, msg_exchange(m), m->exchange_len);
-    wbuf_str(b, msg_rkey(m), m->rkey_len);
-    wbuf_str(b, msg_hdr(m), m->hdr_len);
+    wbuf_str(b, msg_exchange(m), msg_exchange_len(m));
+    wbuf_str(b, msg_rkey(m), msg_rkey_len(m));
+    wbuf_str(b, msg_hdr(m), msg_hdr_len(m));
     wbuf_u64(b, m->body_len);
     wbuf_reserve(b, (size_t)m->body_len);
     msg_body_copy(m, b->p + b->len);
     b->len += (size_t)m->body_len;
     rec_end(b, at);
+    if (b->len - at != rec_size(m))
+        fatalx("store: rec_size disagrees with put_msg");
 }
 
 /*
@@ -920,9 +931,8 @@ serialise(struct wbuf *b, size_t limit)
             m->store_state = MS_WRITTEN;
             m->store_seg = (uint32_t)st.cur_seg;
             m->store_off = (uint32_t)(st.job_base + at);
-            m->store_size = (uint32_t)(b->len - at);
-            *live_of(st.cur_seg) += m->store_size;
-            st.stats.live_bytes += m->store_size;
+            *live_of(st.cur_seg) += rec_size(m);
+            st.stats.live_bytes += rec_size(m);
             break;
         case J_ENQ:
             if (m->store_state != MS_WRITTEN)
@@ -1073,8 +1083,8 @@ rewrite_job(struct io_job *j)
         m->store_seg = (uint32_t)st.cur_seg;
         m->store_off = (uint32_t)(m->store_off - st.job_base - off + head);
         if (m->store_refs > 0) {
-            *live_of(old) -= m->store_size;
-            *live_of(st.cur_seg) += m->store_size;
+            *live_of(old) -= rec_size(m);
+            *live_of(st.cur_seg) += rec_size(m);
         }
     }
     st.job_base = 0;
@@ -1114,9 +1124,9 @@ compact_entry(struct queue *q, struct qentry *e, void *arg)
     if (q->sid == 0 || q->store_gone || m->store_id == 0)
         return;
     if (m->store_state == MS_WRITTEN && m->store_seg == cc->seg) {
-        *live_of(m->store_seg) -= m->store_size;
-        st.stats.live_bytes -= m->store_size;
-        cc->copied += m->store_size;
+        *live_of(m->store_seg) -= rec_size(m);
+        st.stats.live_bytes -= rec_size(m);
+        cc->copied += rec_size(m);
         m->store_state = MS_PENDING;
         add_op(J_MSG, 0, 0, m);
     } else if (!(m->store_state == MS_PENDING && m->store_seg == cc->seg)) {
@@ -1499,16 +1509,15 @@ restore_msg(const struct replay *rp, const struct replay_msg *rm,
     }
     struct msg *m = msg_new((struct amqp_bytes){ f.exchange, f.exchange_len },
                             (struct amqp_bytes){ f.rkey, f.rkey_len }, f.hdr,
-                            f.hdr_len, &f.ch, false);
+                            f.hdr_len, &f.ch, false, &st.envs);
     msg_body_copy_in(m, f.body);
     m->store_id = rm->id;
     m->store_state = MS_WRITTEN;
     m->store_seg = (uint32_t)seg_numbers[rm->seg];
     m->store_off = (uint32_t)(rm->payload - (const uint8_t *)maps[rm->seg] -
                               REC_HDR);
-    m->store_size = rm->size;
-    *live_of(m->store_seg) += m->store_size;
-    st.stats.live_bytes += m->store_size;
+    *live_of(m->store_seg) += rec_size(m);
+    st.stats.live_bytes += rec_size(m);
     *slot = m;
     return m;
 }
@@ -1744,10 +1753,10 @@ store_recover(void)
          * where store_seg says: it is not paged from there.) */
         uint64_t es = segs[e.enq_seg];
         if (es < m->store_seg) {
-            *live_of(m->store_seg) -= m->store_size;
+            *live_of(m->store_seg) -= rec_size(m);
             m->store_seg = (uint32_t)es;
             m->store_off = NO_OFF;
-            *live_of(es) += m->store_size;
+            *live_of(es) += rec_size(m);
         }
         m->store_refs++;
         qe.m = m;
@@ -1887,6 +1896,7 @@ store_close(void)
     for (size_t i = 0; i < st.nops; i++)
         msg_unref(st.ops[i].m);
     free(st.ops);
+    msg_env_cache_clear(&st.envs);
     wbuf_free(&st.defs);
     wbuf_free(&st.job.journal);
     wbuf_free(&st.job.defs);

@@ -5,7 +5,9 @@
  * allocation; a small one is copied. Each way must deliver the same bytes,
  * to every queue a message reaches, after a dead-lettering, and after
  * inbuf_compact() has given a kept message its own copy; and bodies kept
- * in a queue must not hold on to whole input blocks for long.
+ * in a queue must not hold on to whole input blocks for long. Envelopes
+ * (exchange, routing key, properties) shared by a run of publishes must
+ * still come out as each message's own.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -356,6 +358,145 @@ START_TEST(dead_letter_too_large_dropped)
 }
 END_TEST
 
+/*
+ * Envelopes (broker/msg.h): a channel's run of publishes with the same
+ * exchange, routing key and properties shares one; a change in any of
+ * them (a routing key, a message-id per message, a content type, the
+ * delivery mode, a priority, headers) gives the message its own. Every
+ * message must come out with its own, live and after a restart (which
+ * shares envelopes between recovered messages the same way), and a TTL
+ * in a shared envelope must still expire its messages.
+ */
+enum { ENV_N = 60 };
+
+static bool
+env_is_b(int i)
+{
+    return i % 7 == 3;
+}
+
+static void
+env_props(int i, amqp_basic_properties_t *p, char *id, size_t idlen,
+          amqp_table_entry_t *hdr)
+{
+    memset(p, 0, sizeof(*p));
+    p->_flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
+    p->content_type = amqp_cstring_bytes(i < 40 ? "text/a" : "text/b");
+    p->delivery_mode = i >= 45 && i < 50 ? 1 : 2;
+    if (i >= 20 && i < 30) {
+        snprintf(id, idlen, "id-%d", i);
+        p->_flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+        p->message_id = amqp_cstring_bytes(id);
+    }
+    if (i % 10 == 0) {
+        p->_flags |= AMQP_BASIC_PRIORITY_FLAG;
+        p->priority = 5;
+    }
+    if (i >= 50) {
+        *hdr = h_entry_str("h", "v");
+        p->_flags |= AMQP_BASIC_HEADERS_FLAG;
+        p->headers = h_table(hdr, 1);
+    }
+}
+
+/* Message i as it must come out of its queue. */
+static void
+env_check(const struct h_event *e, int i, const char *where)
+{
+    char body[16], id[16];
+    snprintf(body, sizeof(body), "m%d", i);
+    ck_assert_msg(e->has_content && strcmp(e->body, body) == 0,
+                  "%s: got %s, expected %s", where, e->body, body);
+    ck_assert_str_eq(e->exchange, "amq.direct");
+    ck_assert_str_eq(e->rkey, env_is_b(i) ? "kb" : "ka");
+    ck_assert_str_eq(e->content_type, i < 40 ? "text/a" : "text/b");
+    ck_assert_int_eq(e->delivery_mode, i >= 45 && i < 50 ? 1 : 2);
+    ck_assert_msg(((e->flags & AMQP_BASIC_MESSAGE_ID_FLAG) != 0) ==
+                      (i >= 20 && i < 30), "%s: m%d message-id", where, i);
+    if (i >= 20 && i < 30) {
+        snprintf(id, sizeof(id), "id-%d", i);
+        ck_assert_str_eq(e->message_id, id);
+    }
+    ck_assert_msg(((e->flags & AMQP_BASIC_PRIORITY_FLAG) != 0) ==
+                      (i % 10 == 0), "%s: m%d priority", where, i);
+    ck_assert_int_eq(e->nheaders, i >= 50 ? 1 : 0);
+    if (i >= 50)
+        ck_assert_str_eq(e->header0, "h");
+}
+
+/* Take every message of 'q' (unacked, so a close returns them) and
+ * check each; 'durable_only': the transient ones are gone. */
+static void
+env_check_queue(amqp_connection_state_t c, const char *q, bool b,
+                bool durable_only, const char *where)
+{
+    struct h_event e;
+    for (int i = 0; i < ENV_N; i++) {
+        if (env_is_b(i) != b || (durable_only && i >= 45 && i < 50))
+            continue;
+        ck_assert_msg(GET(c, 1, q, false, &e) == 1, "%s: m%d missing", where,
+                      i);
+        env_check(&e, i, where);
+        h_event_free(&e);
+    }
+    ck_assert_int_eq(GET(c, 1, q, false, &e), 0);
+}
+
+START_TEST(envelopes_shared_and_not)
+{
+    struct harness h;
+    amqp_connection_state_t c;
+    char qa[256], qb[256], qt[256], name[64];
+    struct h_event e;
+
+    SKIP_IF_REMOTE("restarts roostd");
+    if (!harness_start(&h, NULL))
+        return;
+    c = h_connect(&h);
+    DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "env-a"), true, false,
+                  false, qa);
+    DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "env-b"), true, false,
+                  false, qb);
+    DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "env-ttl"), false, false,
+                  false, qt);
+    BIND(c, 1, qa, "amq.direct", "ka");
+    BIND(c, 1, qb, "amq.direct", "kb");
+    for (int i = 0; i < ENV_N; i++) {
+        amqp_basic_properties_t p;
+        amqp_table_entry_t hdr;
+        char id[16], body[16];
+        env_props(i, &p, id, sizeof(id), &hdr);
+        snprintf(body, sizeof(body), "m%d", i);
+        h_publish_at(__FILE__, __LINE__, c, 1, "amq.direct",
+                     env_is_b(i) ? "kb" : "ka", body, strlen(body), false,
+                     &p);
+    }
+    /* A run sharing an envelope with a 1 ms TTL, then one without. */
+    amqp_basic_properties_t tp = { ._flags = AMQP_BASIC_EXPIRATION_FLAG,
+                                   .expiration = amqp_cstring_bytes("1") };
+    for (int i = 0; i < 3; i++)
+        h_publish_at(__FILE__, __LINE__, c, 1, "", qt, "gone", 4, false, &tp);
+    PUBLISH(c, 1, "", qt, "kept");
+    h_sleep_ms(50);
+    ck_assert_int_eq(GET(c, 1, qt, true, &e), 1);
+    ck_assert_str_eq(e.body, "kept");
+    h_event_free(&e);
+    ck_assert_int_eq(GET(c, 1, qt, true, &e), 0);
+
+    env_check_queue(c, qa, false, false, "live");
+    env_check_queue(c, qb, true, false, "live");
+    h_close(c);
+
+    harness_stop_keep(&h);
+    ck_assert(harness_restart(&h, NULL));
+    c = h_connect(&h);
+    env_check_queue(c, qa, false, true, "recovered");
+    env_check_queue(c, qb, true, true, "recovered");
+    h_close(c);
+    harness_stop(&h);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -366,5 +507,6 @@ main(void)
     tcase_add_test(tc, idle_connections_hold_no_input);
     tcase_add_test(tc, stalled_consumer_output_bounded);
     tcase_add_test(tc, dead_letter_too_large_dropped);
+    tcase_add_test(tc, envelopes_shared_and_not);
     return h_run(s);
 }
