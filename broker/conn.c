@@ -26,6 +26,7 @@
 #include "broker/channel.h"
 #include "broker/log.h"
 #include "broker/queue.h"
+#include "broker/transport.h"
 #include "broker/util.h"
 
 /* Before tune-ok, frames may be at most this large (RabbitMQ: 8192). */
@@ -299,11 +300,9 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
     struct conn *c;
     while ((c = TAILQ_FIRST(&dead)) != NULL) {
         TAILQ_REMOVE(&dead, c, link);
-        event_free(c->rev);
-        event_free(c->wev);
         inbuf_release(&c->in);
         evbuffer_free(c->out);
-        close(c->fd);
+        transport_free(c->tp);
         free(c->channels);
         free(c->excl);
         free(c->confirm_dirty);
@@ -329,7 +328,7 @@ conn_release(struct conn *c)
     close_channels(c);
     delete_exclusive_queues(c);
     conn_reading(c, false);
-    event_del(c->wev);
+    transport_want_write(c->tp, false);
     flow_forget(c);
     /* Its consumers may be what paused others. */
     if (c->congested)
@@ -832,14 +831,13 @@ static void socket_gone(struct conn *c, bool eof);
  * three system calls per 4 KiB, and writes only on the next loop turn.
  */
 static void
-read_ready_cb(evutil_socket_t fd, short what, void *arg)
+read_ready(void *arg)
 {
     struct conn *c = arg;
     struct inbuf *in = &c->in;
     size_t held = inbuf_len(in), want = c->read_size;
     uint8_t *space;
     ssize_t n;
-    (void)what;
 
     /* The input holds at most two whole frames (conn_tuned). A full one
      * is handled before anything more is read: that can happen when
@@ -873,11 +871,10 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     /* Read no more than 'want', so that input_max is a hard bound. */
-    n = read(fd, space, want);
+    n = transport_read(c->tp, space, want);
     if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return;
-        socket_gone(c, n == 0);
+        if (n != TRANSPORT_AGAIN)
+            socket_gone(c, n == TRANSPORT_EOF);
         return;
     }
     inbuf_commit(in, (size_t)n);
@@ -895,10 +892,7 @@ read_ready_cb(evutil_socket_t fd, short what, void *arg)
 void
 conn_reading(struct conn *c, bool on)
 {
-    if (on)
-        event_add(c->rev, NULL);
-    else
-        event_del(c->rev);
+    transport_want_read(c->tp, on);
 }
 
 /*
@@ -910,26 +904,22 @@ conn_reading(struct conn *c, bool on)
 static void
 write_now(struct conn *c)
 {
-    int n;
+    ssize_t n;
     size_t len;
 
     if (c->held) {
-        event_del(c->wev);
+        transport_want_write(c->tp, false);
         return;
     }
-    n = evbuffer_write_atmost(c->out, c->fd, WRITE_MAX);
-
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    n = transport_write(c->tp, c->out, WRITE_MAX);
+    if (n == TRANSPORT_ERROR) {
         socket_gone(c, false);
         return;
     }
     if (n > 0)
         c->wrote_ms = now_ms();
     len = evbuffer_get_length(c->out);
-    if (len > 0)
-        event_add(c->wev, NULL);
-    else
-        event_del(c->wev);
+    transport_want_write(c->tp, len > 0);
     if (c->state == CONN_CLOSED) {
         if (len == 0 && !c->lingering)
             conn_release(c);
@@ -946,10 +936,8 @@ write_now(struct conn *c)
 }
 
 static void
-write_ready_cb(evutil_socket_t fd, short what, void *arg)
+write_ready(void *arg)
 {
-    (void)fd;
-    (void)what;
     write_now(arg);
 }
 
@@ -965,7 +953,7 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
         TAILQ_REMOVE(&to_flush, c, flush_link);
         c->flush_queued = false;
         /* Waiting for writability already: the socket is full. */
-        if (!event_pending(c->wev, EV_WRITE, NULL))
+        if (!transport_write_waiting(c->tp))
             write_now(c);
     }
 }
@@ -984,6 +972,9 @@ socket_gone(struct conn *c, bool eof)
         else
             log_debug("conn=%016" PRIx64 " %s: socket closed in %s", c->id,
                       c->peer, conn_state_name(c->state));
+    } else if (transport_error(c->tp) != NULL) {
+        log_warnx("conn=%016" PRIx64 " %s: %s", c->id, c->peer,
+                  transport_error(c->tp));
     } else {
         log_warn("conn=%016" PRIx64 " %s: socket error", c->id, c->peer);
     }
@@ -1131,19 +1122,17 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
     c->peer_is_loopback = is_loopback(sa);
     c->frame_max = PRE_TUNE_FRAME_MAX;
     c->channel_max = (uint16_t)broker.cfg.channel_max;
-    c->fd = fd;                 /* non-blocking: evconnlistener made it so */
-    c->rev = event_new(broker.base, fd, EV_READ | EV_PERSIST, read_ready_cb, c);
-    c->wev = event_new(broker.base, fd, EV_WRITE | EV_PERSIST, write_ready_cb, c);
+    /* non-blocking: evconnlistener made it so */
+    c->tp = transport_tcp_new(broker.base, fd, read_ready, write_ready, c);
     c->out = evbuffer_new();
-    if (c->rev == NULL || c->wev == NULL || c->out == NULL) {
+    if (c->tp == NULL || c->out == NULL) {
         log_warnx("out of memory for the connection from %s", c->peer);
-        if (c->rev)
-            event_free(c->rev);
-        if (c->wev)
-            event_free(c->wev);
         if (c->out)
             evbuffer_free(c->out);
-        close(fd);
+        if (c->tp)
+            transport_free(c->tp);
+        else
+            close(fd);
         free(c);
         return;
     }

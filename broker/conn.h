@@ -35,14 +35,14 @@ enum conn_state {
 #undef CONN_AS_ENUM
 };
 
+struct transport;
+
 struct conn {
     uint64_t id;
     enum conn_state state;
-    int fd;
+    struct transport *tp;       /* the socket, TCP or TLS (transport.h) */
     struct inbuf in;            /* input not yet split into frames */
     struct evbuffer *out;       /* output not yet written */
-    struct event *rev;          /* readable */
-    struct event *wev;          /* writable, while output is left over */
     TAILQ_ENTRY(conn) flush_link; /* queued to write at the end of the turn */
     bool flush_queued;
     size_t read_size;           /* bytes to ask for in the next read */
