@@ -23,6 +23,56 @@ const struct opt_def config_opts[] = {
         "address to listen on; empty means all IPv4 and IPv6 addresses"),
     OPT("listen_backlog", OPT_INT, "128", 1, 65535, false, listen_backlog,
         "TCP listen backlog"),
+    OPT("listeners.tcp", OPT_LIST, "", 0, 0, false, listeners_tcp,
+        "RabbitMQ's AMQP listeners: listeners.tcp.NAME = PORT or "
+        "HOST:PORT, any number (listeners.tcp.default = 5672); none set: "
+        "bind and port; listeners.tcp = none: no plain AMQP listener"),
+    OPT("listeners.ssl", OPT_LIST, "", 0, 0, false, listeners_ssl,
+        "AMQP over TLS listeners: listeners.ssl.NAME = PORT or HOST:PORT "
+        "(listeners.ssl.default = 5671; 0 picks a free port and logs it); "
+        "they need ssl_options.certfile and .keyfile"),
+    OPT("ssl_options.cacertfile", OPT_STRING, "", 0, 0, false,
+        ssl_cacertfile,
+        "PEM file of the CAs that client certificates are verified against"),
+    OPT("ssl_options.certfile", OPT_STRING, "", 0, 0, false, ssl_certfile,
+        "PEM file of the server's certificate (and its chain); ECDSA "
+        "certificates make handshakes much cheaper than RSA ones"),
+    OPT("ssl_options.keyfile", OPT_STRING, "", 0, 0, false, ssl_keyfile,
+        "PEM file of the server's private key"),
+    OPT("ssl_options.password", OPT_STRING, "", 0, 0, false, ssl_password,
+        "password of an encrypted keyfile"),
+    OPT("ssl_options.verify", OPT_STRING, "verify_none", 0, 0, false,
+        ssl_verify,
+        "verify_peer: ask for a client certificate and verify it against "
+        "cacertfile; verify_none: do not ask"),
+    OPT("ssl_options.fail_if_no_peer_cert", OPT_BOOL, "false", 0, 0, false,
+        ssl_fail_if_no_peer_cert,
+        "with verify_peer: refuse a client that sends no certificate"),
+    OPT("ssl_options.versions", OPT_LIST, "", 0, 0, false, ssl_versions,
+        "TLS versions offered: ssl_options.versions.N = tlsv1.2 or "
+        "tlsv1.3; none set: both (1.0 and 1.1 are refused)"),
+    OPT("ssl_options.ciphers", OPT_LIST, "", 0, 0, false, ssl_ciphers,
+        "cipher suites offered, ssl_options.ciphers.N = OpenSSL name "
+        "(TLS_... names are TLS 1.3 suites); none set: OpenSSL's defaults"),
+    OPT("ssl_options.honor_cipher_order", OPT_BOOL, "false", 0, 0, false,
+        ssl_honor_cipher_order,
+        "true: the server's cipher order wins over the client's"),
+    OPT("ssl_options.depth", OPT_INT, "10", 0, 100, false, ssl_depth,
+        "longest chain of intermediate CAs accepted for a client "
+        "certificate"),
+    OPT("ssl_options.reuse_sessions", OPT_BOOL, "true", 0, 0, false,
+        ssl_reuse_sessions,
+        "true: clients may resume TLS sessions (abbreviated handshakes)"),
+    OPT("ssl_options.client_renegotiation", OPT_BOOL, "false", 0, 0, false,
+        ssl_client_renegotiation,
+        "true: a TLS 1.2 client may renegotiate (off: each costs a full "
+        "handshake of server CPU)"),
+    OPT("ssl_options.secure_renegotiate", OPT_BOOL, "true", 0, 0, false,
+        ssl_secure_renegotiate,
+        "false: also allow legacy (insecure) renegotiation"),
+    OPT("ssl_handshake_timeout", OPT_INT, "5000", 100, 3600000, false,
+        ssl_handshake_timeout_ms,
+        "milliseconds a client has to complete the TLS handshake"),
     OPT("data_dir", OPT_STRING, "./data", 0, 0, false, data_dir,
         "directory for definitions and persistent messages"),
     OPT("load_definitions", OPT_STRING, "", 0, 0, false, load_definitions,
@@ -118,6 +168,81 @@ opt_find(const char *name)
     return NULL;
 }
 
+/* The list option "P" of a key "P.NAME" ('*entry': NAME), or NULL. */
+static const struct opt_def *
+list_find(const char *key, const char **entry)
+{
+    const char *dot = strrchr(key, '.');
+    if (dot == NULL || dot[1] == '\0')
+        return NULL;
+    for (size_t i = 0; i < config_nopts; i++) {
+        const struct opt_def *o = &config_opts[i];
+        size_t n = strlen(o->name);
+        if (o->type == OPT_LIST && (size_t)(dot - key) == n &&
+            strncmp(key, o->name, n) == 0) {
+            *entry = dot + 1;
+            return o;
+        }
+    }
+    return NULL;
+}
+
+#define LIST_NONE "\tnone\n"
+
+bool
+config_list_none(const char *list)
+{
+    return strcmp(list, LIST_NONE) == 0;
+}
+
+bool
+config_list_next(const char *list, size_t *pos, char *value, size_t len)
+{
+    const char *p = list + *pos;
+    if (*p == '\0' || config_list_none(list))
+        return false;
+    const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
+    size_t n = (size_t)(nl - tab - 1);
+    if (n >= len)
+        n = len - 1;
+    memcpy(value, tab + 1, n);
+    value[n] = '\0';
+    *pos = (size_t)(nl + 1 - list);
+    return true;
+}
+
+/* Set entry 'name' of list '*field' to 'value'. */
+static int
+list_set(char **field, const char *key, const char *name, const char *value,
+         char *err, size_t errlen)
+{
+    char *list = *field;
+    size_t nlen = strlen(name);
+
+    if (strchr(value, '\n') || strchr(value, '\t') || strchr(name, '\t')) {
+        snprintf(err, errlen, "%s: bad character in '%s'", key, value);
+        return -1;
+    }
+    if (config_list_none(list)) {
+        snprintf(err, errlen, "%s: the list was set to none", key);
+        return -1;
+    }
+    /* Replace an entry of the same name. */
+    for (char *p = list; *p != '\0';) {
+        char *nl = strchr(p, '\n');
+        if (strncmp(p, name, nlen) == 0 && p[nlen] == '\t') {
+            memmove(p, nl + 1, strlen(nl + 1) + 1);
+            break;
+        }
+        p = nl + 1;
+    }
+    size_t have = strlen(list), add = nlen + strlen(value) + 2;
+    list = xrealloc(list, have + add + 1);
+    snprintf(list + have, add + 1, "%s\t%s\n", name, value);
+    *field = list;
+    return 0;
+}
+
 static int
 parse_int64(const char *s, int64_t *out)
 {
@@ -135,15 +260,30 @@ config_set(struct config *c, const char *key, const char *value, char *err,
            size_t errlen)
 {
     const struct opt_def *o = opt_find(key);
+    const char *entry = NULL;
     void *field;
     int64_t v;
 
+    if (o == NULL)
+        o = list_find(key, &entry);
     if (o == NULL) {
         snprintf(err, errlen, "unknown key '%s'", key);
         return -1;
     }
     field = (char *)c + o->offset;
     switch (o->type) {
+    case OPT_LIST:
+        if (entry != NULL)
+            return list_set((char **)field, key, entry, value, err, errlen);
+        /* "P = none", or the default (empty) */
+        if (strcmp(value, "none") != 0 && value[0] != '\0') {
+            snprintf(err, errlen, "%s: give entries as %s.NAME = VALUE "
+                     "(or %s = none)", key, key, key);
+            return -1;
+        }
+        free(*(char **)field);
+        *(char **)field = xstrdup(value[0] ? LIST_NONE : "");
+        return 0;
     case OPT_INT:
     case OPT_INT64:
         if (parse_int64(value, &v) != 0) {
@@ -221,7 +361,8 @@ void
 config_free(struct config *c)
 {
     for (size_t i = 0; i < config_nopts; i++)
-        if (config_opts[i].type == OPT_STRING) {
+        if (config_opts[i].type == OPT_STRING ||
+            config_opts[i].type == OPT_LIST) {
             char **p = (char **)(void *)((char *)c + config_opts[i].offset);
             free(*p);
             *p = NULL;
@@ -301,6 +442,7 @@ config_dump(FILE *fp)
         [OPT_INT] = "integer", [OPT_INT64] = "integer", [OPT_DOUBLE] = "number",
         [OPT_BOOL] = "true|false", [OPT_STRING] = "string",
         [OPT_LOG_LEVEL] = "debug|info|warning|error",
+        [OPT_LIST] = "list: one key per entry, as the line below",
     };
 
     fprintf(fp,
@@ -328,6 +470,12 @@ config_validate(const struct config *c, char *err, size_t errlen)
         snprintf(err, errlen,
                  "consumer_output_low_watermark must be below "
                  "consumer_output_high_watermark");
+        return -1;
+    }
+    if (strcmp(c->ssl_verify, "verify_none") != 0 &&
+        strcmp(c->ssl_verify, "verify_peer") != 0) {
+        snprintf(err, errlen, "ssl_options.verify: '%s' is not verify_none "
+                 "or verify_peer", c->ssl_verify);
         return -1;
     }
     if (c->default_user[0] == '\0') {

@@ -18,6 +18,25 @@ struct config {
     int port;
     char *bind;                 /* "" = all IPv4 and IPv6 addresses */
     int listen_backlog;
+    /* RabbitMQ's listeners.tcp.NAME and listeners.ssl.NAME (lists, see
+     * OPT_LIST): "" = none (TCP: then port and bind) */
+    char *listeners_tcp;
+    char *listeners_ssl;
+    /* ssl_options.* (tls/tls.h) */
+    char *ssl_cacertfile;
+    char *ssl_certfile;
+    char *ssl_keyfile;
+    char *ssl_password;
+    char *ssl_verify;           /* verify_none or verify_peer */
+    bool ssl_fail_if_no_peer_cert;
+    char *ssl_versions;         /* list */
+    char *ssl_ciphers;          /* list */
+    bool ssl_honor_cipher_order;
+    int ssl_depth;
+    bool ssl_reuse_sessions;
+    bool ssl_client_renegotiation;
+    bool ssl_secure_renegotiate;
+    int ssl_handshake_timeout_ms;
     /* files */
     char *data_dir;
     char *load_definitions;     /* "" = none */
@@ -55,8 +74,16 @@ struct config {
     int64_t paging_window;
 };
 
+/*
+ * OPT_LIST: RabbitMQ's numbered or named keys (listeners.ssl.default,
+ * ssl_options.versions.1, ...): option "P" takes every key "P.NAME",
+ * kept in the order first set as lines "NAME\tVALUE\n" (setting a NAME
+ * again replaces its value). "P = none" empties the list and keeps it
+ * empty (config_list_none).
+ */
 enum opt_type {
-    OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_BOOL, OPT_STRING, OPT_LOG_LEVEL
+    OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_BOOL, OPT_STRING, OPT_LOG_LEVEL,
+    OPT_LIST
 };
 
 struct opt_def {
@@ -91,6 +118,16 @@ int config_set(struct config *c, const char *key, const char *value,
  */
 int config_load_file(struct config *c, const char *path, char *errs,
                      size_t errlen);
+
+/*
+ * Walk an OPT_LIST value: returns the entry at '*pos' (advancing it) with
+ * its value in 'value' (NUL-terminated, at most 'len' bytes), or false
+ * at the end.
+ */
+bool config_list_next(const char *list, size_t *pos, char *value, size_t len);
+
+/* "P = none" was given. */
+bool config_list_none(const char *list);
 
 /* Write conf/roost.conf: every option, its help, type, bounds and
  * default, commented out. */

@@ -28,6 +28,7 @@
 #include "broker/queue.h"
 #include "broker/transport.h"
 #include "broker/util.h"
+#include "tls/tls.h"
 
 /* Before tune-ok, frames may be at most this large (RabbitMQ: 8192). */
 #define PRE_TUNE_FRAME_MAX 8192
@@ -1091,7 +1092,7 @@ format_peer(char *out, size_t outlen, const struct sockaddr *sa)
 }
 
 void
-conn_accept(int fd, const struct sockaddr *sa, int salen)
+conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
 {
     struct conn *c;
     int one = 1;
@@ -1123,7 +1124,10 @@ conn_accept(int fd, const struct sockaddr *sa, int salen)
     c->frame_max = PRE_TUNE_FRAME_MAX;
     c->channel_max = (uint16_t)broker.cfg.channel_max;
     /* non-blocking: evconnlistener made it so */
-    c->tp = transport_tcp_new(broker.base, fd, read_ready, write_ready, c);
+    c->tp = tls ? tls_transport_new(tls, broker.base, fd, read_ready,
+                                    write_ready, c)
+                : transport_tcp_new(broker.base, fd, read_ready, write_ready,
+                                    c);
     c->out = evbuffer_new();
     if (c->tp == NULL || c->out == NULL) {
         log_warnx("out of memory for the connection from %s", c->peer);

@@ -103,8 +103,11 @@ struct conn {
     TAILQ_ENTRY(conn) link;
 };
 
-/* Accept a new connection on 'fd' (takes ownership). */
-void conn_accept(int fd, const struct sockaddr *sa, int salen);
+struct tls_ctx;
+/* A new connection on accepted socket 'fd' (takes ownership), over TLS
+ * with 'tls'. */
+void conn_accept(int fd, const struct sockaddr *sa, int salen,
+                 struct tls_ctx *tls);
 
 /* Send a method frame on 'channel'. */
 void conn_send_method(struct conn *c, uint16_t channel,

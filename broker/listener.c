@@ -11,6 +11,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,7 +20,7 @@
 #include "broker/conn.h"
 #include "broker/log.h"
 
-#define MAX_LISTENERS 4
+#define MAX_LISTENERS 16
 
 static struct evconnlistener *listeners[MAX_LISTENERS];
 static int nlisteners;
@@ -29,12 +30,11 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
           int salen, void *arg)
 {
     (void)l;
-    (void)arg;
     if (broker.shutting_down) {
         close(fd);
         return;
     }
-    conn_accept(fd, sa, salen);
+    conn_accept(fd, sa, salen, arg);
 }
 
 static void
@@ -91,7 +91,8 @@ bound_port(int fd, char *desc, size_t desclen)
 }
 
 int
-listener_start(const char *bind_addr, int port, int backlog)
+listener_start(const char *bind_addr, int port, int backlog,
+               struct tls_ctx *tls)
 {
     struct addrinfo hints, *res = NULL;
     char portstr[16], desc[80];
@@ -131,9 +132,14 @@ listener_start(const char *bind_addr, int port, int backlog)
                  bind_addr && bind_addr[0] ? bind_addr : "all addresses", port);
         return -1;
     }
+    if (nlisteners == MAX_LISTENERS) {
+        close(fd);
+        log_errorx("more than %d listeners", MAX_LISTENERS);
+        return -1;
+    }
     int bound = bound_port(fd, desc, sizeof(desc));
     struct evconnlistener *l =
-        evconnlistener_new(broker.base, accept_cb, NULL,
+        evconnlistener_new(broker.base, accept_cb, tls,
                            LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
     if (l == NULL) {
         close(fd);
@@ -142,8 +148,39 @@ listener_start(const char *bind_addr, int port, int backlog)
     }
     evconnlistener_set_error_cb(l, accept_error_cb);
     listeners[nlisteners++] = l;
-    log_info("listening for AMQP on %s (port %d)", desc, bound);
+    log_info("listening for AMQP%s on %s (port %d)", tls ? " over TLS" : "",
+             desc, bound);
     return bound;
+}
+
+int
+listener_start_addr(const char *addr, int backlog, struct tls_ctx *tls)
+{
+    char host[256] = "";
+    const char *colon = strrchr(addr, ':');
+    const char *portstr = colon ? colon + 1 : addr;
+    char *end;
+    long port = strtol(portstr, &end, 10);
+
+    if (*portstr == '\0' || *end != '\0' || port < 0 || port > 65535) {
+        log_errorx("listener address '%s' is not PORT or HOST:PORT", addr);
+        return -1;
+    }
+    if (colon != NULL) {
+        size_t n = (size_t)(colon - addr);
+        /* [v6]:port */
+        if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
+            addr++;
+            n -= 2;
+        }
+        if (n >= sizeof(host)) {
+            log_errorx("listener address '%s' is too long", addr);
+            return -1;
+        }
+        memcpy(host, addr, n);
+        host[n] = '\0';
+    }
+    return listener_start(host, (int)port, backlog, tls);
 }
 
 void

@@ -30,6 +30,7 @@
 #include "broker/util.h"
 #include "broker/version.h"
 #include "broker/vhost.h"
+#include "tls/tls.h"
 
 struct broker broker;
 
@@ -82,6 +83,107 @@ shutdown_tick(evutil_socket_t fd, short what, void *arg)
         event_base_loopexit(broker.base, NULL);
 }
 
+/* ---- listeners and TLS ---- */
+
+static struct tls_ctx *tls;
+
+/* The values of an OPT_LIST, one per line (malloc'd). */
+static char *
+list_values(const char *list)
+{
+    char *out = xstrdup(""), v[1024];
+    size_t pos = 0, len = 0;
+    while (config_list_next(list, &pos, v, sizeof(v))) {
+        size_t n = strlen(v);
+        out = xrealloc(out, len + n + 2);
+        memcpy(out + len, v, n);
+        out[len + n] = '\n';
+        len += n + 1;
+        out[len] = '\0';
+    }
+    return out;
+}
+
+/* Make (or, with 'reload', remake) the TLS context from the
+ * configuration. */
+static int
+tls_setup(bool reload, char *err, size_t errlen)
+{
+    const struct config *c = &broker.cfg;
+    char *versions = list_values(c->ssl_versions);
+    char *ciphers = list_values(c->ssl_ciphers);
+    struct tls_options o = {
+        .cacertfile = c->ssl_cacertfile,
+        .certfile = c->ssl_certfile,
+        .keyfile = c->ssl_keyfile,
+        .password = c->ssl_password,
+        .verify_peer = strcmp(c->ssl_verify, "verify_peer") == 0,
+        .fail_if_no_peer_cert = c->ssl_fail_if_no_peer_cert,
+        .versions = versions,
+        .ciphers = ciphers,
+        .honor_cipher_order = c->ssl_honor_cipher_order,
+        .depth = c->ssl_depth,
+        .reuse_sessions = c->ssl_reuse_sessions,
+        .client_renegotiation = c->ssl_client_renegotiation,
+        .secure_renegotiate = c->ssl_secure_renegotiate,
+        .handshake_timeout_ms = c->ssl_handshake_timeout_ms,
+    };
+    int rc = 0;
+    if (reload)
+        rc = tls_ctx_reload(tls, &o, err, errlen);
+    else if ((tls = tls_ctx_new(&o, err, errlen)) == NULL)
+        rc = -1;
+    free(versions);
+    free(ciphers);
+    return rc;
+}
+
+static bool
+list_set(const char *list)
+{
+    return list[0] != '\0' && !config_list_none(list);
+}
+
+/*
+ * Every listener the configuration names, or none at all: roostd never
+ * runs without one it was told to open. Returns the first one's port
+ * (plain AMQP's if there is one), or -1 (logged).
+ */
+static int
+open_listeners(void)
+{
+    const struct config *c = &broker.cfg;
+    char addr[256], err[1024];
+    size_t pos = 0;
+    int first = -1, port;
+
+    if (list_set(c->listeners_ssl) && tls_setup(false, err, sizeof(err)) != 0) {
+        log_errorx("TLS: %s", err);
+        return -1;
+    }
+    if (c->listeners_tcp[0] == '\0') {
+        first = listener_start(c->bind, c->port, c->listen_backlog, NULL);
+        if (first < 0)
+            return -1;
+    }
+    while (config_list_next(c->listeners_tcp, &pos, addr, sizeof(addr))) {
+        if ((port = listener_start_addr(addr, c->listen_backlog, NULL)) < 0)
+            return -1;
+        if (first < 0)
+            first = port;
+    }
+    pos = 0;
+    while (config_list_next(c->listeners_ssl, &pos, addr, sizeof(addr))) {
+        if ((port = listener_start_addr(addr, c->listen_backlog, tls)) < 0)
+            return -1;
+        if (first < 0)
+            first = port;
+    }
+    if (first < 0)
+        log_errorx("no listener: listeners.tcp = none and no listeners.ssl");
+    return first;
+}
+
 static void
 signal_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -89,6 +191,14 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
     (void)arg;
     if (sig == SIGHUP) {
         log_reopen();
+        if (tls != NULL) {
+            char err[1024];
+            if (tls_setup(true, err, sizeof(err)) == 0)
+                log_info("TLS: certificates and key reloaded; open "
+                         "connections keep theirs");
+            else
+                log_warnx("TLS: keeping the certificates in use: %s", err);
+        }
         return;
     }
     if (broker.shutting_down)
@@ -448,14 +558,15 @@ main(int argc, char **argv)
     log_info("%s %s starting (pid %d)", ROOST_PRODUCT, ROOST_VERSION,
              (int)getpid());
     alarm_init();
-    broker.port = listener_start(broker.cfg.bind, broker.cfg.port,
-                                 broker.cfg.listen_backlog);
-    if (broker.port < 0)
-        return 1;
-    log_info("server startup complete; ready for connections on port %d",
-             broker.port);
-
-    event_base_dispatch(broker.base);
+    int rc = 0;
+    broker.port = open_listeners();
+    if (broker.port < 0) {
+        rc = 1;
+    } else {
+        log_info("server startup complete; ready for connections on port %d",
+                 broker.port);
+        event_base_dispatch(broker.base);
+    }
 
     listener_stop();
     alarm_shutdown();
@@ -465,7 +576,8 @@ main(int argc, char **argv)
     if (shutdown_timer)
         event_free(shutdown_timer);
     broker_teardown();
-    log_info("stopped");
+    tls_ctx_free(tls);
+    log_info(rc ? "not started" : "stopped");
     log_close();
-    return 0;
+    return rc;
 }

@@ -703,10 +703,32 @@ h_connect_opts(const struct harness *h, const struct hconn_opts *o,
         o = &defaults;
     c = amqp_new_connection();
     ck_assert(c != NULL);
-    s = amqp_tcp_socket_new(c);
-    ck_assert(s != NULL);
+    if (o->tls) {
+        s = amqp_ssl_socket_new(c);
+        ck_assert(s != NULL);
+        amqp_ssl_socket_set_verify_peer(s, o->tls_ca != NULL);
+        amqp_ssl_socket_set_verify_hostname(s, o->tls_ca != NULL);
+        if (o->tls_ca)
+            ck_assert_int_eq(amqp_ssl_socket_set_cacert(s, o->tls_ca), 0);
+        if (o->tls_cert)
+            ck_assert_int_eq(amqp_ssl_socket_set_key(s, o->tls_cert,
+                                                     o->tls_key), 0);
+        ck_assert_int_eq(amqp_ssl_socket_set_ssl_versions(
+                             s, o->tls_min ? o->tls_min : AMQP_TLSv1_2,
+                             o->tls_max ? o->tls_max : AMQP_TLSvLATEST), 0);
+    } else {
+        s = amqp_tcp_socket_new(c);
+        ck_assert(s != NULL);
+    }
     st = amqp_socket_open(s, o->host ? o->host : h->host,
                           o->port ? o->port : h->port);
+    if (st != AMQP_STATUS_OK && o->tls && login != NULL) {
+        /* A refused handshake: the caller's to judge. */
+        login->reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION;
+        login->library_error = st;
+        amqp_destroy_connection(c);
+        return NULL;
+    }
     ck_assert_msg(st == AMQP_STATUS_OK, "cannot connect to %s:%d: %s",
                   o->host ? o->host : h->host, o->port ? o->port : h->port,
                   amqp_error_string2(st));

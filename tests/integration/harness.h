@@ -19,6 +19,7 @@
 
 #include <amqp.h>
 #include <amqp_framing.h>
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <check.h>
 #include <stdbool.h>
@@ -160,6 +161,13 @@ struct hconn_opts {
     int heartbeat;      /* 0 = none */
     bool cancel_notify; /* announce consumer_cancel_notify */
     bool no_channel;    /* do not open channel 1 */
+    /* TLS (rabbitmq-c's OpenSSL socket) when 'tls': verify the server
+     * against 'tls_ca' (NULL: no verification), present 'tls_cert' and
+     * 'tls_key' (NULL: none), offer versions tls_min..tls_max (rabbitmq-c's
+     * amqp_tls_version_t; 0: 1.2 and up) */
+    bool tls;
+    const char *tls_ca, *tls_cert, *tls_key;
+    int tls_min, tls_max;
 };
 
 /* Connect as guest to "/" and open channel 1. */

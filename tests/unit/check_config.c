@@ -54,6 +54,10 @@ static const struct bad {
     { "just words\n", ":1: expected 'key = value'" },
     { "port = 1x\n", "is not an integer" },
     { "heartbeat =\n", "heartbeat: '' is not an integer" },
+    { "listeners.ssl = 5671\n", "give entries as listeners.ssl.NAME" },
+    { "listeners.tcp = none\nlisteners.tcp.a = 1\n", "set to none" },
+    { "ssl_options.verify = verify_maybe\nlisteners.nope.x = 1\n",
+      "unknown key 'listeners.nope.x'" },
 };
 
 START_TEST(bad_values)
@@ -69,6 +73,40 @@ START_TEST(bad_values)
     ck_assert_msg(strncmp(errs, path, strlen(path)) == 0, "no file name: %s",
                   errs);
     unlink(path);
+    config_free(&c);
+}
+END_TEST
+
+
+/* RabbitMQ's numbered and named keys (OPT_LIST). */
+START_TEST(list_keys)
+{
+    struct config c;
+    char err[256], v[64];
+    size_t pos = 0;
+
+    config_defaults(&c);
+    ck_assert_str_eq(c.listeners_ssl, "");
+    ck_assert(!config_list_next(c.listeners_ssl, &pos, v, sizeof(v)));
+    ck_assert_int_eq(config_set(&c, "listeners.ssl.default", "5671", err,
+                                sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&c, "listeners.ssl.local", "127.0.0.1:5673",
+                                err, sizeof(err)), 0);
+    /* Setting a name again replaces its value (and moves it last). */
+    ck_assert_int_eq(config_set(&c, "listeners.ssl.default", "5674", err,
+                                sizeof(err)), 0);
+    ck_assert(config_list_next(c.listeners_ssl, &pos, v, sizeof(v)));
+    ck_assert_str_eq(v, "127.0.0.1:5673");
+    ck_assert(config_list_next(c.listeners_ssl, &pos, v, sizeof(v)));
+    ck_assert_str_eq(v, "5674");
+    ck_assert(!config_list_next(c.listeners_ssl, &pos, v, sizeof(v)));
+    ck_assert_int_eq(config_set(&c, "listeners.tcp", "none", err,
+                                sizeof(err)), 0);
+    ck_assert(config_list_none(c.listeners_tcp));
+    pos = 0;
+    ck_assert(!config_list_next(c.listeners_tcp, &pos, v, sizeof(v)));
+    ck_assert_int_eq(config_set(&c, "ssl_options.versions.1", "tlsv1.2\tx",
+                                err, sizeof(err)), -1);
     config_free(&c);
 }
 END_TEST
@@ -231,6 +269,7 @@ config_suite(void)
     TCase *tc = tcase_create("defaults");
     tcase_add_test(tc, defaults);
     tcase_add_test(tc, validate_watermarks);
+    tcase_add_test(tc, list_keys);
     suite_add_tcase(s, tc);
     tc = tcase_create("file");
     tcase_add_loop_test(tc, bad_values, 0, NELEMS(bads));

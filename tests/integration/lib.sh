@@ -1,0 +1,41 @@
+# Shared by the shell integration tests (sourced): where roostd and
+# Debian's python3 are, a temporary directory removed at exit with any
+# roostd still running, PASS/FAIL counting, and starting and stopping
+# roostd on a free port.
+here=$(cd "$(dirname "$0")" && pwd)
+roostd=${ROOSTD:-$here/../../broker/roostd}
+py="env -u PYTHONHOME -u PYTHONPATH /usr/bin/python3"
+tmp=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
+
+# start DATA_DIR LOG [ARGS...]: start roostd, set $pid and $port; 1 if it
+# did not get ready (or exited).
+start() {
+    local data=$1 log=$2
+    shift 2
+    port=
+    "$roostd" --port 0 --data-dir "$data" --log-file "$log" "$@" \
+        2>>"$tmp/stderr" &
+    pid=$!
+    for _ in $(seq 1 200); do
+        grep -q "ready for connections" "$log" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    port=$(sed -n 's/.*ready for connections on port \([0-9]*\).*/\1/p' "$log")
+    [ -n "$port" ]
+}
+
+# stop: SIGTERM, and roostd's exit status.
+stop() {
+    kill -TERM "$pid"
+    wait "$pid"
+    local rc=$?
+    pid=
+    return $rc
+}

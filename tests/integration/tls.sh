@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# AMQP over TLS (tls/, docs/security.md): certificates made at test time
+# (tls-certs.sh); pika (Debian's python3) over TLS with and without a
+# client certificate, with verify_peer and fail_if_no_peer_cert; expired
+# and other-CA client certificates refused; TLS 1.1 refused, 1.2 and 1.3
+# taken; plain AMQP on the TLS port closed at once; a silent client cut
+# at ssl_handshake_timeout; certificates reloaded on SIGHUP while a TLS
+# connection stays open, a bad new certificate keeping the old one; a
+# password-protected key; startup refused, naming the file, for a
+# missing, mismatched or unreadable certificate or key; RabbitMQ's
+# listeners.tcp.NAME and listeners.tcp = none.
+# Prints "tls: N passed, M failed".
+set -u
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name" "$*"; fi; }
+
+if ! $py -c 'import pika' 2>/dev/null; then
+    echo "tls: pika for /usr/bin/python3 is missing (apt-get install python3-pika); skipped"
+    exit 77
+fi
+certs=$tmp/certs
+"$here/tls-certs.sh" "$certs" >/dev/null || { echo "tls: cannot make certificates"; exit 1; }
+
+# A port nobody listens on now.
+free_port() {
+    $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# The arguments for a TLS listener on a free port with the test
+# certificates (the server's are copies, for the reload test).
+tls_args=(--set listeners.ssl.default=0
+          --set ssl_options.cacertfile="$certs/ca.pem"
+          --set ssl_options.certfile="$tmp/server.pem"
+          --set ssl_options.keyfile="$tmp/server.key")
+cp "$certs/server.pem" "$certs/server.key" "$tmp/"
+# tstart LOG [ARGS...]: start roostd on a fresh data directory; sets $pid,
+# $port (plain AMQP, or the first listener) and $tport (TLS, if any).
+tstart() {
+    local log=$1
+    shift
+    tport=
+    rm -rf "$tmp/data"
+    start "$tmp/data" "$log" "$@" || return 1
+    tport=$(sed -n 's/.*listening for AMQP over TLS on .*(port \([0-9]*\)).*/\1/p' "$log" | head -1)
+}
+
+# The client side: python3 ssl + pika. 'case' names what to try; exit 0
+# when it went as that case expects, else 1 with a message.
+cat > "$tmp/client.py" <<'EOF'
+import os, socket, ssl, sys, time
+import pika
+
+case, port, certs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+def context(cert=None, key=None, lo=None, hi=None, verify=True):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if verify:
+        ctx.load_verify_locations(os.path.join(certs, "ca.pem"))
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cert:
+        ctx.load_cert_chain(os.path.join(certs, cert), os.path.join(certs, key))
+    if lo:
+        ctx.set_ciphers("DEFAULT@SECLEVEL=0")
+        ctx.minimum_version = lo
+        ctx.maximum_version = hi
+    return ctx
+
+def connect(ctx):
+    p = pika.ConnectionParameters(host="localhost", port=port,
+                                  ssl_options=pika.SSLOptions(ctx, "localhost"),
+                                  connection_attempts=1, socket_timeout=5)
+    return pika.BlockingConnection(p)
+
+def roundtrip(c, n=200):
+    ch = c.channel()
+    q = ch.queue_declare("", exclusive=True).method.queue
+    bodies = [bytes([i % 251]) * (300000 if i % 50 == 0 else 10 + i)
+              for i in range(n)]
+    for b in bodies:
+        ch.basic_publish("", q, b)
+    got = []
+    for m, p, b in ch.consume(q, auto_ack=True, inactivity_timeout=5):
+        if m is None:
+            break
+        got.append(b)
+        if len(got) == n:
+            break
+    ch.cancel()
+    if got != bodies:
+        sys.exit("%d of %d bodies came back intact" %
+                 (sum(1 for a, b in zip(got, bodies) if a == b), n))
+
+def refused(ctx):
+    try:
+        c = connect(ctx)
+    except Exception as e:
+        return
+    c.close()
+    sys.exit("connected, but should have been refused")
+
+if case == "client-cert":
+    c = connect(context("client.pem", "client.key"))
+    roundtrip(c)
+    c.close()
+elif case == "no-verify":
+    c = connect(context(verify=False))
+    roundtrip(c)
+    c.close()
+elif case == "no-client-cert":
+    refused(context())
+elif case == "expired":
+    refused(context("expired.pem", "expired.key"))
+elif case == "other-ca":
+    refused(context("otherclient.pem", "otherclient.key"))
+elif case in ("tls1.1", "tls1.2", "tls1.3"):
+    v = {"tls1.1": ssl.TLSVersion.TLSv1_1, "tls1.2": ssl.TLSVersion.TLSv1_2,
+         "tls1.3": ssl.TLSVersion.TLSv1_3}[case]
+    ctx = context("client.pem", "client.key", lo=v, hi=v)
+    if case == "tls1.1":
+        refused(ctx)
+    else:
+        c = connect(ctx)
+        roundtrip(c, 20)
+        c.close()
+elif case == "plain-amqp":
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(3)
+    t = time.time()
+    s.sendall(b"AMQP\x00\x00\x09\x01")
+    data = b""
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d:
+                break
+            data += d
+    except ConnectionResetError:
+        pass
+    if time.time() - t > 1.5:
+        sys.exit("not closed at once (%.1f s)" % (time.time() - t))
+    if data.startswith(b"\x01\x00\x00"):
+        sys.exit("got an AMQP frame over the TLS port")
+elif case == "silent":
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(5)
+    t = time.time()
+    try:
+        d = s.recv(1)
+    except (ConnectionResetError, socket.timeout):
+        d = None
+    el = time.time() - t
+    if d != b"" or not (0.3 <= el <= 2.5):
+        sys.exit("silent client: recv %r after %.2f s" % (d, el))
+elif case == "hold":
+    # Open a TLS connection, say so, wait for the go file, use it again.
+    c = connect(context("client.pem", "client.key"))
+    roundtrip(c, 10)
+    open(sys.argv[4], "w").write("open")
+    for _ in range(200):
+        if os.path.exists(sys.argv[5]):
+            break
+        time.sleep(0.05)
+    roundtrip(c, 10)
+    c.close()
+elif case == "server-key":
+    # Print the server certificate's key type: "ec" or "rsa".
+    ctx = context("client.pem", "client.key")
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        with ctx.wrap_socket(s, server_hostname="localhost") as t:
+            der = t.getpeercert(binary_form=True)
+    open(sys.argv[4], "wb").write(ssl.DER_cert_to_PEM_cert(der).encode())
+else:
+    sys.exit("unknown case " + case)
+EOF
+client() { $py -W ignore::DeprecationWarning "$tmp/client.py" "$1" "$2" "$certs" "${@:3}"; }
+server_key_type() {
+    client server-key "$tport" "$tmp/peer.pem" &&
+        openssl x509 -in "$tmp/peer.pem" -noout -text | grep -q "$1"
+}
+
+# ---- verify_peer, fail_if_no_peer_cert ----
+log=$tmp/peer.log
+if tstart "$log" "${tls_args[@]}" --set ssl_options.verify=verify_peer \
+        --set ssl_options.fail_if_no_peer_cert=true \
+        --set ssl_handshake_timeout=500; then
+    check "pika over TLS with a client certificate" client client-cert "$tport"
+    check "no client certificate refused" client no-client-cert "$tport"
+    check "expired client certificate refused" client expired "$tport"
+    check "client certificate of another CA refused" client other-ca "$tport"
+    check "a refused handshake is logged with its reason" \
+        grep -q "TLS handshake failed" "$log"
+    check "TLS 1.1 refused" client tls1.1 "$tport"
+    check "by the server, for its version" grep -q "unsupported protocol" "$log"
+    check "TLS 1.2 taken" client tls1.2 "$tport"
+    check "TLS 1.3 taken" client tls1.3 "$tport"
+    check "plain AMQP on the TLS port closed at once" client plain-amqp "$tport"
+    check "a silent client cut at ssl_handshake_timeout" client silent "$tport"
+    check "the plain listener still works beside it" \
+        $py -c "import pika; pika.BlockingConnection(pika.ConnectionParameters('127.0.0.1', $port)).close()"
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with verify_peer" "$(tail -3 "$log")"
+fi
+
+# ---- verify_none; SIGHUP reloads the certificates ----
+log=$tmp/reload.log
+if tstart "$log" "${tls_args[@]}"; then
+    check "without peer verification" client no-verify "$tport"
+    check "the server certificate is the ECDSA one" server_key_type "id-ecPublicKey"
+    rm -f "$tmp/open" "$tmp/go"
+    client hold "$tport" "$tmp/open" "$tmp/go" & holder=$!
+    for _ in $(seq 1 100); do [ -e "$tmp/open" ] && break; sleep 0.05; done
+    cp "$certs/server-rsa.pem" "$tmp/server.pem"
+    cp "$certs/server-rsa.key" "$tmp/server.key"
+    kill -HUP "$pid"
+    for _ in $(seq 1 100); do grep -q "certificates and key reloaded" "$log" && break; sleep 0.05; done
+    check "SIGHUP reloads the certificates" grep -q "certificates and key reloaded" "$log"
+    check "a new connection gets the new (RSA) certificate" server_key_type "rsaEncryption"
+    touch "$tmp/go"
+    check "the TLS connection open across the reload goes on" wait "$holder"
+    echo "not a certificate" > "$tmp/server.pem"
+    kill -HUP "$pid"
+    for _ in $(seq 1 100); do grep -q "keeping the certificates in use" "$log" && break; sleep 0.05; done
+    check "a bad new certificate keeps the old one, logged" \
+        grep -q "keeping the certificates in use: cannot load ssl_options.certfile $tmp/server.pem" "$log"
+    check "and new connections still get the old one" server_key_type "rsaEncryption"
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with verify_none" "$(tail -3 "$log")"
+fi
+cp "$certs/server.pem" "$certs/server.key" "$tmp/"
+
+# ---- a password-protected key ----
+log=$tmp/enc.log
+if tstart "$log" "${tls_args[@]}" --set ssl_options.keyfile="$certs/server-enc.key" \
+        --set ssl_options.password=secret; then
+    check "a key with ssl_options.password" client no-verify "$tport"
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with an encrypted key" "$(tail -3 "$log")"
+fi
+
+# ---- refusals at startup: roostd exits 1 and names the file ----
+refuse() {
+    local name=$1 want=$2
+    shift 2
+    rm -rf "$tmp/data"
+    "$roostd" --port 0 --data-dir "$tmp/data" --log-file "$tmp/refuse.log" \
+        "$@" 2>>"$tmp/stderr" &
+    local p=$!
+    wait $p
+    local rc=$?
+    if [ $rc -ne 1 ]; then
+        bad "$name" "exit status $rc, expected 1"
+    elif ! grep -q -- "$want" "$tmp/refuse.log"; then
+        bad "$name" "log does not say '$want': $(grep -i tls "$tmp/refuse.log" | tail -2)"
+    else
+        ok "$name"
+    fi
+}
+refuse "missing certfile" "ssl_options.certfile $tmp/nope.pem: No such file" \
+    "${tls_args[@]}" --set ssl_options.certfile="$tmp/nope.pem"
+chmod 000 "$tmp/server.key"
+if [ "$(id -u)" = 0 ]; then
+    # root reads anything: make the key a directory instead.
+    chmod 600 "$tmp/server.key"
+    refuse "unreadable keyfile" "cannot load ssl_options.keyfile $tmp" \
+        "${tls_args[@]}" --set ssl_options.keyfile="$tmp"
+else
+    refuse "unreadable keyfile" "ssl_options.keyfile $tmp/server.key: Permission denied" \
+        "${tls_args[@]}"
+    chmod 600 "$tmp/server.key"
+fi
+refuse "mismatched key and certificate" "does not match" \
+    "${tls_args[@]}" --set ssl_options.keyfile="$certs/server-rsa.key"
+refuse "encrypted key without its password" "cannot load ssl_options.keyfile $certs/server-enc.key" \
+    "${tls_args[@]}" --set ssl_options.keyfile="$certs/server-enc.key"
+refuse "a TLS listener without certfile" "needs ssl_options.certfile" \
+    --set listeners.ssl.default=0
+refuse "TLS 1.1 asked for" "tlsv1.1' is not offered" \
+    "${tls_args[@]}" --set ssl_options.versions.1=tlsv1.1
+busy=$(free_port)
+$py -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$busy)); s.listen(); time.sleep(5)" &
+sq=$!
+sleep 0.3
+refuse "a TLS port already taken" "cannot listen" \
+    "${tls_args[@]}" --set listeners.ssl.default="127.0.0.1:$busy"
+kill $sq 2>/dev/null; wait $sq 2>/dev/null
+
+# ---- RabbitMQ's listener keys ----
+log=$tmp/listeners.log
+p1=$(free_port) p2=$(free_port)
+if tstart "$log" --set listeners.tcp.default="$p1" \
+        --set listeners.tcp.local="127.0.0.1:$p2"; then
+    for p in "$p1" "$p2"; do
+        check "listeners.tcp: port $p takes AMQP" \
+            $py -c "import pika; pika.BlockingConnection(pika.ConnectionParameters('127.0.0.1', $p)).close()"
+    done
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with listeners.tcp.NAME" "$(tail -3 "$log")"
+fi
+log=$tmp/none.log
+if tstart "$log" "${tls_args[@]}" --set listeners.tcp=none; then
+    check "listeners.tcp = none: only the TLS listener" \
+        test "$port" = "$tport" -a "$(grep -c 'listening for AMQP' "$log")" = 1
+    check "and it takes connections" client no-verify "$tport"
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with listeners.tcp = none" "$(tail -3 "$log")"
+fi
+
+echo "tls: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

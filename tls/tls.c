@@ -1,0 +1,624 @@
+/*
+ * TLS with OpenSSL: the server context (tls_ctx_new, tls_ctx_reload) and
+ * the TLS transport.
+ *
+ * The transport keeps the connection's wishes (call me when I can read,
+ * when I can write) apart from what OpenSSL needs of the socket: a read
+ * may need the socket writable (a handshake message to send), a write
+ * may need it readable, and a read can leave decrypted bytes inside
+ * OpenSSL while the socket has nothing more. Each of those re-arms the
+ * right event (update_events) or calls the connection back at once.
+ *
+ * Writes copy up to 16 KiB of the output at a time, so that the frames a
+ * delivery is made of go out in full-size records rather than one record
+ * per frame. A handshake costs the loop about a millisecond with an RSA
+ * key (much less with ECDSA): handshakes may take at most half of the
+ * loop's time in every 10 ms, and a handshake over that budget waits a
+ * millisecond, so a storm of new connections cannot starve open ones.
+ */
+#include "tls/tls.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#define RECORD_MAX 16384
+#define BUDGET_WINDOW_US 10000
+#define BUDGET_US 5000
+
+struct tls_ctx {
+    SSL_CTX *ssl;
+    int handshake_timeout_ms;
+};
+
+/* ---- the context ---- */
+
+static void
+ssl_error(char *err, size_t errlen, const char *what, const char *file)
+{
+    char reason[256] = "unknown error";
+    unsigned long e = ERR_peek_last_error();
+    if (e != 0)
+        ERR_error_string_n(e, reason, sizeof(reason));
+    ERR_clear_error();
+    if (file != NULL)
+        snprintf(err, errlen, "%s %s: %s", what, file, reason);
+    else
+        snprintf(err, errlen, "%s: %s", what, reason);
+}
+
+/* Whether 'file' can be read, with the reason in 'err' if not. */
+static bool
+readable(const char *key, const char *file, char *err, size_t errlen)
+{
+    FILE *fp = fopen(file, "r");
+    if (fp == NULL) {
+        snprintf(err, errlen, "ssl_options.%s %s: %s", key, file,
+                 strerror(errno));
+        return false;
+    }
+    fclose(fp);
+    return true;
+}
+
+static int
+password_cb(char *buf, int size, int rwflag, void *userdata)
+{
+    const char *pw = userdata;
+    (void)rwflag;
+    size_t n = pw ? strlen(pw) : 0;
+    if (n > (size_t)size)
+        n = (size_t)size;
+    memcpy(buf, pw, n);
+    return (int)n;
+}
+
+/* TLS versions from a list such as "tlsv1.2\ntlsv1.3\n". */
+static int
+set_versions(SSL_CTX *ctx, const char *list, char *err, size_t errlen)
+{
+    int lo = 0, hi = 0;
+    const char *p = list;
+
+    while (p != NULL && *p != '\0') {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        int v;
+        if (n == 7 && strncmp(p, "tlsv1.2", 7) == 0) {
+            v = TLS1_2_VERSION;
+        } else if (n == 7 && strncmp(p, "tlsv1.3", 7) == 0) {
+            v = TLS1_3_VERSION;
+        } else {
+            snprintf(err, errlen, "ssl_options.versions: '%.*s' is not "
+                     "offered (tlsv1.2 and tlsv1.3 are; 1.0 and 1.1 are "
+                     "refused)", (int)n, p);
+            return -1;
+        }
+        if (lo == 0 || v < lo)
+            lo = v;
+        if (v > hi)
+            hi = v;
+        p = nl ? nl + 1 : NULL;
+    }
+    if (lo == 0) {
+        lo = TLS1_2_VERSION;
+        hi = TLS1_3_VERSION;
+    }
+    SSL_CTX_set_min_proto_version(ctx, lo);
+    SSL_CTX_set_max_proto_version(ctx, hi);
+    return 0;
+}
+
+/* Cipher names one per line: TLS 1.3 suites (TLS_...) and the rest
+ * (OpenSSL names) go to OpenSSL separately. */
+static int
+set_ciphers(SSL_CTX *ctx, const char *list, char *err, size_t errlen)
+{
+    size_t cap = strlen(list) + 2;
+    char *v13 = calloc(1, cap), *v12 = calloc(1, cap);
+    int rc = 0;
+
+    if (v13 == NULL || v12 == NULL) {
+        free(v13);
+        free(v12);
+        snprintf(err, errlen, "ssl_options.ciphers: out of memory");
+        return -1;
+    }
+    for (const char *p = list; *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        char *to = strncmp(p, "TLS_", 4) == 0 ? v13 : v12;
+        if (n > 0) {
+            if (*to != '\0')
+                strcat(to, ":");
+            strncat(to, p, n);
+        }
+        p = nl ? nl + 1 : p + n;
+    }
+    if (*v13 != '\0' && SSL_CTX_set_ciphersuites(ctx, v13) != 1) {
+        ssl_error(err, errlen, "ssl_options.ciphers (TLS 1.3)", NULL);
+        rc = -1;
+    } else if (*v12 != '\0' && SSL_CTX_set_cipher_list(ctx, v12) != 1) {
+        ssl_error(err, errlen, "ssl_options.ciphers", NULL);
+        rc = -1;
+    }
+    free(v13);
+    free(v12);
+    return rc;
+}
+
+static SSL_CTX *
+make_ctx(const struct tls_options *o, char *err, size_t errlen)
+{
+    SSL_CTX *ctx;
+
+    if (o->certfile[0] == '\0' || o->keyfile[0] == '\0') {
+        snprintf(err, errlen, "a TLS listener needs ssl_options.certfile "
+                 "and ssl_options.keyfile");
+        return NULL;
+    }
+    if (!readable("certfile", o->certfile, err, errlen) ||
+        !readable("keyfile", o->keyfile, err, errlen) ||
+        (o->cacertfile[0] != '\0' &&
+         !readable("cacertfile", o->cacertfile, err, errlen)))
+        return NULL;
+    ERR_clear_error();
+    ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL) {
+        ssl_error(err, errlen, "cannot make a TLS context", NULL);
+        return NULL;
+    }
+    if (set_versions(ctx, o->versions, err, errlen) != 0 ||
+        set_ciphers(ctx, o->ciphers, err, errlen) != 0)
+        goto fail;
+    /* A peer that closes without close_notify has closed (pika does
+     * after connection.close-ok), not failed. */
+    uint64_t opts = SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF;
+    if (!o->client_renegotiation)
+        opts |= SSL_OP_NO_RENEGOTIATION;
+    if (o->honor_cipher_order)
+        opts |= SSL_OP_CIPHER_SERVER_PREFERENCE;
+    if (!o->reuse_sessions)
+        opts |= SSL_OP_NO_TICKET;
+    if (!o->secure_renegotiate)
+        opts |= SSL_OP_ALLOW_UNSAFE_LEGACY_RENEGOTIATION;
+    SSL_CTX_set_options(ctx, opts);
+    SSL_CTX_set_session_cache_mode(ctx, o->reuse_sessions
+                                            ? SSL_SESS_CACHE_SERVER
+                                            : SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"roost", 5);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS |
+                              SSL_MODE_ENABLE_PARTIAL_WRITE |
+                              SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_default_passwd_cb(ctx, password_cb);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, (void *)o->password);
+    if (SSL_CTX_use_certificate_chain_file(ctx, o->certfile) != 1) {
+        ssl_error(err, errlen, "cannot load ssl_options.certfile",
+                  o->certfile);
+        goto fail;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, o->keyfile, SSL_FILETYPE_PEM) != 1) {
+        ssl_error(err, errlen, "cannot load ssl_options.keyfile", o->keyfile);
+        goto fail;
+    }
+    /* The password is needed only to load the key. */
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        snprintf(err, errlen, "ssl_options.keyfile %s does not match "
+                 "ssl_options.certfile %s", o->keyfile, o->certfile);
+        ERR_clear_error();
+        goto fail;
+    }
+    if (o->cacertfile[0] != '\0') {
+        if (SSL_CTX_load_verify_locations(ctx, o->cacertfile, NULL) != 1) {
+            ssl_error(err, errlen, "cannot load ssl_options.cacertfile",
+                      o->cacertfile);
+            goto fail;
+        }
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(o->cacertfile);
+        if (names != NULL)
+            SSL_CTX_set_client_CA_list(ctx, names);
+    }
+    if (o->verify_peer) {
+        if (o->cacertfile[0] == '\0') {
+            snprintf(err, errlen, "ssl_options.verify = verify_peer needs "
+                     "ssl_options.cacertfile");
+            goto fail;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER |
+                                    (o->fail_if_no_peer_cert
+                                         ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+                                         : 0), NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    }
+    SSL_CTX_set_verify_depth(ctx, o->depth);
+    return ctx;
+fail:
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+struct tls_ctx *
+tls_ctx_new(const struct tls_options *o, char *err, size_t errlen)
+{
+    SSL_CTX *ssl = make_ctx(o, err, errlen);
+    if (ssl == NULL)
+        return NULL;
+    struct tls_ctx *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        SSL_CTX_free(ssl);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->ssl = ssl;
+    c->handshake_timeout_ms = o->handshake_timeout_ms;
+    return c;
+}
+
+int
+tls_ctx_reload(struct tls_ctx *c, const struct tls_options *o, char *err,
+               size_t errlen)
+{
+    SSL_CTX *ssl = make_ctx(o, err, errlen);
+    if (ssl == NULL)
+        return -1;
+    /* Open connections hold references to the old one. */
+    SSL_CTX_free(c->ssl);
+    c->ssl = ssl;
+    c->handshake_timeout_ms = o->handshake_timeout_ms;
+    return 0;
+}
+
+void
+tls_ctx_free(struct tls_ctx *c)
+{
+    if (c == NULL)
+        return;
+    SSL_CTX_free(c->ssl);
+    free(c);
+}
+
+/* ---- the handshake budget ---- */
+
+static uint64_t
+now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static uint64_t window_start, window_used;
+
+static bool
+budget_left(uint64_t now)
+{
+    if (now - window_start >= BUDGET_WINDOW_US) {
+        window_start = now;
+        window_used = 0;
+    }
+    return window_used < BUDGET_US;
+}
+
+/* ---- the transport ---- */
+
+struct tls {
+    struct transport t;
+    SSL *ssl;
+    struct event *rev, *wev, *timer, *retry;
+    bool want_r, want_w;        /* the connection's */
+    bool read_wants_write;      /* the last SSL_read */
+    bool write_wants_read;      /* the last SSL_write */
+    bool armed_r, armed_w;
+    bool handshaken, deferred, timed_out, fatal;
+    size_t retry_len;           /* a write to repeat with this length */
+    char error[200];
+};
+
+static void
+update_events(struct tls *p)
+{
+    bool r = !p->deferred &&
+             ((p->want_r && !p->read_wants_write) || p->write_wants_read);
+    bool w = !p->deferred &&
+             ((p->want_w && !p->write_wants_read) || p->read_wants_write);
+    if (r != p->armed_r) {
+        if (r)
+            event_add(p->rev, NULL);
+        else
+            event_del(p->rev);
+        p->armed_r = r;
+    }
+    if (w != p->armed_w) {
+        if (w)
+            event_add(p->wev, NULL);
+        else
+            event_del(p->wev);
+        p->armed_w = w;
+    }
+}
+
+/* A failed call: why, for the connection's log line. */
+static ssize_t
+failed(struct tls *p, int ret, int err)
+{
+    unsigned long e = ERR_peek_last_error();
+    char reason[160] = "";
+
+    p->fatal = true;
+    if (e != 0)
+        ERR_error_string_n(e, reason, sizeof(reason));
+    ERR_clear_error();
+    if (err == SSL_ERROR_SYSCALL && e == 0 && ret == 0)
+        return TRANSPORT_EOF;   /* the peer closed without close_notify */
+    if (err == SSL_ERROR_SYSCALL && e == 0) {
+        snprintf(p->error, sizeof(p->error), "%s", strerror(errno));
+        return TRANSPORT_ERROR;
+    }
+    snprintf(p->error, sizeof(p->error), "TLS %s: %s",
+             p->handshaken ? "error" : "handshake failed",
+             reason[0] ? reason : "protocol error");
+    errno = EPROTO;
+    return TRANSPORT_ERROR;
+}
+
+static ssize_t
+tls_read(struct transport *t, void *buf, size_t n)
+{
+    struct tls *p = (struct tls *)t;
+    size_t got = 0;
+    uint64_t start = 0;
+
+    if (p->timed_out) {
+        snprintf(p->error, sizeof(p->error), "TLS handshake timed out");
+        errno = ETIMEDOUT;
+        return TRANSPORT_ERROR;
+    }
+    if (p->fatal)
+        return TRANSPORT_ERROR;
+    if (!p->handshaken) {
+        start = now_us();
+        if (!budget_left(start)) {
+            /* Later: open connections first. */
+            p->deferred = true;
+            update_events(p);
+            struct timeval tv = { 0, 1000 };
+            evtimer_add(p->retry, &tv);
+            return TRANSPORT_AGAIN;
+        }
+    }
+    p->read_wants_write = false;
+    while (got < n) {
+        size_t ask = n - got > (size_t)INT32_MAX ? (size_t)INT32_MAX : n - got;
+        int r = SSL_read(p->ssl, (char *)buf + got, (int)ask);
+        if (r > 0) {
+            got += (size_t)r;
+            continue;
+        }
+        int err = SSL_get_error(p->ssl, r);
+        if (err == SSL_ERROR_WANT_READ)
+            break;
+        if (err == SSL_ERROR_WANT_WRITE) {
+            p->read_wants_write = true;
+            break;
+        }
+        if (err == SSL_ERROR_ZERO_RETURN) {
+            if (got == 0)
+                return TRANSPORT_EOF;
+            break;
+        }
+        if (got > 0)
+            break;              /* the error again at the next read */
+        return failed(p, r, err);
+    }
+    if (!p->handshaken) {
+        window_used += now_us() - start;
+        if (SSL_is_init_finished(p->ssl)) {
+            p->handshaken = true;
+            evtimer_del(p->timer);
+        }
+    }
+    update_events(p);
+    /* Bytes decrypted and waiting: no readable socket will say so. */
+    if (got == n && SSL_has_pending(p->ssl))
+        event_active(p->rev, EV_READ, 0);
+    return got > 0 ? (ssize_t)got : TRANSPORT_AGAIN;
+}
+
+static ssize_t
+tls_write(struct transport *t, struct evbuffer *out, size_t max)
+{
+    struct tls *p = (struct tls *)t;
+    uint8_t rec[RECORD_MAX];
+    size_t done = 0;
+
+    if (p->fatal)
+        return TRANSPORT_ERROR;
+    p->write_wants_read = false;
+    while (done < max) {
+        size_t len = evbuffer_get_length(out), n = p->retry_len;
+        if (len == 0)
+            break;
+        if (n == 0) {
+            n = len < RECORD_MAX ? len : RECORD_MAX;
+            if (n > max - done)
+                n = max - done;
+        }
+        evbuffer_copyout(out, rec, n);
+        int r = SSL_write(p->ssl, rec, (int)n);
+        if (r > 0) {
+            evbuffer_drain(out, (size_t)r);
+            done += (size_t)r;
+            p->retry_len = 0;
+            continue;
+        }
+        int err = SSL_get_error(p->ssl, r);
+        if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ) {
+            /* OpenSSL wants the same write again. */
+            p->retry_len = n;
+            p->write_wants_read = err == SSL_ERROR_WANT_READ;
+            break;
+        }
+        return failed(p, r, err);
+    }
+    update_events(p);
+    return (ssize_t)done;
+}
+
+static void
+tls_want_read(struct transport *t, bool on)
+{
+    struct tls *p = (struct tls *)t;
+    p->want_r = on;
+    update_events(p);
+}
+
+static void
+tls_want_write(struct transport *t, bool on)
+{
+    struct tls *p = (struct tls *)t;
+    p->want_w = on;
+    update_events(p);
+}
+
+static bool
+tls_write_waiting(const struct transport *t)
+{
+    const struct tls *p = (const struct tls *)t;
+    return p->armed_w && p->want_w;
+}
+
+static const char *
+tls_error(const struct transport *t)
+{
+    const struct tls *p = (const struct tls *)t;
+    return p->error[0] ? p->error : NULL;
+}
+
+static void
+tls_free(struct transport *t)
+{
+    struct tls *p = (struct tls *)t;
+    /* A close_notify if the session is sound; no waiting for the peer's. */
+    if (p->handshaken && !p->fatal)
+        (void)SSL_shutdown(p->ssl);
+    ERR_clear_error();
+    SSL_free(p->ssl);
+    event_free(p->rev);
+    event_free(p->wev);
+    event_free(p->timer);
+    event_free(p->retry);
+    close(t->fd);
+    free(p);
+}
+
+static const struct transport_ops tls_ops = {
+    .name = "tls",
+    .read = tls_read,
+    .write = tls_write,
+    .want_read = tls_want_read,
+    .want_write = tls_want_write,
+    .write_waiting = tls_write_waiting,
+    .error = tls_error,
+    .free = tls_free,
+};
+
+static void
+readable_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct tls *p = arg;
+    (void)fd;
+    (void)what;
+    if (p->write_wants_read) {
+        p->write_wants_read = false;
+        update_events(p);
+        p->t.on_write(p->t.arg);
+    }
+    if (p->want_r)
+        p->t.on_read(p->t.arg);
+}
+
+static void
+writable_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct tls *p = arg;
+    (void)fd;
+    (void)what;
+    if (p->read_wants_write) {
+        p->read_wants_write = false;
+        update_events(p);
+        p->t.on_read(p->t.arg);
+    }
+    if (p->want_w)
+        p->t.on_write(p->t.arg);
+}
+
+static void
+timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct tls *p = arg;
+    (void)fd;
+    (void)what;
+    if (p->handshaken)
+        return;
+    p->timed_out = true;
+    p->t.on_read(p->t.arg);
+}
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct tls *p = arg;
+    (void)fd;
+    (void)what;
+    p->deferred = false;
+    update_events(p);
+    if (p->want_r)
+        p->t.on_read(p->t.arg);
+}
+
+struct transport *
+tls_transport_new(struct tls_ctx *c, struct event_base *base, int fd,
+                  transport_cb on_read, transport_cb on_write, void *arg)
+{
+    struct tls *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return NULL;
+    p->t = (struct transport){ &tls_ops, fd, on_read, on_write, arg };
+    p->ssl = SSL_new(c->ssl);
+    p->rev = event_new(base, fd, EV_READ | EV_PERSIST, readable_cb, p);
+    p->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, writable_cb, p);
+    p->timer = evtimer_new(base, timeout_cb, p);
+    p->retry = evtimer_new(base, retry_cb, p);
+    if (p->ssl == NULL || p->rev == NULL || p->wev == NULL ||
+        p->timer == NULL || p->retry == NULL || SSL_set_fd(p->ssl, fd) != 1) {
+        if (p->ssl)
+            SSL_free(p->ssl);
+        if (p->rev)
+            event_free(p->rev);
+        if (p->wev)
+            event_free(p->wev);
+        if (p->timer)
+            event_free(p->timer);
+        if (p->retry)
+            event_free(p->retry);
+        ERR_clear_error();
+        free(p);
+        return NULL;
+    }
+    SSL_set_accept_state(p->ssl);
+    struct timeval tv = { c->handshake_timeout_ms / 1000,
+                          (c->handshake_timeout_ms % 1000) * 1000 };
+    evtimer_add(p->timer, &tv);
+    return &p->t;
+}

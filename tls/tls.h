@@ -1,0 +1,57 @@
+/*
+ * TLS for AMQP listeners: a server context made from RabbitMQ's
+ * ssl_options, reloaded on SIGHUP, and a transport (broker/transport.h)
+ * that speaks TLS on an accepted socket. The only place that includes
+ * OpenSSL.
+ */
+#ifndef ROOST_TLS_TLS_H
+#define ROOST_TLS_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker/transport.h"
+
+struct event_base;
+
+/* RabbitMQ's ssl_options, as the configuration gives them. */
+struct tls_options {
+    const char *cacertfile;     /* "" = none */
+    const char *certfile;
+    const char *keyfile;
+    const char *password;       /* of the key; "" = none */
+    bool verify_peer;           /* verify = verify_peer */
+    bool fail_if_no_peer_cert;
+    const char *versions;       /* "tlsv1.2\ntlsv1.3\n"; "" = 1.2 and 1.3 */
+    const char *ciphers;        /* one per line; "" = OpenSSL's defaults */
+    bool honor_cipher_order;
+    int depth;
+    bool reuse_sessions;
+    bool client_renegotiation;
+    bool secure_renegotiate;
+    int handshake_timeout_ms;
+};
+
+struct tls_ctx;
+
+/* A context from 'o', or NULL with a message naming the file or the
+ * option at fault in 'err'. */
+struct tls_ctx *tls_ctx_new(const struct tls_options *o, char *err,
+                            size_t errlen);
+
+/* Load 'o' again (SIGHUP): on success new connections use the new
+ * certificates and key, open ones keep theirs; on failure nothing
+ * changes. Returns 0 or -1 with 'err'. */
+int tls_ctx_reload(struct tls_ctx *c, const struct tls_options *o, char *err,
+                   size_t errlen);
+
+void tls_ctx_free(struct tls_ctx *c);
+
+/* TLS on accepted socket 'fd' (non-blocking), the handshake first; NULL
+ * if out of memory (then 'fd' is still the caller's). */
+struct transport *tls_transport_new(struct tls_ctx *c, struct event_base *base,
+                                    int fd, transport_cb on_read,
+                                    transport_cb on_write, void *arg);
+
+#endif
