@@ -1,5 +1,5 @@
 /*
- * SASL PLAIN and AMQPLAIN against the in-memory users.
+ * SASL PLAIN, AMQPLAIN and EXTERNAL against the in-memory users.
  */
 #include "broker/auth.h"
 
@@ -9,6 +9,7 @@
 
 #include "amqp/table.h"
 #include "broker/broker.h"
+#include "broker/config.h"
 #include "broker/util.h"
 
 void
@@ -88,31 +89,94 @@ parse_amqplain(struct amqp_bytes r, struct amqp_bytes *login,
     return 0;
 }
 
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void
+auth_offered(bool external, char *out, size_t len)
+{
+    static const char *const known[] = { "AMQPLAIN", "EXTERNAL", "PLAIN" };
+    const char *list = broker.cfg.auth_mechanisms, *pick[3];
+    char mech[64];
+    size_t pos = 0, n = 0, w = 0;
+
+    out[0] = '\0';
+    if (list[0] == '\0') {
+        snprintf(out, len, "%s", AUTH_MECHANISMS);
+        return;
+    }
+    /* The configured ones, each once, in RabbitMQ's (sorted) order. */
+    while (config_list_next(list, &pos, mech, sizeof(mech)))
+        for (size_t i = 0; i < 3; i++)
+            if (strcmp(mech, known[i]) == 0 && (i != 1 || external)) {
+                bool dup = false;
+                for (size_t j = 0; j < n; j++)
+                    dup |= pick[j] == known[i];
+                if (!dup)
+                    pick[n++] = known[i];
+            }
+    qsort(pick, n, sizeof(pick[0]), cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        int k = snprintf(out + w, len - w, "%s%s", w ? " " : "", pick[i]);
+        if (k < 0 || (size_t)k >= len - w)
+            break;
+        w += (size_t)k;
+    }
+}
+
+/* Whether 'mechanism' is a word of 'offered'. */
+static bool
+was_offered(struct amqp_bytes mechanism, const char *offered)
+{
+    const char *p = offered;
+    while (*p != '\0') {
+        size_t n = strcspn(p, " ");
+        if (n == mechanism.len && n > 0 && memcmp(p, mechanism.ptr, n) == 0)
+            return true;
+        p += n;
+        p += strspn(p, " ");
+    }
+    return false;
+}
+
 int
 auth_check(struct amqp_bytes mechanism, struct amqp_bytes response,
+           const char *offered, const char *external_user,
            bool from_loopback, char **user, bool *unsupported, char *why,
            size_t whylen)
 {
-    struct amqp_bytes login, pass;
-    int rc;
+    struct amqp_bytes login = { NULL, 0 }, pass = { NULL, 0 };
+    bool external = amqp_bytes_eq(mechanism, "EXTERNAL");
+    int rc = 0;
 
     *unsupported = false;
-    if (amqp_bytes_eq(mechanism, "PLAIN"))
-        rc = parse_plain(response, &login, &pass);
-    else if (amqp_bytes_eq(mechanism, "AMQPLAIN"))
-        rc = parse_amqplain(response, &login, &pass);
-    else {
+    if (!was_offered(mechanism, offered) ||
+        (external && external_user == NULL)) {
         *unsupported = true;
         snprintf(why, whylen, "unsupported authentication mechanism");
         return -1;
     }
+    if (amqp_bytes_eq(mechanism, "PLAIN"))
+        rc = parse_plain(response, &login, &pass);
+    else if (amqp_bytes_eq(mechanism, "AMQPLAIN"))
+        rc = parse_amqplain(response, &login, &pass);
+    else
+        login = amqp_cstr(external_user);
     if (rc != 0) {
         snprintf(why, whylen, "malformed %s response",
                  amqp_bytes_eq(mechanism, "PLAIN") ? "PLAIN" : "AMQPLAIN");
         return -1;
     }
     struct user *u = hmap_get(&broker.users, login.ptr, login.len);
-    if (u == NULL || !secret_eq(u->password, pass)) {
+    if (u == NULL && external) {
+        snprintf(why, whylen, "no user '%.*s' (the client certificate's "
+                 "name)", (int)(login.len > 200 ? 200 : login.len), login.ptr);
+        return -1;
+    }
+    if (u == NULL || (!external && !secret_eq(u->password, pass))) {
         snprintf(why, whylen, "invalid credentials");
         return -1;
     }

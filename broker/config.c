@@ -73,6 +73,20 @@ const struct opt_def config_opts[] = {
     OPT("ssl_handshake_timeout", OPT_INT, "5000", 100, 3600000, false,
         ssl_handshake_timeout_ms,
         "milliseconds a client has to complete the TLS handshake"),
+    OPT("auth_mechanisms", OPT_LIST, "", 0, 0, false, auth_mechanisms,
+        "SASL mechanisms offered, auth_mechanisms.N = PLAIN, AMQPLAIN or "
+        "EXTERNAL (offered only on TLS connections with a verified client "
+        "certificate); none set: AMQPLAIN and PLAIN"),
+    OPT("ssl_cert_login_from", OPT_STRING, "distinguished_name", 0, 0, false,
+        ssl_cert_login_from,
+        "EXTERNAL's user name: the certificate's distinguished_name (RFC "
+        "4514, CN first), common_name, or subject_alternative_name"),
+    OPT("ssl_cert_login_san_type", OPT_STRING, "dns", 0, 0, false,
+        ssl_cert_login_san_type,
+        "with subject_alternative_name: dns, ip, email, uri or other_name"),
+    OPT("ssl_cert_login_san_index", OPT_INT, "0", 0, 1000, false,
+        ssl_cert_login_san_index,
+        "with subject_alternative_name: which of that type, from 0"),
     OPT("data_dir", OPT_STRING, "./data", 0, 0, false, data_dir,
         "directory for definitions and persistent messages"),
     OPT("load_definitions", OPT_STRING, "", 0, 0, false, load_definitions,
@@ -476,6 +490,20 @@ config_validate(const struct config *c, char *err, size_t errlen)
         strcmp(c->ssl_verify, "verify_peer") != 0) {
         snprintf(err, errlen, "ssl_options.verify: '%s' is not verify_none "
                  "or verify_peer", c->ssl_verify);
+        return -1;
+    }
+    size_t pos = 0;
+    char mech[64];
+    while (config_list_next(c->auth_mechanisms, &pos, mech, sizeof(mech)))
+        if (strcmp(mech, "PLAIN") != 0 && strcmp(mech, "AMQPLAIN") != 0 &&
+            strcmp(mech, "EXTERNAL") != 0) {
+            snprintf(err, errlen, "auth_mechanisms: '%s' is not PLAIN, "
+                     "AMQPLAIN or EXTERNAL", mech);
+            return -1;
+        }
+    if (config_list_none(c->auth_mechanisms)) {
+        snprintf(err, errlen, "auth_mechanisms = none leaves no way to log "
+                 "in");
         return -1;
     }
     if (c->default_user[0] == '\0') {

@@ -37,6 +37,11 @@ struct config {
     bool ssl_client_renegotiation;
     bool ssl_secure_renegotiate;
     int ssl_handshake_timeout_ms;
+    /* SASL */
+    char *auth_mechanisms;      /* list; empty: AMQPLAIN and PLAIN */
+    char *ssl_cert_login_from;
+    char *ssl_cert_login_san_type;
+    int ssl_cert_login_san_index;
     /* files */
     char *data_dir;
     char *load_definitions;     /* "" = none */

@@ -11,6 +11,7 @@
 #include "broker/broker.h"
 #include "broker/conn.h"
 #include "broker/log.h"
+#include "broker/transport.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 #include "broker/version.h"
@@ -67,7 +68,10 @@ conn_send_start(struct conn *c)
     m.a.connection_start.version_minor = 9;
     m.a.connection_start.server_properties.ptr = buf + 4;
     m.a.connection_start.server_properties.len = w.len - 4;
-    m.a.connection_start.mechanisms = amqp_cstr(AUTH_MECHANISMS);
+    char name[1024], offered[128];
+    auth_offered(transport_peer_login(c->tp, name, sizeof(name)), offered,
+                 sizeof(offered));
+    m.a.connection_start.mechanisms = amqp_cstr(offered);
     m.a.connection_start.locales = amqp_cstr("en_US");
     conn_send_method(c, 0, &m);
 }
@@ -94,13 +98,17 @@ read_capabilities(struct conn *c, struct amqp_table props)
 static void
 start_ok(struct conn *c, const struct amqp_connection_start_ok *a)
 {
-    char why[128], mech[64];
+    char why[320], mech[64];
     bool unsupported;
     char *user = NULL;
 
     read_capabilities(c, a->client_properties);
     log_escape(mech, sizeof(mech), a->mechanism.ptr, a->mechanism.len);
-    if (auth_check(a->mechanism, a->response, c->peer_is_loopback, &user,
+    char name[1024], offered[128];
+    bool external = transport_peer_login(c->tp, name, sizeof(name));
+    auth_offered(external, offered, sizeof(offered));
+    if (auth_check(a->mechanism, a->response, offered,
+                   external ? name : NULL, c->peer_is_loopback, &user,
                    &unsupported, why, sizeof(why)) != 0) {
         log_warnx("conn=%016" PRIx64 " %s: login refused (%s, mechanism %s)",
                   c->id, c->peer, why, mech);

@@ -127,6 +127,9 @@ tls_setup(bool reload, char *err, size_t errlen)
         .client_renegotiation = c->ssl_client_renegotiation,
         .secure_renegotiate = c->ssl_secure_renegotiate,
         .handshake_timeout_ms = c->ssl_handshake_timeout_ms,
+        .login_from = c->ssl_cert_login_from,
+        .san_type = c->ssl_cert_login_san_type,
+        .san_index = c->ssl_cert_login_san_index,
     };
     int rc = 0;
     if (reload)

@@ -45,6 +45,10 @@ struct transport_ops {
     bool (*write_waiting)(const struct transport *t);
     /* Why the last read or write failed, or NULL: errno says. */
     const char *(*error)(const struct transport *t);
+    /* The login name a verified client certificate gives (SASL
+     * EXTERNAL), by the rule the transport was made with: false if there
+     * is none (plain TCP, no certificate, not verified, no such name). */
+    bool (*peer_login)(const struct transport *t, char *out, size_t len);
     /* Close the socket and free the transport. */
     void (*free)(struct transport *t);
 };
@@ -96,6 +100,12 @@ static inline const char *
 transport_error(const struct transport *t)
 {
     return t->ops->error(t);
+}
+
+static inline bool
+transport_peer_login(const struct transport *t, char *out, size_t len)
+{
+    return t->ops->peer_login(t, out, len);
 }
 
 static inline void

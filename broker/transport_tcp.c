@@ -74,6 +74,15 @@ tcp_error(const struct transport *t)
     return NULL;
 }
 
+static bool
+tcp_peer_login(const struct transport *t, char *out, size_t len)
+{
+    (void)t;
+    (void)out;
+    (void)len;
+    return false;
+}
+
 static void
 tcp_free(struct transport *t)
 {
@@ -92,6 +101,7 @@ static const struct transport_ops tcp_ops = {
     .want_write = tcp_want_write,
     .write_waiting = tcp_write_waiting,
     .error = tcp_error,
+    .peer_login = tcp_peer_login,
     .free = tcp_free,
 };
 

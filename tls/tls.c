@@ -29,14 +29,25 @@
 #include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #define RECORD_MAX 16384
 #define BUDGET_WINDOW_US 10000
 #define BUDGET_US 5000
 
+enum login_from { LOGIN_DN, LOGIN_CN, LOGIN_SAN };
+
+/* How SASL EXTERNAL names the user (ssl_cert_login_from). */
+struct login_rule {
+    enum login_from from;
+    int san_type;               /* GEN_DNS, ... */
+    int san_index;
+};
+
 struct tls_ctx {
     SSL_CTX *ssl;
     int handshake_timeout_ms;
+    struct login_rule login;
 };
 
 /* ---- the context ---- */
@@ -195,6 +206,9 @@ make_ctx(const struct tls_options *o, char *err, size_t errlen)
                                             ? SSL_SESS_CACHE_SERVER
                                             : SSL_SESS_CACHE_OFF);
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"roost", 5);
+    /* Read what the socket has, not a record header and then its body:
+     * two read(2)s per record otherwise. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS |
                               SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -247,9 +261,48 @@ fail:
     return NULL;
 }
 
+static int
+login_rule(const struct tls_options *o, struct login_rule *r, char *err,
+           size_t errlen)
+{
+    static const struct { const char *name; int type; } sans[] = {
+        { "dns", GEN_DNS }, { "ip", GEN_IPADD }, { "email", GEN_EMAIL },
+        { "uri", GEN_URI }, { "other_name", GEN_OTHERNAME },
+    };
+    const char *from = o->login_from ? o->login_from : "distinguished_name";
+
+    if (strcmp(from, "distinguished_name") == 0)
+        r->from = LOGIN_DN;
+    else if (strcmp(from, "common_name") == 0)
+        r->from = LOGIN_CN;
+    else if (strcmp(from, "subject_alternative_name") == 0)
+        r->from = LOGIN_SAN;
+    else {
+        snprintf(err, errlen, "ssl_cert_login_from: '%s' is not "
+                 "distinguished_name, common_name or "
+                 "subject_alternative_name", from);
+        return -1;
+    }
+    r->san_type = -1;
+    for (size_t i = 0; i < sizeof(sans) / sizeof(sans[0]); i++)
+        if (o->san_type && strcmp(o->san_type, sans[i].name) == 0)
+            r->san_type = sans[i].type;
+    if (r->san_type < 0) {
+        snprintf(err, errlen, "ssl_cert_login_san_type: '%s' is not dns, "
+                 "ip, email, uri or other_name",
+                 o->san_type ? o->san_type : "");
+        return -1;
+    }
+    r->san_index = o->san_index;
+    return 0;
+}
+
 struct tls_ctx *
 tls_ctx_new(const struct tls_options *o, char *err, size_t errlen)
 {
+    struct login_rule rule;
+    if (login_rule(o, &rule, err, errlen) != 0)
+        return NULL;
     SSL_CTX *ssl = make_ctx(o, err, errlen);
     if (ssl == NULL)
         return NULL;
@@ -261,6 +314,7 @@ tls_ctx_new(const struct tls_options *o, char *err, size_t errlen)
     }
     c->ssl = ssl;
     c->handshake_timeout_ms = o->handshake_timeout_ms;
+    c->login = rule;
     return c;
 }
 
@@ -268,6 +322,9 @@ int
 tls_ctx_reload(struct tls_ctx *c, const struct tls_options *o, char *err,
                size_t errlen)
 {
+    struct login_rule rule;
+    if (login_rule(o, &rule, err, errlen) != 0)
+        return -1;
     SSL_CTX *ssl = make_ctx(o, err, errlen);
     if (ssl == NULL)
         return -1;
@@ -275,6 +332,7 @@ tls_ctx_reload(struct tls_ctx *c, const struct tls_options *o, char *err,
     SSL_CTX_free(c->ssl);
     c->ssl = ssl;
     c->handshake_timeout_ms = o->handshake_timeout_ms;
+    c->login = rule;
     return 0;
 }
 
@@ -321,6 +379,7 @@ struct tls {
     bool armed_r, armed_w;
     bool handshaken, deferred, timed_out, fatal;
     size_t retry_len;           /* a write to repeat with this length */
+    struct login_rule login;    /* the context's when it was made */
     char error[200];
 };
 
@@ -504,6 +563,104 @@ tls_error(const struct transport *t)
     return p->error[0] ? p->error : NULL;
 }
 
+/* The subject as RFC 4514 writes it, the last RDN (the CN) first, which
+ * is how RabbitMQ names an EXTERNAL user by default. */
+static bool
+name_dn(X509 *x, char *out, size_t len)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    char *p;
+    long n;
+    bool ok = false;
+
+    if (b == NULL)
+        return false;
+    if (X509_NAME_print_ex(b, X509_get_subject_name(x), 0,
+                           XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0 &&
+        (n = BIO_get_mem_data(b, &p)) > 0 && (size_t)n < len) {
+        memcpy(out, p, (size_t)n);
+        out[n] = '\0';
+        ok = true;
+    }
+    BIO_free(b);
+    return ok;
+}
+
+static bool
+copy_asn1(const ASN1_STRING *s, char *out, size_t len)
+{
+    unsigned char *u = NULL;
+    int n = ASN1_STRING_to_UTF8(&u, s);
+    bool ok = n >= 0 && (size_t)n < len && memchr(u, 0, (size_t)n) == NULL;
+    if (ok) {
+        memcpy(out, u, (size_t)n);
+        out[n] = '\0';
+    }
+    OPENSSL_free(u);
+    return ok;
+}
+
+static bool
+name_cn(X509 *x, char *out, size_t len)
+{
+    X509_NAME *nm = X509_get_subject_name(x);
+    int i = X509_NAME_get_index_by_NID(nm, NID_commonName, -1);
+    if (i < 0)
+        return false;
+    return copy_asn1(X509_NAME_ENTRY_get_data(X509_NAME_get_entry(nm, i)),
+                     out, len);
+}
+
+static bool
+name_san(X509 *x, const struct login_rule *r, char *out, size_t len)
+{
+    GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL,
+                                            NULL);
+    int seen = 0;
+    bool ok = false;
+
+    for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+        if (g->type != r->san_type || seen++ != r->san_index)
+            continue;
+        if (g->type == GEN_IPADD) {
+            const ASN1_OCTET_STRING *ip = g->d.iPAddress;
+            ok = ip->length == 4 &&
+                 snprintf(out, len, "%u.%u.%u.%u", ip->data[0], ip->data[1],
+                          ip->data[2], ip->data[3]) < (int)len;
+        } else if (g->type == GEN_OTHERNAME) {
+            const ASN1_TYPE *v = g->d.otherName->value;
+            ok = v->type == V_ASN1_UTF8STRING &&
+                 copy_asn1(v->value.utf8string, out, len);
+        } else {
+            ok = copy_asn1(g->d.ia5, out, len);
+        }
+        break;
+    }
+    GENERAL_NAMES_free(names);
+    return ok;
+}
+
+static bool
+tls_peer_login(const struct transport *t, char *out, size_t len)
+{
+    const struct tls *p = (const struct tls *)t;
+    X509 *x = SSL_get0_peer_certificate(p->ssl);
+
+    if (x == NULL || !p->handshaken ||
+        SSL_get_verify_result(p->ssl) != X509_V_OK)
+        return false;
+    switch (p->login.from) {
+    case LOGIN_DN:
+        return name_dn(x, out, len);
+    case LOGIN_CN:
+        return name_cn(x, out, len);
+    case LOGIN_SAN:
+        return name_san(x, &p->login, out, len);
+    }
+    return false;
+}
+
 static void
 tls_free(struct transport *t)
 {
@@ -529,6 +686,7 @@ static const struct transport_ops tls_ops = {
     .want_write = tls_want_write,
     .write_waiting = tls_write_waiting,
     .error = tls_error,
+    .peer_login = tls_peer_login,
     .free = tls_free,
 };
 
@@ -617,6 +775,7 @@ tls_transport_new(struct tls_ctx *c, struct event_base *base, int fd,
         return NULL;
     }
     SSL_set_accept_state(p->ssl);
+    p->login = c->login;
     struct timeval tv = { c->handshake_timeout_ms / 1000,
                           (c->handshake_timeout_ms % 1000) * 1000 };
     evtimer_add(p->timer, &tv);

@@ -31,6 +31,13 @@ struct tls_options {
     bool client_renegotiation;
     bool secure_renegotiate;
     int handshake_timeout_ms;
+    /* SASL EXTERNAL's user name (RabbitMQ's ssl_cert_login_from):
+     * "distinguished_name", "common_name" or "subject_alternative_name"
+     * (the san_index-th, from 0, of type san_type: "dns", "ip", "email",
+     * "uri" or "other_name") */
+    const char *login_from;
+    const char *san_type;
+    int san_index;
 };
 
 struct tls_ctx;

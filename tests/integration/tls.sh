@@ -6,7 +6,10 @@
 # taken; plain AMQP on the TLS port closed at once; a silent client cut
 # at ssl_handshake_timeout; certificates reloaded on SIGHUP while a TLS
 # connection stays open, a bad new certificate keeping the old one; a
-# password-protected key; startup refused, naming the file, for a
+# password-protected key; SASL EXTERNAL (offered only over TLS with a
+# verified client certificate and when auth_mechanisms names it; the user
+# named by the DN, the CN or a subjectAltName; refused for an unknown
+# name); startup refused, naming the file, for a
 # missing, mismatched or unreadable certificate or key; RabbitMQ's
 # listeners.tcp.NAME and listeners.tcp = none.
 # Prints "tls: N passed, M failed".
@@ -171,6 +174,43 @@ elif case == "server-key":
         with ctx.wrap_socket(s, server_hostname="localhost") as t:
             der = t.getpeercert(binary_form=True)
     open(sys.argv[4], "wb").write(ssl.DER_cert_to_PEM_cert(der).encode())
+elif case == "mechanisms":
+    # Print the mechanisms connection.start offers (over TLS with the
+    # client certificate if argv[4] is "cert", plain TCP if "plain").
+    s = socket.create_connection(("127.0.0.1", port))
+    if sys.argv[4] != "plain":
+        ctx = context("client.pem", "client.key") if sys.argv[4] == "cert" \
+            else context()
+        s = ctx.wrap_socket(s, server_hostname="localhost")
+    s.sendall(b"AMQP\x00\x00\x09\x01")
+    buf = b""
+    while len(buf) < 7 or len(buf) < 8 + int.from_bytes(buf[3:7], "big"):
+        d = s.recv(65536)
+        if not d:
+            sys.exit("closed before connection.start")
+        buf += d
+    p = buf[7:]
+    assert p[0:4] == b"\x00\x0a\x00\x0a", "not connection.start"
+    i = 6
+    i += 4 + int.from_bytes(p[i:i + 4], "big")      # server properties
+    n = int.from_bytes(p[i:i + 4], "big")
+    print(p[i + 4:i + 4 + n].decode())
+elif case in ("external", "external-refused"):
+    ctx = context(sys.argv[4], sys.argv[5])
+    p = pika.ConnectionParameters(host="localhost", port=port,
+                                  ssl_options=pika.SSLOptions(ctx, "localhost"),
+                                  credentials=pika.credentials.ExternalCredentials(),
+                                  connection_attempts=1, socket_timeout=5)
+    try:
+        c = pika.BlockingConnection(p)
+    except Exception as e:
+        if case == "external":
+            sys.exit("EXTERNAL login failed: %r" % e)
+        sys.exit(0)
+    if case == "external-refused":
+        sys.exit("EXTERNAL login should have been refused")
+    roundtrip(c, 10)
+    c.close()
 else:
     sys.exit("unknown case " + case)
 EOF
@@ -231,6 +271,68 @@ else
     bad "start with verify_none" "$(tail -3 "$log")"
 fi
 cp "$certs/server.pem" "$certs/server.key" "$tmp/"
+
+# ---- SASL EXTERNAL ----
+dn="CN=roost-client,OU=clients,O=Roost tests,C=US"
+ext_args=("${tls_args[@]}" --set ssl_options.verify=verify_peer
+          --set auth_mechanisms.1=PLAIN --set auth_mechanisms.2=AMQPLAIN
+          --set auth_mechanisms.3=EXTERNAL)
+log=$tmp/external.log
+if tstart "$log" "${ext_args[@]}" --set default_user="$dn"; then
+    m=$(client mechanisms "$tport" cert)
+    check "EXTERNAL offered over TLS with a verified client certificate" \
+        test "$m" = "AMQPLAIN EXTERNAL PLAIN"
+    m=$(client mechanisms "$tport" nocert)
+    check "not over TLS without a client certificate ($m)" test "$m" = "AMQPLAIN PLAIN"
+    m=$(client mechanisms "$port" plain)
+    check "not over plain TCP ($m)" test "$m" = "AMQPLAIN PLAIN"
+    check "EXTERNAL logs in as the certificate's DN (RFC 4514, CN first)" \
+        client external "$tport" client.pem client.key
+    check "as user '$dn'" grep -q "user '$dn' opened vhost" "$log"
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with EXTERNAL" "$(tail -3 "$log")"
+fi
+log=$tmp/external-cn.log
+if tstart "$log" "${ext_args[@]}" --set ssl_cert_login_from=common_name \
+        --set default_user=roost-client; then
+    check "ssl_cert_login_from = common_name" client external "$tport" client.pem client.key
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with common_name" "$(tail -3 "$log")"
+fi
+for san in "dns 0 client.example" "email 0 client@example.com"; do
+    set -- $san
+    log=$tmp/external-san-$1.log
+    if tstart "$log" "${ext_args[@]}" --set ssl_cert_login_from=subject_alternative_name \
+            --set ssl_cert_login_san_type=$1 --set ssl_cert_login_san_index=$2 \
+            --set default_user=$3; then
+        check "ssl_cert_login_from = subject_alternative_name, $1 $2: $3" \
+            client external "$tport" client.pem client.key
+        stop || bad "clean stop" "exit status $?"
+    else
+        bad "start with a $1 SAN" "$(tail -3 "$log")"
+    fi
+done
+log=$tmp/external-nouser.log
+if tstart "$log" "${ext_args[@]}"; then
+    check "EXTERNAL refused when no user has the certificate's name" \
+        client external-refused "$tport" client.pem client.key
+    check "and the log says whose name it was" \
+        grep -q "no user '$dn' (the client certificate's name)" "$log"
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with EXTERNAL (no such user)" "$(tail -3 "$log")"
+fi
+log=$tmp/external-off.log
+if tstart "$log" "${tls_args[@]}" --set ssl_options.verify=verify_peer \
+        --set default_user="$dn"; then
+    check "EXTERNAL not offered unless auth_mechanisms names it" \
+        client external-refused "$tport" client.pem client.key
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start without EXTERNAL" "$(tail -3 "$log")"
+fi
 
 # ---- a password-protected key ----
 log=$tmp/enc.log
