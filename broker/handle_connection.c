@@ -176,6 +176,23 @@ tune_ok(struct conn *c, const struct amqp_connection_tune_ok *a)
     conn_tuned(c);
 }
 
+/*
+ * As RabbitMQ 3.10 answers it for its internal users, whose credentials
+ * never expire: update-secret-ok, the new secret not checked, so that
+ * clients that refresh credentials (OAuth 2 tokens elsewhere) go on.
+ */
+static void
+update_secret(struct conn *c, const struct amqp_connection_update_secret *a)
+{
+    char reason[256];
+    struct amqp_method ok = { .id = AMQP_CONNECTION_UPDATE_SECRET_OK };
+
+    log_escape(reason, sizeof(reason), a->reason.ptr, a->reason.len);
+    log_info("conn=%016" PRIx64 " %s: user '%s' updated secret, reason: %s",
+             c->id, c->peer, c->user ? c->user : "", reason);
+    conn_send_method(c, 0, &ok);
+}
+
 static void
 open_vhost(struct conn *c, const struct amqp_connection_open *a)
 {
@@ -260,8 +277,7 @@ conn_method(struct conn *c, const struct amqp_method *m)
         /* We never asked: nothing to do. */
         break;
     case AMQP_CONNECTION_UPDATE_SECRET:
-        conn_fail(c, AMQP_NOT_IMPLEMENTED, m->id,
-                  "connection.update-secret is not supported");
+        update_secret(c, &m->a.connection_update_secret);
         break;
     default:
         /* As RabbitMQ: anything else on channel 0 of an open connection. */

@@ -9,7 +9,8 @@
 # password-protected key; SASL EXTERNAL (offered only over TLS with a
 # verified client certificate and when auth_mechanisms names it; the user
 # named by the DN, the CN or a subjectAltName; refused for an unknown
-# name); startup refused, naming the file, for a
+# name); cipher suites (TLS 1.2 ones and TLS 1.3 ones apart,
+# honor_cipher_order); startup refused, naming the file, for a
 # missing, mismatched or unreadable certificate or key; RabbitMQ's
 # listeners.tcp.NAME and listeners.tcp = none.
 # Prints "tls: N passed, M failed".
@@ -174,6 +175,20 @@ elif case == "server-key":
         with ctx.wrap_socket(s, server_hostname="localhost") as t:
             der = t.getpeercert(binary_form=True)
     open(sys.argv[4], "wb").write(ssl.DER_cert_to_PEM_cert(der).encode())
+elif case == "cipher":
+    # Print the cipher negotiated with a client offering argv[5] (in that
+    # order) over TLS argv[4] ("1.2" or "1.3"), or "refused".
+    ctx = context()
+    v = ssl.TLSVersion.TLSv1_2 if sys.argv[4] == "1.2" else ssl.TLSVersion.TLSv1_3
+    ctx.minimum_version = ctx.maximum_version = v
+    if sys.argv[4] == "1.2":
+        ctx.set_ciphers(sys.argv[5])
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            with ctx.wrap_socket(s, server_hostname="localhost") as t:
+                print(t.cipher()[0])
+    except (ssl.SSLError, ConnectionError):
+        print("refused")
 elif case == "mechanisms":
     # Print the mechanisms connection.start offers (over TLS with the
     # client certificate if argv[4] is "cert", plain TCP if "plain").
@@ -334,6 +349,33 @@ else
     bad "start without EXTERNAL" "$(tail -3 "$log")"
 fi
 
+# ---- cipher suites ----
+a128=ECDHE-ECDSA-AES128-GCM-SHA256 a256=ECDHE-ECDSA-AES256-GCM-SHA384
+log=$tmp/ciphers.log
+if tstart "$log" "${tls_args[@]}" --set ssl_options.ciphers.1=$a128 \
+        --set ssl_options.ciphers.2=$a256 \
+        --set ssl_options.ciphers.3=TLS_CHACHA20_POLY1305_SHA256; then
+    c=$(client cipher "$tport" 1.2 ECDHE-ECDSA-CHACHA20-POLY1305)
+    check "a TLS 1.2 cipher not configured is refused ($c)" test "$c" = refused
+    c=$(client cipher "$tport" 1.2 "$a256:$a128")
+    check "without honor_cipher_order the client's order wins ($c)" test "$c" = "$a256"
+    c=$(client cipher "$tport" 1.3 x)
+    check "TLS 1.3 suites are set apart (TLS_...: $c)" test "$c" = TLS_CHACHA20_POLY1305_SHA256
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with ciphers" "$(tail -3 "$log")"
+fi
+log=$tmp/honor.log
+if tstart "$log" "${tls_args[@]}" --set ssl_options.ciphers.1=$a128 \
+        --set ssl_options.ciphers.2=$a256 \
+        --set ssl_options.honor_cipher_order=true; then
+    c=$(client cipher "$tport" 1.2 "$a256:$a128")
+    check "with honor_cipher_order the server's order wins ($c)" test "$c" = "$a128"
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with honor_cipher_order" "$(tail -3 "$log")"
+fi
+
 # ---- a password-protected key ----
 log=$tmp/enc.log
 if tstart "$log" "${tls_args[@]}" --set ssl_options.keyfile="$certs/server-enc.key" \
@@ -381,6 +423,8 @@ refuse "encrypted key without its password" "cannot load ssl_options.keyfile $ce
     "${tls_args[@]}" --set ssl_options.keyfile="$certs/server-enc.key"
 refuse "a TLS listener without certfile" "needs ssl_options.certfile" \
     --set listeners.ssl.default=0
+refuse "an unknown cipher" "ssl_options.ciphers" \
+    "${tls_args[@]}" --set ssl_options.ciphers.1=NO-SUCH-CIPHER
 refuse "TLS 1.1 asked for" "tlsv1.1' is not offered" \
     "${tls_args[@]}" --set ssl_options.versions.1=tlsv1.1
 busy=$(free_port)
