@@ -4,7 +4,8 @@
 # client certificate, with verify_peer and fail_if_no_peer_cert; expired
 # and other-CA client certificates refused; TLS 1.1 refused, 1.2 and 1.3
 # taken; plain AMQP on the TLS port closed at once; a silent client cut
-# at ssl_handshake_timeout; certificates reloaded on SIGHUP while a TLS
+# at ssl_handshake_timeout; sockets in the handshake counted against
+# connection_max; certificates reloaded on SIGHUP while a TLS
 # connection stays open, a bad new certificate keeping the old one; a
 # password-protected key; SASL EXTERNAL (offered only over TLS with a
 # verified client certificate and when auth_mechanisms names it; the user
@@ -189,6 +190,25 @@ elif case == "cipher":
                 print(t.cipher()[0])
     except (ssl.SSLError, ConnectionError):
         print("refused")
+elif case == "limit":
+    # argv[4] sockets that never start their handshake are held; the
+    # next one must be closed at once (connection_max + 128 sockets).
+    held = [socket.create_connection(("127.0.0.1", port))
+            for _ in range(int(sys.argv[4]))]
+    time.sleep(0.3)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(2)
+    t = time.time()
+    try:
+        d = s.recv(1)
+    except ConnectionResetError:
+        d = b""
+    except socket.timeout:
+        sys.exit("the socket beyond the limit was not closed")
+    if d != b"" or time.time() - t > 1:
+        sys.exit("the socket beyond the limit got %r after %.2f s" % (d, time.time() - t))
+    for h in held:
+        h.close()
 elif case == "mechanisms":
     # Print the mechanisms connection.start offers (over TLS with the
     # client certificate if argv[4] is "cert", plain TCP if "plain").
@@ -257,6 +277,17 @@ if tstart "$log" "${tls_args[@]}" --set ssl_options.verify=verify_peer \
     stop || bad "clean stop" "exit status $?"
 else
     bad "start with verify_peer" "$(tail -3 "$log")"
+fi
+
+# ---- handshakes count against connection_max ----
+log=$tmp/limit.log
+if tstart "$log" "${tls_args[@]}" --set connection_max=2; then
+    check "sockets in the TLS handshake count against connection_max (+128)" \
+        client limit "$tport" 130
+    check "logged" grep -q "connection_max (2) reached" "$log"
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with connection_max" "$(tail -3 "$log")"
 fi
 
 # ---- verify_none; SIGHUP reloads the certificates ----
