@@ -10,20 +10,101 @@
 #include "amqp/table.h"
 #include "broker/broker.h"
 #include "broker/config.h"
+#include "broker/defs.h"
+#include "broker/log.h"
 #include "broker/util.h"
+#include "tls/hash.h"
+
+static const char *const alg_names[] = {
+    [TLS_SHA256] = "rabbit_password_hashing_sha256",
+    [TLS_SHA512] = "rabbit_password_hashing_sha512",
+    [TLS_MD5] = "rabbit_password_hashing_md5",
+};
+
+const char *
+auth_alg_name(uint8_t alg)
+{
+    return alg < NELEMS(alg_names) ? alg_names[alg] : "";
+}
+
+int
+auth_alg_parse(const char *name, uint8_t *alg)
+{
+    for (size_t i = 0; i < NELEMS(alg_names); i++)
+        if (strcmp(name, alg_names[i]) == 0) {
+            *alg = (uint8_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+static void
+user_free(struct user *u)
+{
+    free(u->name);
+    free(u->tags);
+    free(u);
+}
+
+int
+auth_put_user(const char *name, uint8_t alg, const uint8_t *hash, size_t len,
+              const char *tags, bool quiet, char *err, size_t errlen)
+{
+    if (alg >= NELEMS(alg_names) ||
+        (len != 0 && len != 4 + tls_digest_len((enum tls_digest)alg))) {
+        snprintf(err, errlen, "user '%s': a password hash of %zu bytes is "
+                 "not one of %s (salt and digest: %zu bytes)", name, len,
+                 auth_alg_name(alg),
+                 4 + tls_digest_len((enum tls_digest)alg));
+        return -1;
+    }
+    struct user *u = xcalloc(1, sizeof(*u));
+    u->name = xstrdup(name);
+    u->alg = alg;
+    u->hash_len = (uint8_t)len;
+    if (len)
+        memcpy(u->hash, hash, len);
+    u->tags = xstrdup(tags ? tags : "");
+    struct user *old = hmap_put(&broker.users, u->name, strlen(u->name), u);
+    if (old)
+        user_free(old);
+    if (!quiet)
+        defs_changed(DEFS_USER_ADDED, u);
+    return 0;
+}
 
 void
-auth_add_user(const char *name, const char *password)
+auth_add_user(const char *name, const char *password, const char *tags)
 {
-    struct user *u = xmalloc(sizeof(*u));
-    u->name = xstrdup(name);
-    u->password = xstrdup(password);
-    struct user *old = hmap_put(&broker.users, name, strlen(name), u);
-    if (old) {
-        free(old->name);
-        free(old->password);
-        free(old);
-    }
+    uint8_t hash[4 + TLS_DIGEST_MAX];
+    char err[256];
+
+    if (tls_random(hash, 4) != 0 ||
+        tls_digest2(TLS_SHA256, hash, 4, password, strlen(password),
+                    hash + 4) == 0)
+        fatalx("cannot hash a password (OpenSSL)");
+    if (auth_put_user(name, TLS_SHA256, hash, 4 + 32, tags, false, err,
+                      sizeof(err)) != 0)
+        fatalx("%s", err);
+}
+
+bool
+auth_delete_user(const char *name, bool quiet)
+{
+    struct user *u = hmap_get(&broker.users, name, strlen(name));
+    if (u == NULL)
+        return false;
+    if (!quiet)
+        defs_changed(DEFS_USER_REMOVED, u);
+    hmap_del(&broker.users, name, strlen(name));
+    user_free(u);
+    return true;
+}
+
+size_t
+auth_user_count(void)
+{
+    return broker.users.count;
 }
 
 void
@@ -31,23 +112,28 @@ auth_free_users(void)
 {
     size_t pos = 0;
     struct hmap_slot *s;
-    while ((s = hmap_next(&broker.users, &pos)) != NULL) {
-        struct user *u = s->val;
-        free(u->name);
-        free(u->password);
-        free(u);
-    }
+    while ((s = hmap_next(&broker.users, &pos)) != NULL)
+        user_free(s->val);
     hmap_destroy(&broker.users);
 }
 
-/* Compare without leaking, through timing, where the first difference is. */
+/* Whether 'pass' is the user's password, in time that does not depend on
+ * where the digests differ. */
 static bool
-secret_eq(const char *a, struct amqp_bytes b)
+password_ok(const struct user *u, struct amqp_bytes pass)
 {
-    size_t n = strlen(a);
-    unsigned char diff = n != b.len;
-    for (size_t i = 0; i < b.len; i++)
-        diff |= (unsigned char)(a[i < n ? i : 0] ^ b.ptr[i]);
+    uint8_t d[TLS_DIGEST_MAX];
+    size_t n;
+
+    if (u->hash_len < 4)
+        return false;
+    n = tls_digest2((enum tls_digest)u->alg, u->hash, 4, pass.ptr, pass.len,
+                    d);
+    if (n == 0 || n != (size_t)u->hash_len - 4)
+        return false;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(d[i] ^ u->hash[4 + i]);
     return diff == 0;
 }
 
@@ -176,7 +262,7 @@ auth_check(struct amqp_bytes mechanism, struct amqp_bytes response,
                  "name)", (int)(login.len > 200 ? 200 : login.len), login.ptr);
         return -1;
     }
-    if (u == NULL || (!external && !secret_eq(u->password, pass))) {
+    if (u == NULL || (!external && !password_ok(u, pass))) {
         snprintf(why, whylen, "invalid credentials");
         return -1;
     }

@@ -2,24 +2,54 @@
  * Users and SASL: PLAIN ("\0user\0password"), AMQPLAIN (a field table
  * without its length prefix, with LOGIN and PASSWORD) and EXTERNAL (the
  * name a verified TLS client certificate gives; the response is
- * ignored). For now users live
- * in memory: the default user from the configuration.
+ * ignored). Users are definitions: the store keeps them.
  */
 #ifndef ROOST_BROKER_AUTH_H
 #define ROOST_BROKER_AUTH_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "amqp/wire.h"
 
+/*
+ * A user, with RabbitMQ's password hash: a 4-byte random salt, then the
+ * digest of the salt and the password (rabbit_password_hashing_sha256,
+ * _sha512 or _md5), so that a RabbitMQ definitions export loads and its
+ * users log in with their passwords. 'hash_len' 0: no password (only
+ * EXTERNAL logs in). Tags as RabbitMQ keeps them, comma separated.
+ */
 struct user {
     char *name;
-    char *password;
+    uint8_t alg;                /* enum tls_digest */
+    uint8_t hash_len;
+    uint8_t hash[4 + 64];
+    char *tags;
 };
 
-/* Add (or replace) a user. */
-void auth_add_user(const char *name, const char *password);
+/* RabbitMQ's names of the hashing algorithms, "" for none: */
+const char *auth_alg_name(uint8_t alg);
+/* and back: 0 and *alg, or -1. */
+int auth_alg_parse(const char *name, uint8_t *alg);
+
+/* Add (or replace) a user with 'password' hashed as RabbitMQ does by
+ * default (SHA-256), and announce it (defs_changed). */
+void auth_add_user(const char *name, const char *password, const char *tags);
+
+/* Add (or replace) a user with a hash as it is stored (salt and digest;
+ * the length checked against 'alg'), and announce it unless 'quiet'.
+ * 0, or -1 with the reason in 'err'. */
+int auth_put_user(const char *name, uint8_t alg, const uint8_t *hash,
+                  size_t len, const char *tags, bool quiet, char *err,
+                  size_t errlen);
+
+/* Remove a user (announced unless 'quiet'); false if there was none. */
+bool auth_delete_user(const char *name, bool quiet);
+
+/* How many users there are. */
+size_t auth_user_count(void);
+
 void auth_free_users(void);
 
 /* Offered when auth_mechanisms names none. */

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "amqp/table.h"
+#include "broker/auth.h"
 #include "broker/broker.h"
 #include "broker/defs.h"
 #include "broker/exchange.h"
@@ -33,6 +34,7 @@
 #include "broker/util.h"
 #include "broker/version.h"
 #include "broker/vhost.h"
+#include "tls/hash.h"
 
 /* Names are shortstrs on the wire. */
 #define NAME_MAX_LEN 255
@@ -41,7 +43,6 @@
 static const struct {
     const char *key, *one, *many;
 } unsupported[] = {
-    { "users", "user", "users" },
     { "permissions", "permission", "permissions" },
     { "topic_permissions", "topic permission", "topic permissions" },
     { "parameters", "parameter", "parameters" },
@@ -50,6 +51,14 @@ static const struct {
 };
 
 /* ---- the plan ---- */
+
+struct p_user {
+    const char *name;           /* borrowed from the JSON */
+    uint8_t alg;
+    uint8_t hash[4 + 64];
+    size_t hash_len;
+    char tags[512];
+};
 
 struct p_exchange {
     const char *vhost, *name;   /* borrowed from the JSON */
@@ -88,6 +97,8 @@ struct plan {
     size_t nqs;
     struct p_binding *bs;
     size_t nbs;
+    struct p_user *us;
+    size_t nus;
     /* what the file defines, by "vhost\0name" */
     struct hmap vnames, xnames, qnames;
     /* a vhost as vhost_new makes it: the predeclared exchanges that a
@@ -98,7 +109,7 @@ struct plan {
 };
 
 struct counts {
-    size_t vhosts, exchanges, queues, bindings, kept;
+    size_t vhosts, exchanges, queues, bindings, users, kept;
 };
 
 static int fail(struct plan *p, const char *section, size_t i,
@@ -545,6 +556,88 @@ check_bindings(struct plan *p, json_t *arr, size_t n)
     return 0;
 }
 
+/* RabbitMQ reads a file without "hashing_algorithm" as MD5 if it came
+ * from RabbitMQ 3.0 to 3.5 (which hashed so), else as SHA-256. */
+static uint8_t
+default_alg(json_t *root)
+{
+    json_t *v = json_object_get(root, "rabbit_version");
+    const char *ver = json_is_string(v) ? json_string_value(v) : "";
+    if (strncmp(ver, "3.", 2) == 0 && ver[2] >= '0' && ver[2] <= '5' &&
+        ver[3] == '.')
+        return TLS_MD5;
+    return TLS_SHA256;
+}
+
+/* "tags": "a,b" (older exports) or ["a", "b"] (3.10's), into 'out'. */
+static int
+get_tags(struct plan *p, size_t i, json_t *o, char *out, size_t cap)
+{
+    json_t *v = json_object_get(o, "tags"), *t;
+    size_t k, n = 0;
+
+    out[0] = '\0';
+    if (v == NULL)
+        return 0;
+    if (json_is_string(v)) {
+        if (json_string_length(v) >= cap)
+            return fail(p, "users", i, "\"tags\" is too long");
+        snprintf(out, cap, "%s", json_string_value(v));
+        return 0;
+    }
+    if (!json_is_array(v))
+        return fail(p, "users", i, "\"tags\" must be a string or a list "
+                    "of strings");
+    json_array_foreach(v, k, t) {
+        if (!json_is_string(t) || strchr(json_string_value(t), ','))
+            return fail(p, "users", i, "\"tags\"[%zu] must be a string "
+                        "without commas", k);
+        int w = snprintf(out + n, cap - n, "%s%s", n ? "," : "",
+                         json_string_value(t));
+        if (w < 0 || (size_t)w >= cap - n)
+            return fail(p, "users", i, "\"tags\" is too long");
+        n += (size_t)w;
+    }
+    return 0;
+}
+
+static int
+check_users(struct plan *p, json_t *root, json_t *arr, size_t n)
+{
+    uint8_t def = default_alg(root);
+
+    p->us = xcalloc(n + 1, sizeof(*p->us));
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i);
+        struct p_user *u = &p->us[p->nus];
+        const char *hash, *alg = NULL;
+        if (item_object(p, "users", i, o) != 0 ||
+            get_str(p, "users", i, o, "name", NULL, &u->name) != 0 ||
+            get_str(p, "users", i, o, "password_hash", "", &hash) != 0 ||
+            get_str(p, "users", i, o, "hashing_algorithm", "", &alg) != 0 ||
+            get_tags(p, i, o, u->tags, sizeof(u->tags)) != 0)
+            return -1;
+        if (u->name[0] == '\0')
+            return fail(p, "users", i, "\"name\" must not be empty");
+        u->alg = def;
+        if (alg[0] != '\0' && auth_alg_parse(alg, &u->alg) != 0)
+            return fail(p, "users", i, "\"hashing_algorithm\" '%s' is not "
+                        "rabbit_password_hashing_sha256, _sha512 or _md5",
+                        alg);
+        if (hash[0] != '\0') {
+            int len = tls_unbase64(hash, u->hash, sizeof(u->hash));
+            size_t want = 4 + tls_digest_len((enum tls_digest)u->alg);
+            if (len < 0 || (size_t)len != want)
+                return fail(p, "users", i, "\"password_hash\" is not the "
+                            "base64 of a %s hash (%zu bytes)",
+                            auth_alg_name(u->alg), want);
+            u->hash_len = (size_t)len;
+        }
+        p->nus++;
+    }
+    return 0;
+}
+
 static int
 check_file(struct plan *p, json_t *root)
 {
@@ -558,7 +651,9 @@ check_file(struct plan *p, json_t *root)
                         &p->n_unsupported[k]) != 0)
             return -1;
     /* In this order: each refers only to what comes before it. */
-    if (get_section(p, root, "vhosts", &arr, &n) != 0 ||
+    if (get_section(p, root, "users", &arr, &n) != 0 ||
+        check_users(p, root, arr, n) != 0 ||
+        get_section(p, root, "vhosts", &arr, &n) != 0 ||
         check_vhosts(p, arr, n) != 0 ||
         get_section(p, root, "exchanges", &arr, &n) != 0 ||
         check_exchanges(p, arr, n) != 0 ||
@@ -577,6 +672,15 @@ apply_plan(struct plan *p, struct counts *c)
 {
     char msg[512];
 
+    /* Users as RabbitMQ imports them: a user the file names is replaced. */
+    for (size_t i = 0; i < p->nus; i++) {
+        struct p_user *u = &p->us[i];
+        if (auth_put_user(u->name, u->alg, u->hash, u->hash_len, u->tags,
+                          false, msg, sizeof(msg)) != 0)
+            fatalx("definitions: users[%zu]: checked, but refused: %s", i,
+                   msg);
+        c->users++;
+    }
     for (size_t i = 0; i < p->nvhosts; i++) {
         if (broker_vhost(p->vhosts[i], strlen(p->vhosts[i]))) {
             c->kept++;
@@ -650,6 +754,7 @@ plan_free(struct plan *p)
     }
     for (size_t i = 0; i < p->nbs; i++)
         free(p->bs[i].args_buf);
+    free(p->us);
     free(p->vhosts);
     free(p->xs);
     free(p->qs);
@@ -673,9 +778,10 @@ log_result(const struct plan *p, const struct counts *c)
     char skipped[1024];
     size_t off = 0;
 
-    log_info("definitions: imported %s: %zu %s, %zu %s, %zu %s and %zu %s "
-             "added; %zu already present and kept; %zu amq.* or default "
-             "%s skipped", p->path, c->vhosts,
+    log_info("definitions: imported %s: %zu %s set; %zu %s, %zu %s, %zu "
+             "%s and %zu %s added; %zu already present and kept; %zu amq.* "
+             "or default %s skipped", p->path, c->users,
+             plural(c->users, "user", "users"), c->vhosts,
              plural(c->vhosts, "vhost", "vhosts"), c->exchanges,
              plural(c->exchanges, "exchange", "exchanges"), c->queues,
              plural(c->queues, "queue", "queues"), c->bindings,
@@ -883,6 +989,13 @@ cmp_binding(const void *a, const void *b)
                     (const char *)y->args.ptr, y->args.len);
 }
 
+static int
+cmp_user(const void *a, const void *b)
+{
+    return strcmp((*(const struct user *const *)a)->name,
+                  (*(const struct user *const *)b)->name);
+}
+
 /* The hmap's values, sorted. */
 static void **
 sorted_values(const struct hmap *m, int (*cmp)(const void *, const void *),
@@ -975,6 +1088,37 @@ export_vhost(struct vhost *vh, json_t *queues, json_t *exchanges,
     free(bs);
 }
 
+/* As RabbitMQ 3.10 exports users: tags as a list, no limits. */
+static json_t *
+export_users(void)
+{
+    json_t *users = json_array();
+    size_t n;
+    struct user **us = (struct user **)sorted_values(&broker.users, cmp_user,
+                                                      &n);
+
+    for (size_t i = 0; i < n; i++) {
+        char b64[2 * sizeof(us[i]->hash) + 4];
+        json_t *o = json_object(), *tags = json_array();
+        tls_base64(us[i]->hash, us[i]->hash_len, b64);
+        for (const char *t = us[i]->tags; *t != '\0';) {
+            size_t k = strcspn(t, ",");
+            if (k > 0)
+                json_array_append_new(tags, jstr(t, k));
+            t += k + (t[k] == ',');
+        }
+        json_object_set_new(o, "name", jstr(us[i]->name, strlen(us[i]->name)));
+        json_object_set_new(o, "password_hash", json_string(b64));
+        json_object_set_new(o, "hashing_algorithm",
+                            json_string(auth_alg_name(us[i]->alg)));
+        json_object_set_new(o, "tags", tags);
+        json_object_set_new(o, "limits", json_object());
+        json_array_append_new(users, o);
+    }
+    free(us);
+    return users;
+}
+
 int
 defs_json_export(FILE *out, char *err, size_t errlen)
 {
@@ -999,7 +1143,7 @@ defs_json_export(FILE *out, char *err, size_t errlen)
                         json_string(ROOST_RABBITMQ_VERSION));
     json_object_set_new(root, "product_name", json_string(ROOST_PRODUCT));
     json_object_set_new(root, "product_version", json_string(ROOST_VERSION));
-    json_object_set_new(root, "users", json_array());
+    json_object_set_new(root, "users", export_users());
     json_object_set_new(root, "vhosts", vhosts);
     json_object_set_new(root, "permissions", json_array());
     json_object_set_new(root, "topic_permissions", json_array());

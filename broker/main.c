@@ -529,7 +529,6 @@ main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
 
     broker_init();
-    auth_add_user(broker.cfg.default_user, broker.cfg.default_pass);
     char err[1024];
     if (store_open(broker.cfg.data_dir, &broker.cfg, err, sizeof(err)) != 0) {
         log_warnx("%s", err);
@@ -539,6 +538,11 @@ main(int argc, char **argv)
      * whether or not the data directory knew it. */
     if (store_recover() != 0)
         return 1;
+    /* As RabbitMQ: the default user is made once, in a data directory
+     * that has no users (its first start), and kept from then on. */
+    if (auth_user_count() == 0)
+        auth_add_user(broker.cfg.default_user, broker.cfg.default_pass,
+                      "administrator");
     if (broker_vhost(broker.cfg.default_vhost,
                      strlen(broker.cfg.default_vhost)) == NULL) {
         struct vhost *vh = vhost_new(broker.cfg.default_vhost);

@@ -145,7 +145,8 @@ defs_type_name(uint8_t t)
         [D_VHOST_DEL] = "vhost-deleted", [D_EXCHANGE] = "exchange",
         [D_EXCHANGE_DEL] = "exchange-deleted", [D_QUEUE] = "queue",
         [D_QUEUE_DEL] = "queue-deleted", [D_BIND] = "binding",
-        [D_UNBIND] = "binding-deleted",
+        [D_UNBIND] = "binding-deleted", [D_USER] = "user",
+        [D_USER_DEL] = "user-deleted",
     };
     return t < NELEMS(names) && names[t] ? names[t] : NULL;
 }

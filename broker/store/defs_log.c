@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/auth.h"
 #include "broker/broker.h"
 #include "broker/exchange.h"
 #include "broker/log.h"
@@ -102,6 +103,18 @@ put_name(struct wbuf *out, uint8_t type, const char *vhost, const char *name,
     rec_end(out, at);
 }
 
+/* A user: name, hashing algorithm, salt and digest, tags. */
+static void
+put_user(struct wbuf *out, const struct user *u)
+{
+    size_t at = rec_begin(out, D_USER);
+    wbuf_str(out, u->name, strlen(u->name));
+    wbuf_u8(out, u->alg);
+    wbuf_str(out, u->hash, u->hash_len);
+    wbuf_str(out, u->tags, strlen(u->tags));
+    rec_end(out, at);
+}
+
 bool
 defs_encode(struct wbuf *out, enum defs_event ev, const void *obj)
 {
@@ -139,6 +152,12 @@ defs_encode(struct wbuf *out, enum defs_event ev, const void *obj)
             return false;
         put_binding(out, ev == DEFS_BINDING_ADDED ? D_BIND : D_UNBIND, b);
         return true;
+    case DEFS_USER_ADDED:
+        put_user(out, obj);
+        return true;
+    case DEFS_USER_REMOVED:
+        put_name(out, D_USER_DEL, ((const struct user *)obj)->name, NULL, 0);
+        return true;
     }
     return false;
 }
@@ -160,6 +179,11 @@ defs_snapshot(struct wbuf *out, uint64_t gen)
     uint64_t n = 0;
 
     defs_header(out, gen);
+    while ((s = hmap_next(&broker.users, &pos)) != NULL) {
+        put_user(out, s->val);
+        n++;
+    }
+    pos = 0;
     while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
         struct vhost *vh = s->val;
         put_name(out, D_VHOST, vh->name, NULL, 0);
@@ -328,6 +352,30 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
             return true;
         }
         return exchange_bind(src, q, dx, key, t, err, sizeof(err)) == 0;
+    }
+    case D_USER: {
+        /* 'vname' is the user's name. */
+        uint8_t alg = rbuf_u8(r);
+        struct amqp_bytes hash = get_bytes(r), tags = get_bytes(r);
+        if (r->bad)
+            return false;
+        char *n = xstrndup(vname.ptr, vname.len);
+        char *t = xstrndup(tags.ptr, tags.len);
+        int rc = auth_put_user(n, alg, hash.ptr, hash.len, t, true, err,
+                               sizeof(err));
+        if (rc != 0)
+            log_warnx("store: %s", err);
+        free(n);
+        free(t);
+        return rc == 0;
+    }
+    case D_USER_DEL: {
+        if (r->bad)
+            return false;
+        char *n = xstrndup(vname.ptr, vname.len);
+        (void)auth_delete_user(n, true);
+        free(n);
+        return true;
     }
     default:
         return false;
