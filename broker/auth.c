@@ -101,6 +101,31 @@ auth_delete_user(const char *name, bool quiet)
     return true;
 }
 
+/* Whether the comma-separated 'tags' has 'tag'. */
+static bool
+has_tag(const char *tags, const char *tag)
+{
+    size_t n = strlen(tag);
+    for (const char *t = tags; *t != '\0';) {
+        size_t k = strcspn(t, ",");
+        if (k == n && memcmp(t, tag, n) == 0)
+            return true;
+        t += k + (t[k] == ',');
+    }
+    return false;
+}
+
+bool
+auth_may_claim(const char *user, struct amqp_bytes user_id)
+{
+    if (user == NULL)
+        return false;
+    if (amqp_bytes_eq(user_id, user))
+        return true;
+    const struct user *u = hmap_get(&broker.users, user, strlen(user));
+    return u != NULL && has_tag(u->tags, "impersonator");
+}
+
 size_t
 auth_user_count(void)
 {

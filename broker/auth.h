@@ -47,6 +47,12 @@ int auth_put_user(const char *name, uint8_t alg, const uint8_t *hash,
 /* Remove a user (announced unless 'quiet'); false if there was none. */
 bool auth_delete_user(const char *name, bool quiet);
 
+/*
+ * Whether 'user' may publish with the user-id property 'user_id': its own
+ * name, or any with the "impersonator" tag (RabbitMQ's rule).
+ */
+bool auth_may_claim(const char *user, struct amqp_bytes user_id);
+
 /* How many users there are. */
 size_t auth_user_count(void);
 

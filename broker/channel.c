@@ -16,6 +16,7 @@
 #include "amqp/frame.h"
 #include "amqp/props.h"
 #include "amqp/reply.h"
+#include "broker/auth.h"
 #include "broker/broker.h"
 #include "broker/conn.h"
 #include "broker/handlers.h"
@@ -933,6 +934,16 @@ header_frame(struct channel *ch, const struct frame *f)
         channel_fail(ch, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
                      "invalid expiration '%s': no_integer",
                      channel_esc(esc, sizeof(esc), h.props.expiration));
+        return;
+    }
+    if ((h.props.flags & AMQP_BASIC_USER_ID_FLAG) &&
+        !auth_may_claim(ch->conn->user, h.props.user_id)) {
+        char esc[300];
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
+                     "user_id property set to '%s' but authenticated user "
+                     "was '%s'", channel_esc(esc, sizeof(esc),
+                                             h.props.user_id),
+                     ch->conn->user);
         return;
     }
     bool lendable = h.body_size >= BODY_LEND_MIN &&

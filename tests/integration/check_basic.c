@@ -1192,6 +1192,33 @@ START_TEST(slow_consumer_bounded)
 }
 END_TEST
 
+START_TEST(publish_user_id_checked)
+{
+    /* RabbitMQ: a user-id property must name the user who logged in. */
+    amqp_connection_state_t c = h_connect(H);
+    char q[256];
+    struct h_event e;
+
+    DECLARE_QUEUE(c, 1, "", false, true, false, q);
+    amqp_basic_properties_t own = { ._flags = AMQP_BASIC_USER_ID_FLAG,
+                                    .user_id = amqp_cstring_bytes("guest") };
+    h_publish_at(__FILE__, __LINE__, c, 1, "", q, "mine", 4, false, &own);
+    ck_assert_int_eq(GET(c, 1, q, true, &e), 1);
+    ck_assert_str_eq(e.body, "mine");
+    h_event_free(&e);
+    amqp_basic_properties_t other = { ._flags = AMQP_BASIC_USER_ID_FLAG,
+                                      .user_id = amqp_cstring_bytes("bob") };
+    h_publish_at(__FILE__, __LINE__, c, 1, "", q, "theirs", 6, false, &other);
+    EXPECT_ASYNC_CHANNEL_CLOSE(c, 1, 406,
+                               "PRECONDITION_FAILED - user_id property set "
+                               "to 'bob' but authenticated user was "
+                               "'guest'");
+    reopen(c, 1);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), 0);
+    h_close(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1202,6 +1229,7 @@ main(void)
     tcase_add_test(tc, publish_to_each_exchange_type);
     tcase_add_test(tc, publish_keeps_properties);
     tcase_add_test(tc, publish_empty_body);
+    tcase_add_test(tc, publish_user_id_checked);
     tcase_add_test(tc, mandatory_unroutable_returned_first);
     tcase_add_test(tc, immediate_540);
     tcase_add_test(tc, publish_to_missing_exchange_404);
