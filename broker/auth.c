@@ -253,6 +253,21 @@ was_offered(struct amqp_bytes mechanism, const char *offered)
     return false;
 }
 
+/* RabbitMQ's loopback_users: by default guest alone; once any entry is
+ * set, the users set to true. */
+static bool
+loopback_only(const char *name)
+{
+    const char *list = broker.cfg.loopback_users;
+    char v[8];
+
+    if (config_list_none(list))
+        return false;
+    if (list[0] == '\0')
+        return strcmp(name, "guest") == 0;
+    return config_list_get(list, name, v, sizeof(v)) && strcmp(v, "true") == 0;
+}
+
 int
 auth_check(struct amqp_bytes mechanism, struct amqp_bytes response,
            const char *offered, const char *external_user,
@@ -291,10 +306,9 @@ auth_check(struct amqp_bytes mechanism, struct amqp_bytes response,
         snprintf(why, whylen, "invalid credentials");
         return -1;
     }
-    if (strcmp(u->name, "guest") == 0 && broker.cfg.loopback_guest &&
-        !from_loopback) {
-        snprintf(why, whylen,
-                 "user 'guest' can only connect via localhost");
+    if (!from_loopback && loopback_only(u->name)) {
+        snprintf(why, whylen, "user '%.200s' can only connect via localhost",
+                 u->name);
         return -1;
     }
     *user = xstrdup(u->name);

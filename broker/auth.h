@@ -76,8 +76,7 @@ void auth_offered(bool external, char *out, size_t len);
  * user's name in 'user' (a new string). -1 with the reason in 'why' (for
  * the log) when the mechanism was not offered (*unsupported set), the
  * response is malformed, the user is unknown, the password is wrong, or
- * 'guest' logs in from a non-loopback address while loopback_users.guest
- * is set.
+ * a user held to loopback (loopback_users) logs in from elsewhere.
  */
 int auth_check(struct amqp_bytes mechanism, struct amqp_bytes response,
                const char *offered, const char *external_user,

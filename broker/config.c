@@ -123,8 +123,10 @@ const struct opt_def config_opts[] = {
         ROOST_RABBITMQ_VERSION " (the behaviour Roost follows), so kombu "
         "and Celery pick the basic.qos semantics Roost implements; false: "
         "product Roost"),
-    OPT("loopback_users.guest", OPT_BOOL, "true", 0, 0, false, loopback_guest,
-        "true: user guest may log in only from a loopback address"),
+    OPT("loopback_users", OPT_LIST, "", 0, 0, false, loopback_users,
+        "RabbitMQ's loopback_users.NAME = true: user NAME may log in only "
+        "from a loopback address (false: from anywhere); none set: guest "
+        "only; loopback_users = none: nobody is held to loopback"),
     OPT("consumer_output_high_watermark", OPT_INT64, "4194304", 4096,
         1073741824, false, consumer_output_high_watermark,
         "bytes of unsent output above which a connection gets no deliveries"),
@@ -207,6 +209,27 @@ bool
 config_list_none(const char *list)
 {
     return strcmp(list, LIST_NONE) == 0;
+}
+
+bool
+config_list_get(const char *list, const char *name, char *value, size_t len)
+{
+    size_t n = strlen(name);
+    if (config_list_none(list))
+        return false;
+    for (const char *p = list; *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        if (strncmp(p, name, n) == 0 && p[n] == '\t') {
+            size_t vlen = (size_t)(nl - p - n - 1);
+            if (vlen >= len)
+                vlen = len - 1;
+            memcpy(value, p + n + 1, vlen);
+            value[vlen] = '\0';
+            return true;
+        }
+        p = nl + 1;
+    }
+    return false;
 }
 
 bool
@@ -501,6 +524,17 @@ config_validate(const struct config *c, char *err, size_t errlen)
                      "AMQPLAIN or EXTERNAL", mech);
             return -1;
         }
+    for (const char *p = c->loopback_users; !config_list_none(p) && *p;) {
+        const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
+        size_t n = (size_t)(nl - tab - 1);
+        if (!(n == 4 && strncmp(tab + 1, "true", 4) == 0) &&
+            !(n == 5 && strncmp(tab + 1, "false", 5) == 0)) {
+            snprintf(err, errlen, "loopback_users.%.*s: '%.*s' is not true "
+                     "or false", (int)(tab - p), p, (int)n, tab + 1);
+            return -1;
+        }
+        p = nl + 1;
+    }
     if (config_list_none(c->auth_mechanisms)) {
         snprintf(err, errlen, "auth_mechanisms = none leaves no way to log "
                  "in");

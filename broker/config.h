@@ -58,7 +58,7 @@ struct config {
     char *default_user;
     char *default_pass;
     char *default_vhost;
-    bool loopback_guest;        /* loopback_users.guest */
+    char *loopback_users;       /* list: loopback_users.NAME = true|false */
     bool announce_rabbitmq;     /* server_properties.rabbitmq */
     int64_t flow_queue_length;  /* flow_control.queue_length */
     int64_t flow_queue_bytes;   /* flow_control.queue_bytes */
@@ -130,6 +130,11 @@ int config_load_file(struct config *c, const char *path, char *errs,
  * at the end.
  */
 bool config_list_next(const char *list, size_t *pos, char *value, size_t len);
+
+/* The value of entry 'name' of an OPT_LIST, into 'value'; false if it
+ * has none. */
+bool config_list_get(const char *list, const char *name, char *value,
+                     size_t len);
 
 /* "P = none" was given. */
 bool config_list_none(const char *list);

@@ -782,6 +782,18 @@ END_TEST
 
 /* ---- guest and loopback ---- */
 
+/* A non-loopback address of this machine to connect from, or false
+ * (the test 'fn' skips itself, saying so). */
+static bool
+elsewhere(char *addr, size_t len, const char *fn)
+{
+    if (h_non_loopback_ipv4(addr, len))
+        return true;
+    fprintf(stderr, "%s: skipped: this machine has no non-loopback IPv4 "
+            "address to connect from\n", fn);
+    return false;
+}
+
 START_TEST(loopback_guest_from_loopback)
 {
     struct hconn_opts o = { .host = "127.0.0.1" };
@@ -796,19 +808,19 @@ START_TEST(loopback_guest_refused_elsewhere)
     amqp_rpc_reply_t r;
 
     SKIP_IF_REMOTE("the reference broker listens on 127.0.0.1 only");
-    if (!h_non_loopback_ipv4(addr, sizeof(addr))) {
-        fprintf(stderr,
-                "%s: skipped: this machine has no non-loopback IPv4 "
-                "address to connect from\n",
-                __func__);
+    if (!elsewhere(addr, sizeof(addr), __func__))
         return;
-    }
     ck_assert(h_connect_opts(H, &o, &r) == NULL);
     ck_assert_int_eq(r.reply_type, AMQP_RESPONSE_SERVER_EXCEPTION);
     amqp_connection_close_t *m = r.reply.decoded;
     ck_assert_int_eq(m->reply_code, 403);
 }
 END_TEST
+
+/* Settings that let guest in from elsewhere: its own entry false, or
+ * nobody held to loopback. */
+static const char *const guest_free[] = { "loopback_users.guest=false",
+                                          "loopback_users=none" };
 
 START_TEST(loopback_guest_allowed_when_configured)
 {
@@ -817,12 +829,9 @@ START_TEST(loopback_guest_allowed_when_configured)
     struct hconn_opts o = { .host = addr };
 
     SKIP_IF_REMOTE("the reference broker listens on 127.0.0.1 only");
-    if (!h_non_loopback_ipv4(addr, sizeof(addr))) {
-        fprintf(stderr, "%s: skipped: no non-loopback IPv4 address\n",
-                __func__);
+    if (!elsewhere(addr, sizeof(addr), __func__))
         return;
-    }
-    harness_start(&h, ARGS("--set", "loopback_users.guest=false"));
+    harness_start(&h, ARGS("--set", guest_free[_i]));
     h_close(h_connect_opts(&h, &o, NULL));
     harness_stop(&h);
 }
@@ -835,14 +844,37 @@ START_TEST(loopback_other_user_elsewhere)
     struct hconn_opts o = { .host = addr, .user = "alice", .pass = "pw" };
 
     SKIP_IF_REMOTE("the reference broker listens on 127.0.0.1 only");
-    if (!h_non_loopback_ipv4(addr, sizeof(addr))) {
-        fprintf(stderr, "%s: skipped: no non-loopback IPv4 address\n",
-                __func__);
+    if (!elsewhere(addr, sizeof(addr), __func__))
         return;
-    }
     harness_start(
         &h, ARGS("--set", "default_user=alice", "--set", "default_pass=pw"));
     h_close(h_connect_opts(&h, &o, NULL));
+    harness_stop(&h);
+}
+END_TEST
+
+START_TEST(loopback_users_named)
+{
+    /* RabbitMQ's loopback_users.NAME: once an entry is set, the users set
+     * to true are held to loopback, and guest no longer is. */
+    char addr[64];
+    struct harness h;
+    struct hconn_opts alice = { .host = addr, .user = "alice", .pass = "pw" };
+    struct hconn_opts local = { .host = "127.0.0.1", .user = "alice",
+                                .pass = "pw" };
+    amqp_rpc_reply_t r;
+
+    SKIP_IF_REMOTE("the reference broker listens on 127.0.0.1 only");
+    if (!elsewhere(addr, sizeof(addr), __func__))
+        return;
+    harness_start(&h, ARGS("--set", "default_user=alice", "--set",
+                           "default_pass=pw", "--set",
+                           "loopback_users.alice=true"));
+    ck_assert(h_connect_opts(&h, &alice, &r) == NULL);
+    ck_assert_int_eq(r.reply_type, AMQP_RESPONSE_SERVER_EXCEPTION);
+    ck_assert(harness_log_contains(&h, "user 'alice' can only connect via "
+                                       "localhost"));
+    h_close(h_connect_opts(&h, &local, NULL));
     harness_stop(&h);
 }
 END_TEST
@@ -936,7 +968,9 @@ main(void)
     tc = h_tcase(s, "loopback users", 20, true);
     tcase_add_test(tc, loopback_guest_from_loopback);
     tcase_add_test(tc, loopback_guest_refused_elsewhere);
-    tcase_add_test(tc, loopback_guest_allowed_when_configured);
+    tcase_add_loop_test(tc, loopback_guest_allowed_when_configured, 0,
+                        sizeof(guest_free) / sizeof(guest_free[0]));
+    tcase_add_test(tc, loopback_users_named);
     tcase_add_test(tc, loopback_other_user_elsewhere);
 
     tc = h_tcase(s, "shutdown", 20, true);

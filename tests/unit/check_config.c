@@ -35,7 +35,7 @@ START_TEST(defaults)
     ck_assert_str_eq(c.default_user, "guest");
     ck_assert_str_eq(c.default_pass, "guest");
     ck_assert_str_eq(c.default_vhost, "/");
-    ck_assert(c.loopback_guest);
+    ck_assert_str_eq(c.loopback_users, "");
     ck_assert_str_eq(c.bind, "");
     config_free(&c);
 }
@@ -49,7 +49,6 @@ static const struct bad {
     { "\n\nport = abc\n", ":3: port: 'abc' is not an integer" },
     { "port = 70000\n", ":1: port: 70000 is outside 0..65535" },
     { "frame_max = 100\n", "frame_max: 100 is outside 4096..16777216" },
-    { "loopback_users.guest = yes\n", "is not true or false" },
     { "log.level = loud\n", "is not debug, info, warning or error" },
     { "just words\n", ":1: expected 'key = value'" },
     { "port = 1x\n", "is not an integer" },
@@ -107,6 +106,11 @@ START_TEST(list_keys)
     ck_assert(!config_list_next(c.listeners_tcp, &pos, v, sizeof(v)));
     ck_assert_int_eq(config_set(&c, "ssl_options.versions.1", "tlsv1.2\tx",
                                 err, sizeof(err)), -1);
+    /* Entry values are checked with the rest (config_validate). */
+    ck_assert_int_eq(config_set(&c, "loopback_users.guest", "yes", err,
+                                sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&c, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "loopback_users.guest: 'yes' is not true or false");
     config_free(&c);
 }
 END_TEST
@@ -139,7 +143,9 @@ START_TEST(good_file)
     ck_assert_int_eq(config_load_file(&c, path, errs, sizeof(errs)), 0);
     ck_assert_int_eq(c.port, 1234);
     ck_assert_str_eq(c.bind, "127.0.0.1");
-    ck_assert(!c.loopback_guest);
+    char v[8];
+    ck_assert(config_list_get(c.loopback_users, "guest", v, sizeof(v)));
+    ck_assert_str_eq(v, "false");
     ck_assert_int_eq(c.log_level, 0);
     ck_assert_int_eq(c.max_message_size, 1000);
     unlink(path);
