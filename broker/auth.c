@@ -200,38 +200,28 @@ parse_amqplain(struct amqp_bytes r, struct amqp_bytes *login,
     return 0;
 }
 
-static int
-cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 void
 auth_offered(bool external, char *out, size_t len)
 {
+    /* In RabbitMQ's order: it lists them sorted. */
     static const char *const known[] = { "AMQPLAIN", "EXTERNAL", "PLAIN" };
-    const char *list = broker.cfg.auth_mechanisms, *pick[3];
+    const char *list = broker.cfg.auth_mechanisms;
     char mech[64];
-    size_t pos = 0, n = 0, w = 0;
+    size_t w = 0;
 
     out[0] = '\0';
     if (list[0] == '\0') {
         snprintf(out, len, "%s", AUTH_MECHANISMS);
         return;
     }
-    /* The configured ones, each once, in RabbitMQ's (sorted) order. */
-    while (config_list_next(list, &pos, mech, sizeof(mech)))
-        for (size_t i = 0; i < 3; i++)
-            if (strcmp(mech, known[i]) == 0 && (i != 1 || external)) {
-                bool dup = false;
-                for (size_t j = 0; j < n; j++)
-                    dup |= pick[j] == known[i];
-                if (!dup)
-                    pick[n++] = known[i];
-            }
-    qsort(pick, n, sizeof(pick[0]), cmp_str);
-    for (size_t i = 0; i < n; i++) {
-        int k = snprintf(out + w, len - w, "%s%s", w ? " " : "", pick[i]);
+    for (size_t i = 0; i < NELEMS(known); i++) {
+        bool named = false;
+        for (size_t pos = 0;
+             !named && config_list_next(list, &pos, mech, sizeof(mech));)
+            named = strcmp(mech, known[i]) == 0;
+        if (!named || (strcmp(known[i], "EXTERNAL") == 0 && !external))
+            continue;
+        int k = snprintf(out + w, len - w, "%s%s", w ? " " : "", known[i]);
         if (k < 0 || (size_t)k >= len - w)
             break;
         w += (size_t)k;

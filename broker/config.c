@@ -211,41 +211,48 @@ config_list_none(const char *list)
     return strcmp(list, LIST_NONE) == 0;
 }
 
-bool
-config_list_get(const char *list, const char *name, char *value, size_t len)
+/* Copy 'n' bytes at 'p' into 'out' (at most 'len' - 1 of them), with a
+ * NUL. */
+static void
+copy_out(char *out, size_t len, const char *p, size_t n)
 {
-    size_t n = strlen(name);
-    if (config_list_none(list))
-        return false;
-    for (const char *p = list; *p != '\0';) {
-        const char *nl = strchr(p, '\n');
-        if (strncmp(p, name, n) == 0 && p[n] == '\t') {
-            size_t vlen = (size_t)(nl - p - n - 1);
-            if (vlen >= len)
-                vlen = len - 1;
-            memcpy(value, p + n + 1, vlen);
-            value[vlen] = '\0';
-            return true;
-        }
-        p = nl + 1;
-    }
-    return false;
+    if (out == NULL || len == 0)
+        return;
+    if (n >= len)
+        n = len - 1;
+    memcpy(out, p, n);
+    out[n] = '\0';
 }
 
 bool
-config_list_next(const char *list, size_t *pos, char *value, size_t len)
+config_list_entry(const char *list, size_t *pos, char *name, size_t nlen,
+                  char *value, size_t vlen)
 {
     const char *p = list + *pos;
     if (*p == '\0' || config_list_none(list))
         return false;
     const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
-    size_t n = (size_t)(nl - tab - 1);
-    if (n >= len)
-        n = len - 1;
-    memcpy(value, tab + 1, n);
-    value[n] = '\0';
+    copy_out(name, nlen, p, (size_t)(tab - p));
+    copy_out(value, vlen, tab + 1, (size_t)(nl - tab - 1));
     *pos = (size_t)(nl + 1 - list);
     return true;
+}
+
+bool
+config_list_next(const char *list, size_t *pos, char *value, size_t len)
+{
+    return config_list_entry(list, pos, NULL, 0, value, len);
+}
+
+bool
+config_list_get(const char *list, const char *name, char *value, size_t len)
+{
+    char n[256];
+    size_t pos = 0;
+    while (config_list_entry(list, &pos, n, sizeof(n), value, len))
+        if (strcmp(n, name) == 0)
+            return true;
+    return false;
 }
 
 /* Set entry 'name' of list '*field' to 'value'. */
@@ -524,17 +531,15 @@ config_validate(const struct config *c, char *err, size_t errlen)
                      "AMQPLAIN or EXTERNAL", mech);
             return -1;
         }
-    for (const char *p = c->loopback_users; !config_list_none(p) && *p;) {
-        const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
-        size_t n = (size_t)(nl - tab - 1);
-        if (!(n == 4 && strncmp(tab + 1, "true", 4) == 0) &&
-            !(n == 5 && strncmp(tab + 1, "false", 5) == 0)) {
-            snprintf(err, errlen, "loopback_users.%.*s: '%.*s' is not true "
-                     "or false", (int)(tab - p), p, (int)n, tab + 1);
+    char user[256], v[16];
+    pos = 0;
+    while (config_list_entry(c->loopback_users, &pos, user, sizeof(user), v,
+                             sizeof(v)))
+        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+            snprintf(err, errlen, "loopback_users.%s: '%s' is not true or "
+                     "false", user, v);
             return -1;
         }
-        p = nl + 1;
-    }
     if (config_list_none(c->auth_mechanisms)) {
         snprintf(err, errlen, "auth_mechanisms = none leaves no way to log "
                  "in");

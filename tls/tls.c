@@ -88,7 +88,8 @@ password_cb(char *buf, int size, int rwflag, void *userdata)
     size_t n = pw ? strlen(pw) : 0;
     if (n > (size_t)size)
         n = (size_t)size;
-    memcpy(buf, pw, n);
+    if (n > 0)
+        memcpy(buf, pw, n);
     return (int)n;
 }
 
