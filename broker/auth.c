@@ -10,8 +10,10 @@
 #include "amqp/table.h"
 #include "broker/broker.h"
 #include "broker/config.h"
+#include "broker/conn.h"
 #include "broker/defs.h"
 #include "broker/log.h"
+#include "broker/perm.h"
 #include "broker/util.h"
 #include "tls/hash.h"
 
@@ -94,11 +96,32 @@ auth_delete_user(const char *name, bool quiet)
     struct user *u = hmap_get(&broker.users, name, strlen(name));
     if (u == NULL)
         return false;
+    /* RabbitMQ closes the user's connections and drops its permissions
+     * with it. */
+    char reason[400];
+    snprintf(reason, sizeof(reason), "user '%s' is deleted", name);
+    conn_close_user(name, reason);
+    perm_drop_user(name, quiet);
     if (!quiet)
         defs_changed(DEFS_USER_REMOVED, u);
     hmap_del(&broker.users, name, strlen(name));
     user_free(u);
     return true;
+}
+
+const struct user *
+auth_user(const char *name)
+{
+    return hmap_get(&broker.users, name, strlen(name));
+}
+
+void
+auth_foreach_user(void (*fn)(const struct user *u, void *arg), void *arg)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    while ((s = hmap_next(&broker.users, &pos)) != NULL)
+        fn(s->val, arg);
 }
 
 /* Whether the comma-separated 'tags' has 'tag'. */
@@ -113,6 +136,12 @@ has_tag(const char *tags, const char *tag)
         t += k + (t[k] == ',');
     }
     return false;
+}
+
+bool
+auth_has_tag(const struct user *u, const char *tag)
+{
+    return has_tag(u->tags, tag);
 }
 
 bool
@@ -150,7 +179,9 @@ password_ok(const struct user *u, struct amqp_bytes pass)
     uint8_t d[TLS_DIGEST_MAX];
     size_t n;
 
-    if (u->hash_len < 4)
+    /* RabbitMQ's internal users never log in with a blank password,
+     * whatever their hash says. */
+    if (u->hash_len < 4 || pass.len == 0)
         return false;
     n = tls_digest2((enum tls_digest)u->alg, u->hash, 4, pass.ptr, pass.len,
                     d);
@@ -245,8 +276,8 @@ was_offered(struct amqp_bytes mechanism, const char *offered)
 
 /* RabbitMQ's loopback_users: by default guest alone; once any entry is
  * set, the users set to true. */
-static bool
-loopback_only(const char *name)
+bool
+auth_loopback_only(const char *name)
 {
     const char *list = broker.cfg.loopback_users;
     char v[8];
@@ -256,6 +287,13 @@ loopback_only(const char *name)
     if (list[0] == '\0')
         return strcmp(name, "guest") == 0;
     return config_list_get(list, name, v, sizeof(v)) && strcmp(v, "true") == 0;
+}
+
+const struct user *
+auth_login(const char *name, struct amqp_bytes password)
+{
+    const struct user *u = auth_user(name);
+    return u != NULL && password_ok(u, password) ? u : NULL;
 }
 
 int
@@ -293,10 +331,11 @@ auth_check(struct amqp_bytes mechanism, struct amqp_bytes response,
         return -1;
     }
     if (u == NULL || (!external && !password_ok(u, pass))) {
-        snprintf(why, whylen, "invalid credentials");
+        snprintf(why, whylen, u && pass.len == 0 ? "blank password (refused "
+                 "for every user, as RabbitMQ does)" : "invalid credentials");
         return -1;
     }
-    if (!from_loopback && loopback_only(u->name)) {
+    if (!from_loopback && auth_loopback_only(u->name)) {
         snprintf(why, whylen, "user '%.200s' can only connect via localhost",
                  u->name);
         return -1;

@@ -56,6 +56,25 @@ bool auth_may_claim(const char *user, struct amqp_bytes user_id);
 /* How many users there are. */
 size_t auth_user_count(void);
 
+/* A user by name, or NULL. */
+const struct user *auth_user(const char *name);
+
+/* Every user, in no particular order. */
+void auth_foreach_user(void (*fn)(const struct user *u, void *arg), void *arg);
+
+/* Whether 'u' has 'tag' among its tags. */
+bool auth_has_tag(const struct user *u, const char *tag);
+
+/*
+ * Whether 'name' is a user whose password is 'password' (HTTP basic
+ * auth); the user, or NULL. Loopback_users is the caller's to apply
+ * (auth_loopback_only).
+ */
+const struct user *auth_login(const char *name, struct amqp_bytes password);
+
+/* Whether loopback_users holds 'name' to loopback connections. */
+bool auth_loopback_only(const char *name);
+
 void auth_free_users(void);
 
 /* Offered when auth_mechanisms names none. */

@@ -16,6 +16,7 @@
 #include "amqp/frame.h"
 #include "amqp/props.h"
 #include "amqp/reply.h"
+#include "broker/access.h"
 #include "broker/auth.h"
 #include "broker/broker.h"
 #include "broker/conn.h"
@@ -182,6 +183,13 @@ channel_set_last_queue(struct channel *ch, const char *name, size_t len)
     ch->last_queue_len = len;
 }
 
+struct amqp_bytes
+channel_last_queue(const struct channel *ch)
+{
+    return (struct amqp_bytes){ (const uint8_t *)ch->last_queue,
+                                ch->last_queue_len };
+}
+
 struct exchange *
 channel_find_exchange(struct channel *ch, uint32_t method_id,
                       struct amqp_bytes name)
@@ -202,10 +210,8 @@ channel_find_queue(struct channel *ch, uint32_t method_id,
     char esc[300];
     struct queue *q;
 
-    if (name.len == 0) {
-        name.ptr = (const uint8_t *)ch->last_queue;
-        name.len = ch->last_queue_len;
-    }
+    if (name.len == 0)
+        name = channel_last_queue(ch);
     q = vhost_queue(ch->conn->vh, name);
     if (q == NULL) {
         channel_fail(ch, AMQP_NOT_FOUND, method_id, "no queue '%s' in vhost '%s'",
@@ -862,6 +868,8 @@ channel_method(struct channel *ch, const struct amqp_method *m)
 static void
 dispatch_method(struct channel *ch, const struct amqp_method *m)
 {
+    if (!access_method(ch, m))
+        return;
     switch (method_class(m->id)) {
     case AMQP_CLASS_CHANNEL:
         channel_method(ch, m);

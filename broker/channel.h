@@ -107,6 +107,12 @@ struct channel {
     /* the last queue declared, for methods that name no queue */
     char last_queue[256];
     size_t last_queue_len;
+    /* the last resource a permission allowed (access.c) */
+    struct access_memo {
+        unsigned epoch;             /* perm_epoch + 1 when it was; 0: none */
+        uint8_t kind, res, len;
+        char name[255];
+    } access_memo;
 };
 
 struct channel *channel_new(struct conn *c, uint16_t number);

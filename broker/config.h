@@ -58,6 +58,9 @@ struct config {
     char *default_user;
     char *default_pass;
     char *default_vhost;
+    char *default_perm_configure;   /* default_permissions.* */
+    char *default_perm_write;
+    char *default_perm_read;
     char *loopback_users;       /* list: loopback_users.NAME = true|false */
     bool announce_rabbitmq;     /* server_properties.rabbitmq */
     int64_t flow_queue_length;  /* flow_control.queue_length */

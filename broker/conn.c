@@ -88,6 +88,16 @@ conn_open_count(void)
     return nopen;
 }
 
+size_t
+conn_open_in(const struct vhost *vh)
+{
+    size_t n = 0;
+    struct conn *c;
+    TAILQ_FOREACH(c, &conns, link)
+        n += c->state == CONN_OPEN && c->vh == vh;
+    return n;
+}
+
 struct evbuffer *
 conn_output(struct conn *c)
 {
@@ -441,17 +451,45 @@ conn_fail(struct conn *c, uint16_t code, uint32_t method_id, const char *fmt,
     conn_reading(c, true);
 }
 
-void
-conn_close_all(const char *reason)
+/* Close the connections on 'vh', or of 'user' (both NULL: all). */
+static void
+close_where(const struct vhost *vh, const char *user, const char *reason)
 {
     struct conn *c, *next;
     for (c = TAILQ_FIRST(&conns); c != NULL; c = next) {
         next = TAILQ_NEXT(c, link);
-        if (c->state == CONN_OPEN)
+        if ((vh != NULL && c->vh != vh) ||
+            (user != NULL && (c->user == NULL || strcmp(c->user, user) != 0)))
+            continue;
+        if (c->state == CONN_OPEN) {
             conn_fail(c, AMQP_CONNECTION_FORCED, 0, "%s", reason);
-        else if (c->state != CONN_CLOSING)
+            /* Only its close-ok is awaited now: nothing uses the vhost. */
+            if (vh != NULL)
+                c->vh = NULL;
+        } else if (c->state != CONN_CLOSING) {
             conn_close_now(c, false);
+        } else if (vh != NULL) {
+            c->vh = NULL;
+        }
     }
+}
+
+void
+conn_close_all(const char *reason)
+{
+    close_where(NULL, NULL, reason);
+}
+
+void
+conn_close_vhost(struct vhost *vh, const char *reason)
+{
+    close_where(vh, NULL, reason);
+}
+
+void
+conn_close_user(const char *user, const char *reason)
+{
+    close_where(NULL, user, reason);
 }
 
 void

@@ -22,6 +22,7 @@ struct event;
 struct evbuffer;
 struct vhost;
 struct user;
+struct perm;
 struct queue;
 struct sockaddr;
 
@@ -59,6 +60,8 @@ struct conn {
     bool cap_connection_blocked;
     char *user;
     struct vhost *vh;
+    const struct perm *perm;    /* the user's in 'vh' (access.c) */
+    unsigned perm_seen;         /* perm_epoch + 1 when looked up; 0: not */
     /* channels, by number; NULL where none is open */
     struct channel **channels;
     uint16_t channels_cap;
@@ -153,10 +156,18 @@ void reply_format(char *out, size_t outlen, uint16_t code, const char *fmt,
 
 /* Close every connection with 320 CONNECTION_FORCED (shutdown). */
 void conn_close_all(const char *reason);
+/* Close (320 CONNECTION_FORCED, 'reason') the connections open on 'vh',
+ * and let go of it: their channels are shut at once. */
+void conn_close_vhost(struct vhost *vh, const char *reason);
+/* The same for the connections of 'user' (it was deleted). */
+void conn_close_user(const char *user, const char *reason);
 size_t conn_count(void);
 
 /* Connections past connection.open. */
 size_t conn_open_count(void);
+
+/* How many are open on 'vh' (walks them all: for connection.open). */
+size_t conn_open_in(const struct vhost *vh);
 
 /* A publish arrived during a resource alarm: stop reading this
  * connection and tell the client (connection.blocked) if it asked. */

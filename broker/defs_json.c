@@ -28,6 +28,7 @@
 #include "broker/defs.h"
 #include "broker/exchange.h"
 #include "broker/log.h"
+#include "broker/perm.h"
 #include "broker/qargs.h"
 #include "broker/queue.h"
 #include "broker/store/store_defs.h"
@@ -43,8 +44,8 @@
 static const struct {
     const char *key, *one, *many;
 } unsupported[] = {
-    { "permissions", "permission", "permissions" },
     { "topic_permissions", "topic permission", "topic permissions" },
+    /* other than vhost-limits */
     { "parameters", "parameter", "parameters" },
     { "global_parameters", "global parameter", "global parameters" },
     { "policies", "policy", "policies" },
@@ -85,6 +86,17 @@ struct p_binding {
     struct amqp_table args;
 };
 
+struct p_perm {
+    const char *user, *vhost;   /* borrowed from the JSON */
+    const char *pattern[PERM_KINDS];
+};
+
+/* A vhost's limits from a "vhost-limits" parameter: -2 if not given. */
+struct p_limits {
+    const char *vhost;
+    int64_t max_connections, max_queues;
+};
+
 struct plan {
     const char *path;
     char *err;
@@ -99,6 +111,10 @@ struct plan {
     size_t nbs;
     struct p_user *us;
     size_t nus;
+    struct p_perm *ps;
+    size_t nps;
+    struct p_limits *ls;
+    size_t nls;
     /* what the file defines, by "vhost\0name" */
     struct hmap vnames, xnames, qnames;
     /* a vhost as vhost_new makes it: the predeclared exchanges that a
@@ -109,7 +125,7 @@ struct plan {
 };
 
 struct counts {
-    size_t vhosts, exchanges, queues, bindings, users, kept;
+    size_t vhosts, exchanges, queues, bindings, users, perms, limits, kept;
 };
 
 static int fail(struct plan *p, const char *section, size_t i,
@@ -638,6 +654,95 @@ check_users(struct plan *p, json_t *root, json_t *arr, size_t n)
     return 0;
 }
 
+/* Whether the user is in the file or in the broker. */
+static bool
+user_known(const struct plan *p, const char *name)
+{
+    for (size_t i = 0; i < p->nus; i++)
+        if (strcmp(p->us[i].name, name) == 0)
+            return true;
+    return auth_user(name) != NULL;
+}
+
+static int
+check_permissions(struct plan *p, json_t *arr, size_t n)
+{
+    char e[512];
+
+    p->ps = xcalloc(n + 1, sizeof(*p->ps));
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i);
+        struct p_perm *pp = &p->ps[p->nps];
+        if (item_object(p, "permissions", i, o) != 0 ||
+            get_str(p, "permissions", i, o, "user", NULL, &pp->user) != 0 ||
+            get_vhost(p, "permissions", i, o, &pp->vhost) != 0)
+            return -1;
+        for (int k = 0; k < PERM_KINDS; k++) {
+            if (get_str(p, "permissions", i, o, perm_kind_name[k], NULL,
+                        &pp->pattern[k]) != 0)
+                return -1;
+            if (perm_pattern_ok(pp->pattern[k], e, sizeof(e)) != 0)
+                return fail(p, "permissions", i, "\"%s\": %s",
+                            perm_kind_name[k], e);
+        }
+        if (!user_known(p, pp->user))
+            return fail(p, "permissions", i, "no user '%s'", pp->user);
+        p->nps++;
+    }
+    return 0;
+}
+
+/* A limit in a "vhost-limits" value: a number, -2 when absent. */
+static int
+get_limit(struct plan *p, size_t i, json_t *value, const char *key,
+          int64_t *out)
+{
+    json_t *v = json_object_get(value, key);
+    *out = -2;
+    if (v == NULL)
+        return 0;
+    if (!json_is_integer(v))
+        return fail(p, "parameters", i, "\"%s\" must be an integer", key);
+    *out = json_integer_value(v) < 0 ? -1 : json_integer_value(v);
+    return 0;
+}
+
+/* Parameters: the vhost-limits ones are imported, the others counted. */
+static int
+check_parameters(struct plan *p, json_t *arr, size_t n)
+{
+    const char *comp;
+    size_t k = 0;
+
+    for (; k < NELEMS(unsupported); k++)
+        if (strcmp(unsupported[k].key, "parameters") == 0)
+            break;
+    p->n_unsupported[k] = 0;
+    p->ls = xcalloc(n + 1, sizeof(*p->ls));
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i), *value;
+        struct p_limits *l = &p->ls[p->nls];
+        if (item_object(p, "parameters", i, o) != 0 ||
+            get_str(p, "parameters", i, o, "component", "", &comp) != 0)
+            return -1;
+        if (strcmp(comp, "vhost-limits") != 0) {
+            p->n_unsupported[k]++;
+            continue;
+        }
+        if (get_vhost(p, "parameters", i, o, &l->vhost) != 0)
+            return -1;
+        value = json_object_get(o, "value");
+        if (!json_is_object(value))
+            return fail(p, "parameters", i, "\"value\" must be an object");
+        if (get_limit(p, i, value, "max-connections",
+                      &l->max_connections) != 0 ||
+            get_limit(p, i, value, "max-queues", &l->max_queues) != 0)
+            return -1;
+        p->nls++;
+    }
+    return 0;
+}
+
 static int
 check_file(struct plan *p, json_t *root)
 {
@@ -655,6 +760,10 @@ check_file(struct plan *p, json_t *root)
         check_users(p, root, arr, n) != 0 ||
         get_section(p, root, "vhosts", &arr, &n) != 0 ||
         check_vhosts(p, arr, n) != 0 ||
+        get_section(p, root, "permissions", &arr, &n) != 0 ||
+        check_permissions(p, arr, n) != 0 ||
+        get_section(p, root, "parameters", &arr, &n) != 0 ||
+        check_parameters(p, arr, n) != 0 ||
         get_section(p, root, "exchanges", &arr, &n) != 0 ||
         check_exchanges(p, arr, n) != 0 ||
         get_section(p, root, "queues", &arr, &n) != 0 ||
@@ -686,10 +795,27 @@ apply_plan(struct plan *p, struct counts *c)
             c->kept++;
             continue;
         }
-        struct vhost *vh = vhost_new(p->vhosts[i]);
-        hmap_put(&broker.vhosts, vh->name, strlen(vh->name), vh);
-        defs_changed(DEFS_VHOST_ADDED, vh);
+        (void)vhost_create(p->vhosts[i], false);
         c->vhosts++;
+    }
+    /* Permissions and limits as RabbitMQ imports them: replaced. */
+    for (size_t i = 0; i < p->nps; i++) {
+        struct p_perm *pp = &p->ps[i];
+        if (perm_set(pp->vhost, pp->user, pp->pattern, false, msg,
+                     sizeof(msg)) != 0)
+            fatalx("definitions: permissions[%zu]: checked, but refused: %s",
+                   i, msg);
+        c->perms++;
+    }
+    for (size_t i = 0; i < p->nls; i++) {
+        struct p_limits *l = &p->ls[i];
+        struct vhost *vh = broker_vhost(l->vhost, strlen(l->vhost));
+        if (l->max_connections != -2)
+            vh->max_connections = l->max_connections;
+        if (l->max_queues != -2)
+            vh->max_queues = l->max_queues;
+        defs_changed(DEFS_VHOST_ADDED, vh);
+        c->limits++;
     }
     for (size_t i = 0; i < p->nxs; i++) {
         struct p_exchange *px = &p->xs[i];
@@ -755,6 +881,8 @@ plan_free(struct plan *p)
     for (size_t i = 0; i < p->nbs; i++)
         free(p->bs[i].args_buf);
     free(p->us);
+    free(p->ps);
+    free(p->ls);
     free(p->vhosts);
     free(p->xs);
     free(p->qs);
@@ -778,10 +906,13 @@ log_result(const struct plan *p, const struct counts *c)
     char skipped[1024];
     size_t off = 0;
 
-    log_info("definitions: imported %s: %zu %s set; %zu %s, %zu %s, %zu "
+    log_info("definitions: imported %s: %zu %s, %zu %s and %zu vhost "
+             "%s set; %zu %s, %zu %s, %zu "
              "%s and %zu %s added; %zu already present and kept; %zu amq.* "
              "or default %s skipped", p->path, c->users,
-             plural(c->users, "user", "users"), c->vhosts,
+             plural(c->users, "user", "users"), c->perms,
+             plural(c->perms, "permission", "permissions"), c->limits,
+             plural(c->limits, "limit", "limits"), c->vhosts,
              plural(c->vhosts, "vhost", "vhosts"), c->exchanges,
              plural(c->exchanges, "exchange", "exchanges"), c->queues,
              plural(c->queues, "queue", "queues"), c->bindings,
@@ -803,24 +934,13 @@ log_result(const struct plan *p, const struct counts *c)
                   p->path, skipped);
 }
 
-int
-defs_json_import(const char *path, char *err, size_t errlen)
+/* Check all of 'root' (from 'path'), then apply it. */
+static int
+import_root(const char *path, json_t *root, char *err, size_t errlen)
 {
-    json_error_t jerr;
     struct plan p = { .path = path, .err = err, .errlen = errlen };
     struct counts c = { 0 };
 
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL) {
-        if (jerr.line > 0)
-            snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line,
-                     jerr.column, jerr.text);
-        else if (strstr(jerr.text, path))
-            snprintf(err, errlen, "%s", jerr.text);   /* "unable to open" */
-        else
-            snprintf(err, errlen, "%s: %s", path, jerr.text);
-        return -1;
-    }
     hmap_init(&p.vnames);
     hmap_init(&p.xnames);
     hmap_init(&p.qnames);
@@ -833,6 +953,38 @@ defs_json_import(const char *path, char *err, size_t errlen)
     plan_free(&p);
     json_decref(root);
     return rc;
+}
+
+int
+defs_json_import(const char *path, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        if (jerr.line > 0)
+            snprintf(err, errlen, "%s:%d:%d: %s", path, jerr.line,
+                     jerr.column, jerr.text);
+        else if (strstr(jerr.text, path))
+            snprintf(err, errlen, "%s", jerr.text);   /* "unable to open" */
+        else
+            snprintf(err, errlen, "%s: %s", path, jerr.text);
+        return -1;
+    }
+    return import_root(path, root, err, errlen);
+}
+
+int
+defs_json_import_text(const char *text, size_t len, const char *name,
+                      char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        snprintf(err, errlen, "%s:%d:%d: %s", name, jerr.line, jerr.column,
+                 jerr.text);
+        return -1;
+    }
+    return import_root(name, root, err, errlen);
 }
 
 /* ---- export ---- */
@@ -1119,12 +1271,80 @@ export_users(void)
     return users;
 }
 
-int
-defs_json_export(FILE *out, char *err, size_t errlen)
+static int
+cmp_perm(const void *a, const void *b)
+{
+    const struct perm *x = *(const struct perm *const *)a;
+    const struct perm *y = *(const struct perm *const *)b;
+    int c = strcmp(x->vhost, y->vhost);
+    return c ? c : strcmp(x->user, y->user);
+}
+
+struct perm_list {
+    const struct perm **v;
+    size_t n;
+};
+
+static void
+collect_perm(const struct perm *p, void *arg)
+{
+    struct perm_list *l = arg;
+    l->v[l->n++] = p;
+}
+
+/* As RabbitMQ exports them, sorted by vhost and user. */
+static json_t *
+export_perms(void)
+{
+    json_t *arr = json_array();
+    struct perm_list l = { xmalloc((perm_count() + 1) * sizeof(*l.v)), 0 };
+    perm_foreach(collect_perm, &l);
+    qsort(l.v, l.n, sizeof(*l.v), cmp_perm);
+    for (size_t i = 0; i < l.n; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "user", jstr(l.v[i]->user,
+                                            strlen(l.v[i]->user)));
+        json_object_set_new(o, "vhost", jstr(l.v[i]->vhost,
+                                             strlen(l.v[i]->vhost)));
+        for (int k = 0; k < PERM_KINDS; k++)
+            json_object_set_new(o, perm_kind_name[k],
+                                jstr(l.v[i]->pattern[k],
+                                     strlen(l.v[i]->pattern[k])));
+        json_array_append_new(arr, o);
+    }
+    free(l.v);
+    return arr;
+}
+
+/* A vhost's limits as RabbitMQ exports them: a "vhost-limits" parameter
+ * named "limits", with the limits that are set. */
+static void
+export_limits(const struct vhost *vh, json_t *params)
+{
+    if (vh->max_connections < 0 && vh->max_queues < 0)
+        return;
+    json_t *o = json_object(), *value = json_object();
+    if (vh->max_connections >= 0)
+        json_object_set_new(value, "max-connections",
+                            json_integer(vh->max_connections));
+    if (vh->max_queues >= 0)
+        json_object_set_new(value, "max-queues",
+                            json_integer(vh->max_queues));
+    json_object_set_new(o, "value", value);
+    json_object_set_new(o, "vhost", jstr(vh->name, strlen(vh->name)));
+    json_object_set_new(o, "component", json_string("vhost-limits"));
+    json_object_set_new(o, "name", json_string("limits"));
+    json_array_append_new(params, o);
+}
+
+/* The whole export, as RabbitMQ orders its keys. */
+static json_t *
+export_root(void)
 {
     json_t *root = json_object();
     json_t *vhosts = json_array(), *queues = json_array(),
-           *exchanges = json_array(), *bindings = json_array();
+           *exchanges = json_array(), *bindings = json_array(),
+           *params = json_array();
     size_t nv;
     struct vhost **vs = (struct vhost **)sorted_values(&broker.vhosts,
                                                         cmp_vhost, &nv);
@@ -1134,9 +1354,9 @@ defs_json_export(FILE *out, char *err, size_t errlen)
         json_object_set_new(o, "name", jstr(vs[i]->name, strlen(vs[i]->name)));
         json_array_append_new(vhosts, o);
         export_vhost(vs[i], queues, exchanges, bindings);
+        export_limits(vs[i], params);
     }
     free(vs);
-    /* RabbitMQ's keys, in its order. */
     json_object_set_new(root, "rabbit_version",
                         json_string(ROOST_RABBITMQ_VERSION));
     json_object_set_new(root, "rabbitmq_version",
@@ -1145,14 +1365,21 @@ defs_json_export(FILE *out, char *err, size_t errlen)
     json_object_set_new(root, "product_version", json_string(ROOST_VERSION));
     json_object_set_new(root, "users", export_users());
     json_object_set_new(root, "vhosts", vhosts);
-    json_object_set_new(root, "permissions", json_array());
+    json_object_set_new(root, "permissions", export_perms());
     json_object_set_new(root, "topic_permissions", json_array());
-    json_object_set_new(root, "parameters", json_array());
+    json_object_set_new(root, "parameters", params);
     json_object_set_new(root, "global_parameters", json_array());
     json_object_set_new(root, "policies", json_array());
     json_object_set_new(root, "queues", queues);
     json_object_set_new(root, "exchanges", exchanges);
     json_object_set_new(root, "bindings", bindings);
+    return root;
+}
+
+int
+defs_json_export(FILE *out, char *err, size_t errlen)
+{
+    json_t *root = export_root();
     errno = 0;
     int rc = json_dumpf(root, out, JSON_INDENT(2));
     json_decref(root);
@@ -1163,4 +1390,15 @@ defs_json_export(FILE *out, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+char *
+defs_json_export_text(void)
+{
+    json_t *root = export_root();
+    char *text = json_dumps(root, JSON_INDENT(2));
+    json_decref(root);
+    if (text == NULL)
+        fatalx("out of memory");
+    return text;
 }

@@ -6,10 +6,11 @@
  * definitions in the same format, so a file moves either way between
  * Roost and RabbitMQ.
  *
- * Roost imports vhosts, exchanges, queues and bindings. Users,
- * permissions, topic permissions, parameters, global parameters and
- * policies are counted and reported as not imported (not implemented
- * yet). Both run on the event-loop thread.
+ * Roost imports users, vhosts, permissions, vhost limits (parameters of
+ * component vhost-limits), exchanges, queues and bindings. Topic
+ * permissions, other parameters, global parameters and policies are
+ * counted and reported as not imported (not implemented yet). Both run
+ * on the event-loop thread.
  */
 #ifndef ROOST_BROKER_DEFS_JSON_H
 #define ROOST_BROKER_DEFS_JSON_H
@@ -33,6 +34,11 @@
  */
 int defs_json_import(const char *path, char *err, size_t errlen);
 
+/* The same from 'text' (POST /api/definitions); 'name' stands for the
+ * path in messages. */
+int defs_json_import_text(const char *text, size_t len, const char *name,
+                          char *err, size_t errlen);
+
 /*
  * Write the broker's definitions to 'out' as a RabbitMQ definitions file:
  * what the store keeps (every vhost; durable exchanges other than the
@@ -43,5 +49,9 @@ int defs_json_import(const char *path, char *err, size_t errlen);
  * failed; 'out' stays open.
  */
 int defs_json_export(FILE *out, char *err, size_t errlen);
+
+/* The same as a string (GET /api/definitions): the caller frees it with
+ * free(). */
+char *defs_json_export_text(void);
 
 #endif

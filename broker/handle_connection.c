@@ -14,6 +14,7 @@
 #include "broker/transport.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
+#include "broker/access.h"
 #include "broker/version.h"
 
 /*
@@ -207,11 +208,25 @@ open_vhost(struct conn *c, const struct amqp_connection_open *a)
                   "vhost %s not found", name);
         return;
     }
-    if (conn_open_count() >= (size_t)broker.cfg.connection_max) {
+    /* As RabbitMQ: the connection limits (the broker's, then the
+     * vhost's max-connections), then the user's access to the vhost. */
+    int64_t limit = -1;
+    if (conn_open_count() >= (size_t)broker.cfg.connection_max)
+        limit = broker.cfg.connection_max;
+    else if (vh->max_connections >= 0 &&
+             conn_open_in(vh) >= (size_t)vh->max_connections)
+        limit = vh->max_connections;
+    if (limit >= 0) {
         conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
                   "access to vhost '%s' refused for user '%s': connection "
                   "limit (%lld) is reached", vh->name, c->user,
-                  (long long)broker.cfg.connection_max);
+                  (long long)limit);
+        return;
+    }
+    if (!access_vhost(c, vh->name)) {
+        conn_fail(c, AMQP_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
+                  "access to vhost '%s' refused for user '%s'", vh->name,
+                  c->user);
         return;
     }
     c->vh = vh;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "amqp/table.h"
+#include "broker/access.h"
 #include "broker/conn.h"
 #include "broker/exchange.h"
 #include "broker/handlers.h"
@@ -56,11 +57,7 @@ declare(struct channel *ch, const struct amqp_exchange_declare *a)
                   channel_esc(type, sizeof(type), a->type));
         return;
     }
-    if (a->exchange.len == 0) {
-        channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
-                     "operation not permitted on the default exchange");
-        return;
-    }
+    /* The default exchange is refused before (access.c). */
     x = vhost_exchange(vh, a->exchange);
     if (x == NULL) {
         if (is_reserved(a->exchange)) {
@@ -69,6 +66,14 @@ declare(struct channel *ch, const struct amqp_exchange_declare *a)
                          esc);
             return;
         }
+        /* Creating it: an alternate exchange needs read on this one and
+         * write on that one, as in RabbitMQ. */
+        struct amqp_field ae;
+        if (table_get(a->arguments, "alternate-exchange", &ae) &&
+            ae.kind == AMQP_FIELD_LONGSTR &&
+            (!access_allows(ch, mid, PERM_READ, RES_EXCHANGE, a->exchange) ||
+             !access_allows(ch, mid, PERM_WRITE, RES_EXCHANGE, ae.v.str)))
+            return;
         x = exchange_new(vh, a->exchange, ops, a->durable, a->auto_delete,
                          a->internal, a->arguments);
         vhost_add_exchange(vh, x);
@@ -108,12 +113,8 @@ delete(struct channel *ch, const struct amqp_exchange_delete *a)
     char esc[300];
     struct exchange *x;
 
+    /* The default exchange is refused before (access.c). */
     channel_esc(esc, sizeof(esc), a->exchange);
-    if (a->exchange.len == 0) {
-        channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
-                     "operation not permitted on the default exchange");
-        return;
-    }
     if (is_reserved(a->exchange)) {
         channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
                      "deletion of system exchange '%s' in vhost '%s' not "
@@ -150,11 +151,7 @@ bind_or_unbind(struct channel *ch, uint32_t mid,
     struct exchange *src, *dest;
     char err[256];
 
-    if (a->source.len == 0 || a->destination.len == 0) {
-        channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
-                     "operation not permitted on the default exchange");
-        return;
-    }
+    /* The default exchange is refused before (access.c). */
     if ((dest = channel_find_exchange(ch, mid, a->destination)) == NULL)
         return;
     if ((src = channel_find_exchange(ch, mid, a->source)) == NULL)

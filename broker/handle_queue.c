@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "amqp/table.h"
+#include "broker/access.h"
 #include "broker/broker.h"
 #include "broker/conn.h"
 #include "broker/exchange.h"
@@ -52,12 +53,11 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
     if (name.len == 0) {
         channel_gen_name(gen, sizeof(gen), "amq.gen-");
         name = amqp_cstr(gen);
-    } else if (name.len >= 4 && memcmp(name.ptr, "amq.", 4) == 0) {
-        channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
-                     "queue name '%s' contains reserved prefix 'amq.*'",
-                     channel_esc(esc, sizeof(esc), name));
-        return;
+        /* The name the server makes is the one checked (access.c). */
+        if (!access_allows(ch, mid, PERM_CONFIGURE, RES_QUEUE, name))
+            return;
     }
+    /* A name with amq.* is refused before (access.c). */
     channel_esc(esc, sizeof(esc), name);
     snprintf(what, sizeof(what), "queue '%s' in vhost '%s'", esc, vh->name);
     switch (qargs_parse(a->arguments, what, &qa, err, sizeof(err))) {
@@ -107,12 +107,23 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
         declare_ok(ch, q, a->nowait);
         return;
     }
-    if (vh->queues.count >= (size_t)broker.cfg.max_queues) {
+    /* Creating it: a dead-letter exchange needs read on the queue and
+     * write on that exchange, as in RabbitMQ. */
+    if (qa.dlx != NULL &&
+        (!access_allows(ch, mid, PERM_READ, RES_QUEUE, name) ||
+         !access_allows(ch, mid, PERM_WRITE, RES_EXCHANGE,
+                        amqp_cstr(qa.dlx)))) {
+        qargs_free(&qa);
+        return;
+    }
+    int64_t limit = broker.cfg.max_queues;
+    if (vh->max_queues >= 0 && vh->max_queues < limit)
+        limit = vh->max_queues;
+    if (vh->queues.count >= (size_t)limit) {
         qargs_free(&qa);
         channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
                      "cannot declare queue '%s': queue limit in vhost '%s' "
-                     "(%lld) is reached", esc, vh->name,
-                     (long long)broker.cfg.max_queues);
+                     "(%lld) is reached", esc, vh->name, (long long)limit);
         return;
     }
     q = queue_new(vh, name, a->durable, a->exclusive, a->auto_delete,
@@ -140,11 +151,7 @@ bind_or_unbind(struct channel *ch, uint32_t mid, struct amqp_bytes qname,
         key.ptr = (const uint8_t *)q->name;
         key.len = q->name_len;
     }
-    if (xname.len == 0) {
-        channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
-                     "operation not permitted on the default exchange");
-        return;
-    }
+    /* The default exchange is refused before (access.c). */
     if ((x = channel_find_exchange(ch, mid, xname)) == NULL)
         return;
     if (bind) {

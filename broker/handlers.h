@@ -47,6 +47,9 @@ const char *channel_esc(char *buf, size_t len, struct amqp_bytes name);
 /* Random "prefix" + 22 base64url characters, as RabbitMQ names them. */
 void channel_gen_name(char *out, size_t outlen, const char *prefix);
 
+/* The queue last declared on the channel (for empty names). */
+struct amqp_bytes channel_last_queue(const struct channel *ch);
+
 /* Remember the queue last declared on the channel (for empty names). */
 void channel_set_last_queue(struct channel *ch, const char *name, size_t len);
 

@@ -24,6 +24,7 @@
 #include "broker/defs_json.h"
 #include "broker/listener.h"
 #include "broker/log.h"
+#include "broker/perm.h"
 #include "broker/msg.h"
 #include "broker/store/check.h"
 #include "broker/store/store.h"
@@ -379,6 +380,7 @@ broker_teardown(void)
     msg_pool_free();
     inbuf_spares_free();
     auth_free_users();
+    perm_free_all();
     event_base_free(broker.base);
     config_free(&broker.cfg);
 }
@@ -534,20 +536,24 @@ main(int argc, char **argv)
         log_warnx("%s", err);
         return 1;
     }
-    /* Durable definitions and messages first; the default vhost exists
-     * whether or not the data directory knew it. */
+    /* Durable definitions and messages first. */
     if (store_recover() != 0)
         return 1;
-    /* As RabbitMQ: the default user is made once, in a data directory
-     * that has no users (its first start), and kept from then on. */
-    if (auth_user_count() == 0)
+    /* As RabbitMQ: the default vhost, the default user and its
+     * permissions there are made once, in a data directory that has no
+     * users (its first start), and kept (or deleted) from then on. */
+    if (auth_user_count() == 0) {
+        const char *p[PERM_KINDS] = {
+            [PERM_CONFIGURE] = broker.cfg.default_perm_configure,
+            [PERM_WRITE] = broker.cfg.default_perm_write,
+            [PERM_READ] = broker.cfg.default_perm_read,
+        };
+        (void)vhost_create(broker.cfg.default_vhost, false);
         auth_add_user(broker.cfg.default_user, broker.cfg.default_pass,
                       "administrator");
-    if (broker_vhost(broker.cfg.default_vhost,
-                     strlen(broker.cfg.default_vhost)) == NULL) {
-        struct vhost *vh = vhost_new(broker.cfg.default_vhost);
-        hmap_put(&broker.vhosts, vh->name, strlen(vh->name), vh);
-        defs_changed(DEFS_VHOST_ADDED, vh);
+        if (perm_set(broker.cfg.default_vhost, broker.cfg.default_user, p,
+                     false, err, sizeof(err)) != 0)
+            fatalx("default_permissions: %s", err);
     }
     /* Then what the operator asked to load (RabbitMQ's load_definitions),
      * into the recovered broker: what exists is kept. */

@@ -321,12 +321,14 @@ queue_arm(struct queue *q)
 void
 queue_ack(struct queue *q, struct qentry e)
 {
+    q->unacked--;
     entry_end(q, e);
 }
 
 void
 queue_reject(struct queue *q, struct qentry e)
 {
+    q->unacked--;
     dead_letter(q, e, "rejected");
 }
 
@@ -344,6 +346,7 @@ drop_head(struct queue *q)
 void
 queue_requeue(struct queue *q, struct qentry e)
 {
+    q->unacked--;
     if (q->deleted) {
         entry_end(q, e);
         return;
@@ -402,6 +405,7 @@ queue_take(struct queue *q, struct qentry *out)
     if (!queue_pop(q, out))
         return false;
     out->deliveries++;
+    q->unacked++;
     if (q->sid)
         store_delivered(q, out);
     if (q->npaged)

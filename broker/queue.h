@@ -113,6 +113,7 @@ struct queue {
     size_t cap, head, len;
     uint64_t next_seq;
     uint64_t bytes;             /* body bytes queued */
+    uint32_t unacked;           /* taken, not yet settled */
     /* consumers */
     struct consumer_list consumers;
     size_t nconsumers;
@@ -155,6 +156,20 @@ void queue_unref(struct queue *q);
  * (x-overflow reject-publish at its length limit), 1 if the store took
  * it (persistent, durable queue: a confirm waits for the disk), else 0. */
 int queue_push(struct queue *q, struct msg *m);
+
+/* Read functions (the management API's): messages ready, and taken
+ * but not settled. */
+static inline uint64_t
+queue_ready_count(const struct queue *q)
+{
+    return q->len;
+}
+
+static inline uint64_t
+queue_unacked_count(const struct queue *q)
+{
+    return q->unacked;
+}
 
 /* Call 'fn' for each ready entry, in order. */
 void queue_foreach_ready(struct queue *q,

@@ -3,11 +3,15 @@
  */
 #include "broker/vhost.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/broker.h"
+#include "broker/conn.h"
 #include "broker/defs.h"
 #include "broker/exchange.h"
+#include "broker/perm.h"
 #include "broker/queue.h"
 #include "broker/util.h"
 
@@ -29,6 +33,10 @@ vhost_new(const char *name)
     struct amqp_table none = { NULL, 0 };
 
     vh->name = xstrdup(name);
+    vh->description = xstrdup("");
+    vh->tags = xstrdup("");
+    vh->max_connections = -1;
+    vh->max_queues = -1;
     /* The predeclared exchanges exist in every vhost: nothing to store. */
     defs_quiet(true);
     hmap_init(&vh->exchanges);
@@ -77,7 +85,91 @@ vhost_free(struct vhost *vh)
     hmap_destroy(&vh->exchanges);
     hmap_destroy(&vh->queues);
     free(vh->name);
+    free(vh->description);
+    free(vh->tags);
     free(vh);
+}
+
+struct vhost *
+vhost_create(const char *name, bool quiet)
+{
+    struct vhost *vh = broker_vhost(name, strlen(name));
+    if (vh != NULL)
+        return vh;
+    vh = vhost_new(name);
+    hmap_put(&broker.vhosts, vh->name, strlen(vh->name), vh);
+    if (!quiet)
+        defs_changed(DEFS_VHOST_ADDED, vh);
+    return vh;
+}
+
+bool
+vhost_delete(const char *name)
+{
+    struct vhost *vh = broker_vhost(name, strlen(name));
+    char reason[400];
+
+    if (vh == NULL)
+        return false;
+    /* Its connections first, as RabbitMQ does: their channels let go of
+     * its queues (closing shuts them at once). */
+    snprintf(reason, sizeof(reason), "vhost '%s' is deleted", name);
+    conn_close_vhost(vh, reason);
+    perm_drop_vhost(name, false);
+    /* Then everything in it, each deletion recorded as when a client
+     * makes it, so that the store drops the queues' messages. */
+    size_t pos = 0, n = 0;
+    struct hmap_slot *s;
+    struct queue **qs = xmalloc((vh->queues.count + 1) * sizeof(*qs));
+    while ((s = hmap_next(&vh->queues, &pos)) != NULL)
+        qs[n++] = s->val;
+    for (size_t i = 0; i < n; i++)
+        queue_delete(qs[i]);
+    free(qs);
+    defs_changed(DEFS_VHOST_REMOVED, vh);
+    hmap_del(&broker.vhosts, vh->name, strlen(vh->name));
+    /* The exchanges and bindings go with the vhost record: replaying
+     * it frees them (store/defs_log.c). */
+    defs_quiet(true);
+    vhost_free(vh);
+    defs_quiet(false);
+    return true;
+}
+
+void
+vhost_foreach(void (*fn)(struct vhost *vh, void *arg), void *arg)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL)
+        fn(s->val, arg);
+}
+
+size_t
+vhost_count(void)
+{
+    return broker.vhosts.count;
+}
+
+size_t
+vhost_exchange_count(const struct vhost *vh)
+{
+    return vh->exchanges.count;
+}
+
+void
+vhost_totals(const struct vhost *vh, uint64_t *queues, uint64_t *ready,
+             uint64_t *unacked)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    *queues = vh->queues.count;
+    *ready = *unacked = 0;
+    while ((s = hmap_next(&vh->queues, &pos)) != NULL) {
+        const struct queue *q = s->val;
+        *ready += queue_ready_count(q);
+        *unacked += queue_unacked_count(q);
+    }
 }
 
 struct exchange *

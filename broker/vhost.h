@@ -5,6 +5,7 @@
 #ifndef ROOST_BROKER_VHOST_H
 #define ROOST_BROKER_VHOST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "amqp/wire.h"
@@ -15,6 +16,10 @@ struct queue;
 
 struct vhost {
     char *name;
+    char *description;          /* "" when none */
+    char *tags;                 /* comma separated, "" when none */
+    int64_t max_connections;    /* vhost limits; -1: none */
+    int64_t max_queues;
     struct hmap exchanges;
     struct hmap queues;
     struct exchange *default_x;
@@ -25,6 +30,33 @@ struct vhost {
  * amq.topic, amq.headers, amq.match predeclared. */
 struct vhost *vhost_new(const char *name);
 void vhost_free(struct vhost *vh);
+
+/*
+ * Create a vhost at run time (or at import): registered with the broker
+ * and announced unless 'quiet'. Returns the vhost, or the existing one if
+ * it was already there.
+ */
+struct vhost *vhost_create(const char *name, bool quiet);
+
+/*
+ * Delete a vhost with everything in it: its connections are closed
+ * (320 CONNECTION_FORCED), its queues, exchanges and bindings deleted,
+ * its permissions dropped. False if there was none.
+ */
+bool vhost_delete(const char *name);
+
+/* Every vhost, in no particular order. */
+void vhost_foreach(void (*fn)(struct vhost *vh, void *arg), void *arg);
+
+/* How many vhosts there are. */
+size_t vhost_count(void);
+
+/* How many exchanges 'vh' has (the default and amq.* ones included). */
+size_t vhost_exchange_count(const struct vhost *vh);
+
+/* Queues in 'vh' and its total of ready and unacked messages. */
+void vhost_totals(const struct vhost *vh, uint64_t *queues, uint64_t *ready,
+                  uint64_t *unacked);
 
 struct exchange *vhost_exchange(struct vhost *vh, struct amqp_bytes name);
 struct queue *vhost_queue(struct vhost *vh, struct amqp_bytes name);

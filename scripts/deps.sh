@@ -6,7 +6,8 @@
 set -euo pipefail
 
 build_pkgs=(gcc make autoconf automake libtool pkg-config
-            libevent-dev libssl-dev libjansson-dev check librabbitmq-dev)
+            libevent-dev libssl-dev libjansson-dev libpcre2-dev check
+            librabbitmq-dev)
 test_pkgs=(clang libclang-rt-14-dev python3 gcovr openssl)
 
 pkgs=("${build_pkgs[@]}")

@@ -146,7 +146,8 @@ defs_type_name(uint8_t t)
         [D_EXCHANGE_DEL] = "exchange-deleted", [D_QUEUE] = "queue",
         [D_QUEUE_DEL] = "queue-deleted", [D_BIND] = "binding",
         [D_UNBIND] = "binding-deleted", [D_USER] = "user",
-        [D_USER_DEL] = "user-deleted",
+        [D_USER_DEL] = "user-deleted", [D_PERM] = "permission",
+        [D_PERM_DEL] = "permission-deleted",
     };
     return t < NELEMS(names) && names[t] ? names[t] : NULL;
 }

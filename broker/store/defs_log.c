@@ -16,6 +16,7 @@
 #include "broker/broker.h"
 #include "broker/exchange.h"
 #include "broker/log.h"
+#include "broker/perm.h"
 #include "broker/qargs.h"
 #include "broker/queue.h"
 #include "broker/util.h"
@@ -115,6 +116,32 @@ put_user(struct wbuf *out, const struct user *u)
     rec_end(out, at);
 }
 
+/* A vhost: its name, then (optional, so that older records still read)
+ * its description, tags and limits. */
+static void
+put_vhost(struct wbuf *out, const struct vhost *vh)
+{
+    size_t at = rec_begin(out, D_VHOST);
+    wbuf_str(out, vh->name, strlen(vh->name));
+    wbuf_str(out, vh->description, strlen(vh->description));
+    wbuf_str(out, vh->tags, strlen(vh->tags));
+    wbuf_u64(out, (uint64_t)vh->max_connections);
+    wbuf_u64(out, (uint64_t)vh->max_queues);
+    rec_end(out, at);
+}
+
+/* A user's permissions in a vhost: vhost, user, the three patterns. */
+static void
+put_perm(struct wbuf *out, const struct perm *p)
+{
+    size_t at = rec_begin(out, D_PERM);
+    wbuf_str(out, p->vhost, strlen(p->vhost));
+    wbuf_str(out, p->user, strlen(p->user));
+    for (int k = 0; k < PERM_KINDS; k++)
+        wbuf_str(out, p->pattern[k], strlen(p->pattern[k]));
+    rec_end(out, at);
+}
+
 bool
 defs_encode(struct wbuf *out, enum defs_event ev, const void *obj)
 {
@@ -125,7 +152,7 @@ defs_encode(struct wbuf *out, enum defs_event ev, const void *obj)
 
     switch (ev) {
     case DEFS_VHOST_ADDED:
-        put_name(out, D_VHOST, vh->name, NULL, 0);
+        put_vhost(out, vh);
         return true;
     case DEFS_VHOST_REMOVED:
         put_name(out, D_VHOST_DEL, vh->name, NULL, 0);
@@ -158,6 +185,14 @@ defs_encode(struct wbuf *out, enum defs_event ev, const void *obj)
     case DEFS_USER_REMOVED:
         put_name(out, D_USER_DEL, ((const struct user *)obj)->name, NULL, 0);
         return true;
+    case DEFS_PERM_ADDED:
+        put_perm(out, obj);
+        return true;
+    case DEFS_PERM_REMOVED: {
+        const struct perm *p = obj;
+        put_name(out, D_PERM_DEL, p->vhost, p->user, strlen(p->user));
+        return true;
+    }
     }
     return false;
 }
@@ -171,9 +206,23 @@ defs_header(struct wbuf *out, uint64_t gen)
     rec_end(out, at);
 }
 
+struct snap_perms {
+    struct wbuf *out;
+    uint64_t n;
+};
+
+static void
+snap_perm(const struct perm *p, void *arg)
+{
+    struct snap_perms *sp = arg;
+    put_perm(sp->out, p);
+    sp->n++;
+}
+
 uint64_t
 defs_snapshot(struct wbuf *out, uint64_t gen)
 {
+    struct snap_perms sp = { out, 0 };
     size_t pos = 0, xpos, qpos;
     struct hmap_slot *s, *xs, *qs;
     uint64_t n = 0;
@@ -186,7 +235,7 @@ defs_snapshot(struct wbuf *out, uint64_t gen)
     pos = 0;
     while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
         struct vhost *vh = s->val;
-        put_name(out, D_VHOST, vh->name, NULL, 0);
+        put_vhost(out, vh);
         n++;
         xpos = 0;
         while ((xs = hmap_next(&vh->exchanges, &xpos)) != NULL)
@@ -212,7 +261,8 @@ defs_snapshot(struct wbuf *out, uint64_t gen)
                 }
         }
     }
-    return n;
+    perm_foreach(snap_perm, &sp);
+    return n + sp.n;
 }
 
 /* ---- replay ---- */
@@ -253,11 +303,31 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
     }
     vname = get_bytes(r);
     switch (type) {
-    case D_VHOST:
-        return !r->bad && vhost_for(vname, true) != NULL;
-    case D_VHOST_DEL:
-        /* Deleting vhosts at run time comes with the management API. */
-        return !r->bad;
+    case D_VHOST: {
+        if (r->bad || (vh = vhost_for(vname, true)) == NULL)
+            return false;
+        if (r->off == r->len)
+            return true;
+        struct amqp_bytes desc = get_bytes(r), tags = get_bytes(r);
+        int64_t maxc = (int64_t)rbuf_u64(r), maxq = (int64_t)rbuf_u64(r);
+        if (r->bad)
+            return false;
+        free(vh->description);
+        free(vh->tags);
+        vh->description = xstrndup(desc.ptr, desc.len);
+        vh->tags = xstrndup(tags.ptr, tags.len);
+        vh->max_connections = maxc;
+        vh->max_queues = maxq;
+        return true;
+    }
+    case D_VHOST_DEL: {
+        if (r->bad)
+            return false;
+        char *n = xstrndup(vname.ptr, vname.len);
+        (void)vhost_delete(n);
+        free(n);
+        return true;
+    }
     case D_EXCHANGE: {
         name = get_bytes(r);
         xtype = get_bytes(r);
@@ -375,6 +445,39 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
         char *n = xstrndup(vname.ptr, vname.len);
         (void)auth_delete_user(n, true);
         free(n);
+        return true;
+    }
+    case D_PERM: {
+        /* 'vname' is the vhost; the user and the patterns follow. */
+        struct amqp_bytes user = get_bytes(r), pat[PERM_KINDS];
+        for (int k = 0; k < PERM_KINDS; k++)
+            pat[k] = get_bytes(r);
+        if (r->bad)
+            return false;
+        char *v = xstrndup(vname.ptr, vname.len);
+        char *u = xstrndup(user.ptr, user.len);
+        char *p[PERM_KINDS];
+        for (int k = 0; k < PERM_KINDS; k++)
+            p[k] = xstrndup(pat[k].ptr, pat[k].len);
+        int rc = perm_set(v, u, (const char *const *)p, true, err,
+                          sizeof(err));
+        if (rc != 0)
+            log_warnx("store: permissions of '%s' in '%s': %s", u, v, err);
+        for (int k = 0; k < PERM_KINDS; k++)
+            free(p[k]);
+        free(v);
+        free(u);
+        return rc == 0;
+    }
+    case D_PERM_DEL: {
+        struct amqp_bytes user = get_bytes(r);
+        if (r->bad)
+            return false;
+        char *v = xstrndup(vname.ptr, vname.len);
+        char *u = xstrndup(user.ptr, user.len);
+        (void)perm_clear(v, u, true);
+        free(v);
+        free(u);
         return true;
     }
     default:

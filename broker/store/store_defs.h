@@ -22,7 +22,8 @@ enum {
     D_HEADER = 1, D_VHOST, D_VHOST_DEL, D_EXCHANGE, D_EXCHANGE_DEL,
     D_QUEUE, D_QUEUE_DEL, D_BIND, D_UNBIND,
     D_USER, D_USER_DEL,
-    /* permissions and policies will follow: 12 and up */
+    D_PERM, D_PERM_DEL,
+    /* policies will follow: 14 and up */
 };
 
 #define STORE_FORMAT 1
