@@ -72,6 +72,18 @@ alarm_is_set(void)
     return mem_alarm || disk_alarm;
 }
 
+bool
+alarm_memory_set(void)
+{
+    return mem_alarm;
+}
+
+bool
+alarm_disk_set(void)
+{
+    return disk_alarm;
+}
+
 const char *
 alarm_reason(void)
 {

@@ -20,6 +20,10 @@ void alarm_shutdown(void);
 /* True while any alarm is set: publishers must block. */
 bool alarm_is_set(void);
 
+/* Each of them. */
+bool alarm_memory_set(void);
+bool alarm_disk_set(void);
+
 /* "low on memory" or "low on disk", as RabbitMQ says in
  * connection.blocked. */
 const char *alarm_reason(void);

@@ -181,6 +181,46 @@ const struct opt_def config_opts[] = {
         INT64_C(1) << 50, false, disk_free_limit,
         "free bytes on the data directory's filesystem below which "
         "publishers are blocked"),
+    OPT("management.tcp.port", OPT_INT, "15672", 0, 65535, false,
+        mgmt_tcp_port,
+        "port of the management HTTP API (RabbitMQ's); 0 picks a free "
+        "port and logs it; left at the default and taken by another "
+        "process: a warning, and roostd runs without the API"),
+    OPT("management.tcp.ip", OPT_STRING, "127.0.0.1", 0, 0, false,
+        mgmt_tcp_ip,
+        "address the management HTTP API listens on; empty means all "
+        "IPv4 and IPv6 addresses"),
+    OPT("management.ssl.port", OPT_INT, "-1", -1, 65535, false,
+        mgmt_ssl_port,
+        "port of the management HTTP API over TLS (HTTPS); -1: none; 0 "
+        "picks a free port and logs it; needs management.ssl.certfile "
+        "and .keyfile"),
+    OPT("management.ssl.ip", OPT_STRING, "127.0.0.1", 0, 0, false,
+        mgmt_ssl_ip,
+        "address the HTTPS management API listens on; empty means all "
+        "IPv4 and IPv6 addresses"),
+    OPT("management.ssl.cacertfile", OPT_STRING, "", 0, 0, false,
+        mgmt_ssl_cacertfile,
+        "PEM file of CA certificates for the HTTPS listener (loaded; "
+        "client certificates are not asked for)"),
+    OPT("management.ssl.certfile", OPT_STRING, "", 0, 0, false,
+        mgmt_ssl_certfile,
+        "PEM file of the HTTPS listener's certificate (and its chain); "
+        "SIGHUP reloads it"),
+    OPT("management.ssl.keyfile", OPT_STRING, "", 0, 0, false,
+        mgmt_ssl_keyfile,
+        "PEM file of the HTTPS listener's private key"),
+    OPT("management.ssl.password", OPT_STRING, "", 0, 0, false,
+        mgmt_ssl_password,
+        "password of an encrypted management.ssl.keyfile"),
+    OPT("management.http.max_body_size", OPT_INT64, "20000000", 1024,
+        INT64_C(1) << 31, false, mgmt_max_body_size,
+        "largest request body in bytes the management API reads (a "
+        "definitions file); a larger one gets 413"),
+    OPT("management.tcp.idle_timeout", OPT_INT, "60000", 100, 3600000,
+        false, mgmt_idle_timeout_ms,
+        "milliseconds a management API connection may be idle, or take "
+        "to send its request, before it is closed"),
 };
 const size_t config_nopts = NELEMS(config_opts);
 
@@ -352,6 +392,10 @@ config_set(struct config *c, const char *key, const char *value, char *err,
             *(int *)field = (int)v;
         else
             *(int64_t *)field = v;
+        /* Bound at the default port, the API is optional (many brokers
+         * on one machine); one the operator names is not. */
+        if (o->offset == offsetof(struct config, mgmt_tcp_port))
+            c->mgmt_tcp_port_given = true;
         return 0;
     case OPT_DOUBLE: {
         char *end;
@@ -408,6 +452,7 @@ config_defaults(struct config *c)
         if (config_set(c, config_opts[i].name, config_opts[i].def, err,
                        sizeof(err)) != 0)
             fatalx("bad built-in default: %s", err);
+    c->mgmt_tcp_port_given = false;
 }
 
 void

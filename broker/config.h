@@ -80,6 +80,18 @@ struct config {
     /* the store */
     int64_t store_segment_size;
     int64_t paging_window;
+    /* the management HTTP API (broker/mgmt/) */
+    int mgmt_tcp_port;
+    bool mgmt_tcp_port_given;   /* set other than by config_defaults */
+    char *mgmt_tcp_ip;
+    int mgmt_ssl_port;          /* -1: no HTTPS */
+    char *mgmt_ssl_ip;
+    char *mgmt_ssl_cacertfile;
+    char *mgmt_ssl_certfile;
+    char *mgmt_ssl_keyfile;
+    char *mgmt_ssl_password;
+    int64_t mgmt_max_body_size;
+    int mgmt_idle_timeout_ms;
 };
 
 /*

@@ -88,6 +88,27 @@ conn_open_count(void)
     return nopen;
 }
 
+void
+conn_totals(const char *user, struct conn_totals *t)
+{
+    struct conn *c;
+
+    memset(t, 0, sizeof(*t));
+    TAILQ_FOREACH(c, &conns, link) {
+        if (c->state != CONN_OPEN ||
+            (user != NULL && (c->user == NULL || strcmp(c->user, user) != 0)))
+            continue;
+        t->connections++;
+        for (uint32_t i = 0; i < c->channels_cap; i++) {
+            const struct channel *ch = c->channels[i];
+            if (ch == NULL)
+                continue;
+            t->channels++;
+            t->consumers += ch->consumers.count;
+        }
+    }
+}
+
 size_t
 conn_open_in(const struct vhost *vh)
 {

@@ -166,6 +166,13 @@ size_t conn_count(void);
 /* Connections past connection.open. */
 size_t conn_open_count(void);
 
+/* Read function (the management API's): the connections past
+ * connection.open of 'user' (NULL: of every user), their open channels
+ * and those channels' consumers. */
+struct conn_totals {
+    uint64_t connections, channels, consumers;
+};
+void conn_totals(const char *user, struct conn_totals *t);
 /* How many are open on 'vh' (walks them all: for connection.open). */
 size_t conn_open_in(const struct vhost *vh);
 

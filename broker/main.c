@@ -24,6 +24,7 @@
 #include "broker/defs_json.h"
 #include "broker/listener.h"
 #include "broker/log.h"
+#include "broker/mgmt/mgmt.h"
 #include "broker/perm.h"
 #include "broker/msg.h"
 #include "broker/store/check.h"
@@ -55,7 +56,7 @@ usage(FILE *fp)
             "      --data-dir DIR    data directory (default ./data)\n"
             "      --log-level LVL   debug, info, warning or error\n"
             "      --log-file FILE   log file (default standard error)\n"
-            "      --set KEY=VALUE   set any configuration key\n"
+            "  -s, --set KEY=VALUE   set any configuration key\n"
             "      --import-definitions FILE\n"
             "                        at start, add the exchanges, queues and\n"
             "                        bindings of a RabbitMQ definitions file\n"
@@ -169,10 +170,12 @@ open_listeners(void)
         first = listener_start(c->bind, c->port, c->listen_backlog, NULL);
         if (first < 0)
             return -1;
+        mgmt_add_listener(false, c->bind, first);
     }
     while (config_list_next(c->listeners_tcp, &pos, addr, sizeof(addr))) {
         if ((port = listener_start_addr(addr, c->listen_backlog, NULL)) < 0)
             return -1;
+        mgmt_add_listener_addr(false, addr, port);
         if (first < 0)
             first = port;
     }
@@ -180,6 +183,7 @@ open_listeners(void)
     while (config_list_next(c->listeners_ssl, &pos, addr, sizeof(addr))) {
         if ((port = listener_start_addr(addr, c->listen_backlog, tls)) < 0)
             return -1;
+        mgmt_add_listener_addr(true, addr, port);
         if (first < 0)
             first = port;
     }
@@ -203,6 +207,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
             else
                 log_warnx("TLS: keeping the certificates in use: %s", err);
         }
+        mgmt_reload_tls();
         return;
     }
     if (broker.shutting_down)
@@ -211,6 +216,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
     log_info("received %s; closing %zu connections and stopping",
              sig == SIGTERM ? "SIGTERM" : "SIGINT", conn_count());
     listener_stop();
+    mgmt_stop();
     conn_close_all("broker forced connection closure with reason 'shutdown'");
     shutdown_deadline = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
     struct timeval tv = { 0, 50 * 1000 };
@@ -260,7 +266,7 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
     int ch;
 
     /* First pass: the file, so that command-line settings override it. */
-    while ((ch = getopt_long(argc, argv, "c:th", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:s:th", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             config_file = optarg;
@@ -293,7 +299,7 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
         }
     }
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:th", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:s:th", opts, NULL)) != -1) {
         int rc = 0;
         switch (ch) {
         case 'p':
@@ -573,7 +579,9 @@ main(int argc, char **argv)
     alarm_init();
     int rc = 0;
     broker.port = open_listeners();
-    if (broker.port < 0) {
+    /* The management API after the AMQP listeners, as RabbitMQ starts
+     * its plugins after the broker. */
+    if (broker.port < 0 || mgmt_start() != 0) {
         rc = 1;
     } else {
         log_info("server startup complete; ready for connections on port %d",
@@ -582,6 +590,7 @@ main(int argc, char **argv)
     }
 
     listener_stop();
+    mgmt_stop();
     alarm_shutdown();
     conn_free_all();
     for (int i = 0; i < 3; i++)

@@ -51,6 +51,13 @@ void vhost_foreach(void (*fn)(struct vhost *vh, void *arg), void *arg);
 /* How many vhosts there are. */
 size_t vhost_count(void);
 
+/*
+ * RabbitMQ's aliveness test: the queue "aliveness-test" declared in 'vh'
+ * (non-durable) if it is not there, a message "test_message" put in it
+ * and taken back. Whether that worked.
+ */
+bool vhost_aliveness_test(struct vhost *vh);
+
 /* How many exchanges 'vh' has (the default and amq.* ones included). */
 size_t vhost_exchange_count(const struct vhost *vh);
 

@@ -13,6 +13,10 @@ fuzz_seconds=${FUZZ_SECONDS:-30}
 rc=0
 
 "$src/scripts/deps.sh" || exit 1
+# Where deps.sh put RabbitMQ's rabbitmqadmin if rabbitmq-server is not
+# installed (the copy of the tree that distcheck tests has none).
+[ -x "$src/tests/interop/.rabbitmqadmin/rabbitmqadmin" ] &&
+    export RABBITMQADMIN=$src/tests/interop/.rabbitmqadmin/rabbitmqadmin
 "$src/scripts/build.sh" "$build" --enable-werror --enable-sanitizers || exit 1
 
 cd "$build"

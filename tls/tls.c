@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -781,4 +783,33 @@ tls_transport_new(struct tls_ctx *c, struct event_base *base, int fd,
                           (c->handshake_timeout_ms % 1000) * 1000 };
     evtimer_add(p->timer, &tv);
     return &p->t;
+}
+
+/* ---- bufferevents for evhttp ---- */
+
+struct bufferevent *
+tls_bufferevent_new(struct tls_ctx *c, struct event_base *base)
+{
+    SSL *ssl = SSL_new(c->ssl);
+    if (ssl == NULL) {
+        ERR_clear_error();
+        return NULL;
+    }
+    /* Without read-ahead: bufferevent_openssl asks SSL_pending() whether
+     * to read on, which does not count records read ahead but not yet
+     * decrypted, so a request that arrives with the client's Finished
+     * would wait in OpenSSL for more bytes that never come. */
+    SSL_set_read_ahead(ssl, 0);
+    /* The socket comes later (evhttp sets it). BEV_OPT_CLOSE_ON_FREE:
+     * freeing it (or failing to make it) frees 'ssl', and freeing it
+     * closes the socket. */
+    struct bufferevent *bev = bufferevent_openssl_socket_new(
+        base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+    if (bev == NULL) {
+        ERR_clear_error();
+        return NULL;
+    }
+    /* A client that closes without close_notify has closed. */
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    return bev;
 }

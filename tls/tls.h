@@ -1,8 +1,9 @@
 /*
  * TLS for AMQP listeners: a server context made from RabbitMQ's
  * ssl_options, reloaded on SIGHUP, and a transport (broker/transport.h)
- * that speaks TLS on an accepted socket. The only place that includes
- * OpenSSL.
+ * that speaks TLS on an accepted socket; and TLS bufferevents for the
+ * management API's HTTPS listener (evhttp). The only place that
+ * includes OpenSSL.
  */
 #ifndef ROOST_TLS_TLS_H
 #define ROOST_TLS_TLS_H
@@ -13,6 +14,7 @@
 
 #include "broker/transport.h"
 
+struct bufferevent;
 struct event_base;
 
 /* RabbitMQ's ssl_options, as the configuration gives them. */
@@ -60,5 +62,14 @@ void tls_ctx_free(struct tls_ctx *c);
 struct transport *tls_transport_new(struct tls_ctx *c, struct event_base *base,
                                     int fd, transport_cb on_read,
                                     transport_cb on_write, void *arg);
+
+/*
+ * A bufferevent that will accept TLS on the socket evhttp gives it
+ * (bufferevent_setfd), for evhttp_set_bevcb: it uses the context as it
+ * is now (tls_ctx_reload affects later ones), and frees its SSL and
+ * closes the socket when freed. NULL if out of memory.
+ */
+struct bufferevent *tls_bufferevent_new(struct tls_ctx *c,
+                                        struct event_base *base);
 
 #endif

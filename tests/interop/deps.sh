@@ -4,6 +4,10 @@
 #   amqp-tools php-cli php-amqplib (and nodejs/npm only when no node/npm is on PATH,
 #   since node may come from elsewhere), then the npm package amqplib into
 #   tests/interop/node_modules from the committed package-lock.json.
+#   RabbitMQ's own rabbitmqadmin (the management API tests drive it
+#   unmodified): /usr/bin/rabbitmqadmin if rabbitmq-server is installed,
+#   else taken out of Debian's rabbitmq-server package (downloaded, not
+#   installed: no Erlang, no service) into tests/interop/.rabbitmqadmin/.
 # Run as root (or with sudo available). Exits 0 when everything is there.
 #   tests/interop/deps.sh          install what is missing
 #   tests/interop/deps.sh --check  only report; exit 1 if something is missing
@@ -37,10 +41,17 @@ have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
        "$node_dir/node_modules/amqplib/package.json" 2>/dev/null | head -n1 || true)
 [ -n "$want" ] && [ "$want" = "$have" ] || npm_missing=1
 
+# rabbitmqadmin: Debian's, or the one from the package.
+admin_dir=$here/.rabbitmqadmin
+admin_missing=0
+[ -x /usr/bin/rabbitmqadmin ] || [ -x "$admin_dir/rabbitmqadmin" ] ||
+    admin_missing=1
+
 if [ $check_only = 1 ]; then
     [ ${#missing[@]} -eq 0 ] && [ $npm_missing = 0 ] && exit 0
     [ ${#missing[@]} -eq 0 ] || echo "interop deps missing: ${missing[*]}"
     [ $npm_missing = 0 ] || echo "interop deps missing: npm amqplib $want (have: ${have:-none})"
+    [ $admin_missing = 0 ] || echo "interop deps missing: rabbitmqadmin"
     exit 1
 fi
 
@@ -63,4 +74,20 @@ if [ $npm_missing = 1 ]; then
         chmod u+w "$node_dir/package.json" "$node_dir/package-lock.json"
     fi
     (cd "$node_dir" && npm ci --no-audit --no-fund --no-update-notifier --loglevel=error)
+fi
+
+if [ $admin_missing = 1 ]; then
+    echo "interop deps: rabbitmqadmin from Debian's rabbitmq-server package into $admin_dir"
+    dl=$(mktemp -d)
+    chmod 755 "$dl"    # apt's download sandbox user writes here
+    (cd "$dl" && { apt-get download -q rabbitmq-server ||
+                   { apt-get update -q && apt-get download -q rabbitmq-server; }; }) &&
+        mkdir -p "$admin_dir" &&
+        dpkg-deb --fsys-tarfile "$dl"/rabbitmq-server_*.deb |
+            tar -x -O ./usr/bin/rabbitmqadmin > "$admin_dir/rabbitmqadmin.new" &&
+        chmod 755 "$admin_dir/rabbitmqadmin.new" &&
+        mv "$admin_dir/rabbitmqadmin.new" "$admin_dir/rabbitmqadmin"
+    ok=$?
+    rm -rf "$dl"
+    [ $ok = 0 ] || { echo "interop deps: could not get rabbitmqadmin"; exit 1; }
 fi

@@ -1,0 +1,1180 @@
+/*
+ * The management API's server: the HTTP and HTTPS listeners (evhttp on
+ * the broker's event loop), the route table, basic auth with RabbitMQ's
+ * tag rules, and JSON answers in RabbitMQ's shapes. The resources
+ * themselves are answered in mgmt_users.c, mgmt_vhosts.c and
+ * mgmt_overview.c.
+ *
+ * Every request is checked in the order RabbitMQ's cowboy_rest does it,
+ * so that clients see the same status for the same mistake: the path
+ * (404), the method (405; OPTIONS answers the allowed ones), the
+ * credentials (401), the user's tags (401), the body's content type
+ * where RabbitMQ asks for JSON (415), then the resource.
+ *
+ * What a peer controls is bounded before it costs anything: evhttp
+ * refuses headers over HEADERS_MAX and bodies over
+ * management.http.max_body_size (413), and closes a connection idle or
+ * slow for management.tcp.idle_timeout; a path has at most SEGS_MAX
+ * segments; credentials are decoded into a fixed buffer.
+ */
+#include "broker/mgmt/mgmt.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "broker/auth.h"
+#include "broker/broker.h"
+#include "broker/log.h"
+#include "broker/mgmt/mgmt_int.h"
+#include "broker/perm.h"
+#include "broker/util.h"
+#include "tls/hash.h"
+#include "tls/tls.h"
+
+#define HEADERS_MAX (64 * 1024)
+#define SEGS_MAX 8
+#define LISTENERS_MAX 16
+#define REALM "Basic realm=\"RabbitMQ Management\""
+
+/* ---- routes ---- */
+
+enum route_auth {
+    AUTH_MGMT,              /* any management user */
+    AUTH_ADMIN,             /* administrator */
+    AUTH_VHOST,             /* admin, or a user with permissions in arg[0] */
+    AUTH_VHOST_VISIBLE,     /* admin, or a user who sees vhost arg[0] */
+};
+
+#define M_GET (1u << 0)
+#define M_POST (1u << 1)
+#define M_PUT (1u << 2)
+#define M_DELETE (1u << 3)
+
+struct route {
+    const char *path;       /* after "/api/"; '*' takes one name */
+    unsigned methods;
+    enum route_auth auth;
+    bool json_body;         /* PUT and POST need application/json (415) */
+    void (*fn)(struct mgmt_req *r);
+};
+
+/* RabbitMQ's dispatcher (rabbit_mgmt_dispatcher.erl), the part Roost
+ * answers, with each resource's methods and is_authorized rule. */
+static const struct route routes[] = {
+    { "overview", M_GET, AUTH_MGMT, false, mgmt_overview },
+    { "whoami", M_GET, AUTH_MGMT, false, mgmt_whoami },
+    { "users", M_GET, AUTH_ADMIN, false, mgmt_users },
+    { "users/*", M_GET | M_PUT | M_DELETE, AUTH_ADMIN, false, mgmt_user },
+    { "users/*/permissions", M_GET, AUTH_ADMIN, false,
+      mgmt_user_permissions },
+    { "vhosts", M_GET, AUTH_MGMT, false, mgmt_vhosts },
+    { "vhosts/*", M_GET | M_PUT | M_DELETE, AUTH_ADMIN, false, mgmt_vhost },
+    { "vhosts/*/permissions", M_GET, AUTH_ADMIN, false,
+      mgmt_vhost_permissions },
+    { "permissions", M_GET, AUTH_ADMIN, false, mgmt_permissions },
+    { "permissions/*/*", M_GET | M_PUT | M_DELETE, AUTH_ADMIN, false,
+      mgmt_permission },
+    { "vhost-limits", M_GET, AUTH_MGMT, false, mgmt_vhost_limits_all },
+    { "vhost-limits/*", M_GET, AUTH_VHOST_VISIBLE, false,
+      mgmt_vhost_limits },
+    { "vhost-limits/*/*", M_PUT | M_DELETE, AUTH_ADMIN, true,
+      mgmt_vhost_limit },
+    { "definitions", M_GET | M_POST, AUTH_ADMIN, true, mgmt_definitions },
+    { "all-configuration", M_GET | M_POST, AUTH_ADMIN, true,
+      mgmt_definitions },
+    { "definitions/*", M_GET | M_POST, AUTH_ADMIN, true,
+      mgmt_definitions_vhost },
+    { "aliveness-test/*", M_GET, AUTH_VHOST, false, mgmt_aliveness },
+    { "health/checks/alarms", M_GET, AUTH_MGMT, false, mgmt_alarms },
+};
+
+/* ---- the servers ---- */
+
+struct server {
+    struct evhttp *http;
+    bool tls;
+    char ip[INET6_ADDRSTRLEN];  /* as bound; "::" for all addresses */
+    int port;
+};
+
+static struct server servers[2];        /* HTTP, HTTPS */
+static struct tls_ctx *https_ctx;
+
+/* The AMQP listeners, for the overview. */
+static struct amqp_listener {
+    bool tls;
+    char ip[INET6_ADDRSTRLEN + 2];
+    int port;
+} amqp_listeners[LISTENERS_MAX];
+static size_t n_amqp_listeners;
+
+void
+mgmt_add_listener(bool tls, const char *host, int port)
+{
+    if (n_amqp_listeners == LISTENERS_MAX)
+        return;
+    struct amqp_listener *l = &amqp_listeners[n_amqp_listeners++];
+    l->tls = tls;
+    l->port = port;
+    /* RabbitMQ says "::" for all addresses. */
+    snprintf(l->ip, sizeof(l->ip), "%s", host[0] ? host : "::");
+}
+
+void
+mgmt_add_listener_addr(bool tls, const char *addr, int port)
+{
+    /* As listener_start_addr: the host is what precedes the last colon,
+     * in brackets for IPv6. */
+    const char *colon = strrchr(addr, ':');
+    char host[INET6_ADDRSTRLEN + 2] = "";
+    size_t n = colon ? (size_t)(colon - addr) : 0;
+
+    if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
+        addr++;
+        n -= 2;
+    }
+    if (n < sizeof(host)) {
+        memcpy(host, addr, n);
+        host[n] = '\0';
+    }
+    mgmt_add_listener(tls, host, port);
+}
+
+const char *
+mgmt_node(void)
+{
+    static char node[300];
+    char host[256];
+
+    if (node[0] != '\0')
+        return node;
+    if (gethostname(host, sizeof(host)) != 0)
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    /* RabbitMQ's node names use the short host name. */
+    host[strcspn(host, ".")] = '\0';
+    snprintf(node, sizeof(node), "%s@%s",
+             broker.cfg.announce_rabbitmq ? "rabbit" : "roost", host);
+    return node;
+}
+
+json_t *
+mgmt_listeners_json(void)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n_amqp_listeners; i++) {
+        const struct amqp_listener *l = &amqp_listeners[i];
+        json_array_append_new(arr, json_pack(
+            "{s:s, s:s, s:s, s:i}", "node", mgmt_node(),
+            "protocol", l->tls ? "amqp/ssl" : "amqp", "ip_address", l->ip,
+            "port", l->port));
+    }
+    for (size_t i = 0; i < NELEMS(servers); i++) {
+        const struct server *s = &servers[i];
+        if (s->http == NULL)
+            continue;
+        json_array_append_new(arr, json_pack(
+            "{s:s, s:s, s:s, s:i}", "node", mgmt_node(),
+            "protocol", s->tls ? "https" : "http", "ip_address", s->ip,
+            "port", s->port));
+    }
+    return arr;
+}
+
+json_t *
+mgmt_contexts_json(void)
+{
+    json_t *arr = json_array();
+    char port[16];
+    for (size_t i = 0; i < NELEMS(servers); i++) {
+        const struct server *s = &servers[i];
+        if (s->http == NULL)
+            continue;
+        /* RabbitMQ gives the port of a context as a string. */
+        snprintf(port, sizeof(port), "%d", s->port);
+        json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s}", "node",
+                              mgmt_node(), "description",
+                              "RabbitMQ Management", "path", "/", "ip",
+                              s->ip, "port", port);
+        if (s->tls)
+            json_object_set_new(c, "protocol", json_string("https"));
+        json_array_append_new(arr, c);
+    }
+    return arr;
+}
+
+/* ---- answers ---- */
+
+static void
+add_header(struct mgmt_req *r, const char *key, const char *value)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(r->ev), key, value);
+}
+
+static void
+answer(struct mgmt_req *r, int code, struct evbuffer *body)
+{
+    if (r->answered)
+        fatalx("management API: a request answered twice");
+    r->answered = true;
+    evhttp_send_reply(r->ev, code, NULL, body);
+}
+
+json_t *
+mgmt_str(const char *s)
+{
+    json_t *v = json_string(s);
+    if (v != NULL)
+        return v;
+    char *copy = xstrdup(s);
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    v = json_string(copy);
+    free(copy);
+    return v != NULL ? v : json_string("");
+}
+
+bool
+mgmt_name_ok(struct mgmt_req *r, const char *what, const char *name,
+             size_t max)
+{
+    json_t *v = json_string(name);
+    json_decref(v);
+    if (v == NULL) {
+        mgmt_bad_request(r, "%s name is not UTF-8", what);
+        return false;
+    }
+    if (strlen(name) > max) {
+        mgmt_bad_request(r, "%s name is longer than %zu bytes", what, max);
+        return false;
+    }
+    return true;
+}
+
+json_t *
+mgmt_tags_json(const char *tags)
+{
+    json_t *arr = json_array();
+    const char *p = tags;
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        if (n > 0) {
+            char *t = xstrndup(p, n);
+            json_array_append_new(arr, mgmt_str(t));
+            free(t);
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return arr;
+}
+
+/* Append tag 'p' ('n' bytes, trimmed here) to 'out'. */
+static int
+add_tag(char *out, size_t cap, size_t *len, const char *p, size_t n)
+{
+    while (n > 0 && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n == 0)
+        return 0;
+    if (*len + n + 2 > cap)
+        return -1;
+    if (*len > 0)
+        out[(*len)++] = ',';
+    memcpy(out + *len, p, n);
+    *len += n;
+    out[*len] = '\0';
+    return 0;
+}
+
+int
+mgmt_tags_parse(const json_t *v, char *out, size_t cap, char *err,
+                size_t errlen)
+{
+    size_t len = 0, i;
+    const json_t *t;
+
+    out[0] = '\0';
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (json_is_string(v)) {
+        const char *p = json_string_value(v);
+        while (*p != '\0') {
+            size_t n = strcspn(p, ",");
+            if (add_tag(out, cap, &len, p, n) != 0)
+                goto too_long;
+            p += n;
+            if (*p == ',')
+                p++;
+        }
+        return 0;
+    }
+    if (!json_is_array(v)) {
+        snprintf(err, errlen, "tags must be a string or a list of strings");
+        return -1;
+    }
+    json_array_foreach(v, i, t) {
+        if (!json_is_string(t) || strchr(json_string_value(t), ',')) {
+            snprintf(err, errlen, "tags[%zu] must be a string without "
+                     "commas", i);
+            return -1;
+        }
+        if (add_tag(out, cap, &len, json_string_value(t),
+                    json_string_length(t)) != 0)
+            goto too_long;
+    }
+    return 0;
+too_long:
+    snprintf(err, errlen, "tags are longer than %zu bytes", cap - 1);
+    return -1;
+}
+
+/* The query's "columns": keep the top-level keys they name (RabbitMQ
+ * keeps a nested object whole when one of its keys is named). */
+static json_t *
+cut_columns(json_t *o, const char *columns)
+{
+    if (!json_is_object(o))
+        return o;
+    json_t *out = json_object();
+    const char *p = columns;
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        size_t top = strcspn(p, ".,");
+        char *key = xstrndup(p, top);
+        json_t *v = json_object_get(o, key);
+        if (v != NULL)
+            json_object_set(out, key, v);
+        free(key);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    json_decref(o);
+    return out;
+}
+
+void
+mgmt_reply(struct mgmt_req *r, int code, json_t *body)
+{
+    struct evbuffer *buf = NULL;
+    const char *columns = evhttp_find_header(&r->query, "columns");
+
+    if (body != NULL) {
+        if (columns != NULL && json_is_array(body)) {
+            for (size_t i = 0; i < json_array_size(body); i++) {
+                json_t *item = json_incref(json_array_get(body, i));
+                json_array_set_new(body, i, cut_columns(item, columns));
+            }
+        } else if (columns != NULL) {
+            body = cut_columns(body, columns);
+        }
+        char *text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+        json_decref(body);
+        if (text == NULL)
+            fatalx("management API: out of memory");
+        buf = evbuffer_new();
+        evbuffer_add(buf, text, strlen(text));
+        free(text);
+        add_header(r, "Content-Type", "application/json");
+    }
+    add_header(r, "Cache-Control", "no-cache");
+    add_header(r, "Vary", "accept, accept-encoding, origin");
+    answer(r, code, buf);
+    if (buf != NULL)
+        evbuffer_free(buf);
+}
+
+void
+mgmt_reply_text(struct mgmt_req *r, int code, const char *body, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add(buf, body, len);
+    add_header(r, "Content-Type", "application/json");
+    add_header(r, "Cache-Control", "no-cache");
+    add_header(r, "Vary", "accept, accept-encoding, origin");
+    answer(r, code, buf);
+    evbuffer_free(buf);
+}
+
+void
+mgmt_reply_created(struct mgmt_req *r, bool created)
+{
+    mgmt_reply(r, created ? 201 : 204, NULL);
+}
+
+void
+mgmt_error_json(struct mgmt_req *r, int code, const char *error,
+                json_t *reason)
+{
+    struct evbuffer *buf = evbuffer_new();
+    json_t *o = json_pack("{s:s, s:o}", "error", error, "reason", reason);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (text == NULL)
+        fatalx("management API: out of memory");
+    evbuffer_add(buf, text, strlen(text));
+    free(text);
+    add_header(r, "Content-Type", "application/json");
+    add_header(r, "Vary", "accept, accept-encoding, origin");
+    answer(r, code, buf);
+    evbuffer_free(buf);
+}
+
+void
+mgmt_error(struct mgmt_req *r, int code, const char *error,
+           const char *reason)
+{
+    mgmt_error_json(r, code, error, mgmt_str(reason));
+}
+
+void
+mgmt_bad_request(struct mgmt_req *r, const char *fmt, ...)
+{
+    char reason[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    mgmt_error(r, 400, "bad_request", reason);
+}
+
+void
+mgmt_not_found(struct mgmt_req *r)
+{
+    mgmt_error(r, 404, "Object Not Found", "Not Found");
+}
+
+/* An answer with no body but 'code' (and the headers set before). */
+static void
+reply_empty(struct mgmt_req *r, int code)
+{
+    add_header(r, "Content-Length", "0");
+    answer(r, code, NULL);
+}
+
+/* ---- sorting lists ---- */
+
+static const char *const *sort_keys;
+static bool sort_reverse;
+
+/* Order as Erlang's terms: numbers before strings; absent first. */
+static int
+cmp_json(const json_t *a, const json_t *b)
+{
+    int ra = a == NULL ? 0 : json_is_number(a) ? 1 : json_is_string(a) ? 2 : 3;
+    int rb = b == NULL ? 0 : json_is_number(b) ? 1 : json_is_string(b) ? 2 : 3;
+    if (ra != rb || ra == 0 || ra == 3)
+        return ra - rb;
+    if (ra == 1) {
+        double x = json_number_value(a), y = json_number_value(b);
+        return x < y ? -1 : x > y;
+    }
+    return strcmp(json_string_value(a), json_string_value(b));
+}
+
+static int
+cmp_items(const void *pa, const void *pb)
+{
+    const json_t *a = *(const json_t *const *)pa;
+    const json_t *b = *(const json_t *const *)pb;
+    for (size_t i = 0; sort_keys[i] != NULL; i++) {
+        int c = cmp_json(json_object_get(a, sort_keys[i]),
+                         json_object_get(b, sort_keys[i]));
+        if (c != 0)
+            return sort_reverse ? -c : c;
+    }
+    return 0;
+}
+
+void
+mgmt_reply_list(struct mgmt_req *r, json_t *arr, const char *const *sort)
+{
+    const char *key = evhttp_find_header(&r->query, "sort");
+    const char *rev = evhttp_find_header(&r->query, "sort_reverse");
+    const char *by[2] = { key, NULL };
+    size_t n = json_array_size(arr);
+    json_t **items = xcalloc(n + 1, sizeof(*items));
+
+    for (size_t i = 0; i < n; i++)
+        items[i] = json_incref(json_array_get(arr, i));
+    sort_keys = key != NULL && key[0] != '\0' ? by : sort;
+    sort_reverse = rev != NULL && strcmp(rev, "true") == 0;
+    qsort(items, n, sizeof(*items), cmp_items);
+    json_array_clear(arr);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, items[i]);
+    free(items);
+    mgmt_reply(r, 200, arr);
+}
+
+/* ---- request bodies ---- */
+
+const char *
+mgmt_body(struct mgmt_req *r, size_t *len)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
+    *len = evbuffer_get_length(in);
+    if (*len == 0)
+        return "";
+    return (const char *)evbuffer_pullup(in, -1);
+}
+
+int
+mgmt_body_object(struct mgmt_req *r, json_t **out)
+{
+    size_t len;
+    const char *text = mgmt_body(r, &len);
+    json_error_t jerr;
+
+    *out = NULL;
+    /* Some clients send "null" for no body (rabbit_mgmt_util:decode). */
+    if (len == 0 || (len == 4 && memcmp(text, "null", 4) == 0) ||
+        (len == 9 && memcmp(text, "undefined", 9) == 0)) {
+        *out = json_object();
+        return 0;
+    }
+    json_t *v = json_loadb(text, len, JSON_DECODE_ANY, &jerr);
+    if (v == NULL || json_is_array(v) || json_is_number(v)) {
+        json_decref(v);
+        mgmt_bad_request(r, "not_json");
+        return -1;
+    }
+    if (json_is_string(v)) {
+        json_decref(v);
+        mgmt_bad_request(r, "invalid payload: the request body "
+                         "JSON-decoded to a string. Is the input "
+                         "doubly-JSON-encoded?");
+        return -1;
+    }
+    if (!json_is_object(v)) {       /* true, false */
+        json_decref(v);
+        v = json_object();
+    }
+    *out = v;
+    return 0;
+}
+
+int
+mgmt_require(struct mgmt_req *r, json_t *o, const char *const *keys)
+{
+    char reason[256] = "[";
+    size_t n = 1;
+
+    for (size_t i = 0; keys[i] != NULL; i++) {
+        json_t *v = json_object_get(o, keys[i]);
+        if (v != NULL && !json_is_null(v))
+            continue;
+        n += (size_t)snprintf(reason + n, sizeof(reason) - n,
+                              "%s{key_missing,%s}", n > 1 ? "," : "",
+                              keys[i]);
+        if (n >= sizeof(reason))
+            n = sizeof(reason) - 1;
+    }
+    if (n == 1)
+        return 0;
+    snprintf(reason + n, sizeof(reason) - n, "]");
+    mgmt_bad_request(r, "%s", reason);
+    return -1;
+}
+
+/* ---- who may see what ---- */
+
+bool
+mgmt_is_admin(const struct user *u)
+{
+    return auth_has_tag(u, "administrator");
+}
+
+bool
+mgmt_is_monitor(const struct user *u)
+{
+    return mgmt_is_admin(u) || auth_has_tag(u, "monitoring");
+}
+
+static bool
+is_policymaker(const struct user *u)
+{
+    return mgmt_is_admin(u) || auth_has_tag(u, "policymaker");
+}
+
+static bool
+is_mgmt_user(const struct user *u)
+{
+    return is_policymaker(u) || mgmt_is_monitor(u) ||
+           auth_has_tag(u, "management");
+}
+
+bool
+mgmt_is_login_vhost(const struct user *u, const char *vhost)
+{
+    return perm_get(vhost, u->name) != NULL;
+}
+
+bool
+mgmt_is_visible_vhost(const struct user *u, const char *vhost)
+{
+    return mgmt_is_monitor(u) || mgmt_is_login_vhost(u, vhost);
+}
+
+/* ---- basic auth ---- */
+
+static bool
+peer_is_loopback(struct evhttp_request *ev)
+{
+    char *addr = NULL;
+    ev_uint16_t port;
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    evhttp_connection_get_peer(evhttp_request_get_connection(ev), &addr,
+                               &port);
+    if (addr == NULL)
+        return false;
+    if (inet_pton(AF_INET, addr, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, addr, &a6) != 1)
+        return false;
+    if (IN6_IS_ADDR_LOOPBACK(&a6))
+        return true;
+    return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+}
+
+/* A 401 and -1: 'reason' NULL means no credentials (an empty body). */
+static int
+refuse(struct mgmt_req *r, const char *name, const char *error,
+       const char *reason, bool realm)
+{
+    char who[128];
+    if (name != NULL)
+        log_warnx("HTTP access denied: user '%s' - %s",
+                  log_escape(who, sizeof(who), name, strlen(name)), reason);
+    if (realm)
+        add_header(r, "WWW-Authenticate", REALM);
+    if (reason == NULL)
+        reply_empty(r, 401);
+    else
+        mgmt_error(r, 401, error, reason);
+    return -1;
+}
+
+/*
+ * rabbit_mgmt_util:is_authorized: the credentials, loopback_users, the
+ * management tags, then the route's own rule. 0, or answered and -1.
+ */
+static int
+authorize(struct mgmt_req *r, const struct route *rt)
+{
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->ev),
+                                       "Authorization");
+    char cred[768];
+    uint8_t raw[sizeof(cred)];
+
+    if (h == NULL || strncasecmp(h, "Basic ", 6) != 0)
+        return refuse(r, NULL, NULL, NULL, true);
+    h += 6;
+    h += strspn(h, " ");
+    size_t n = strcspn(h, " \t");
+    if (n >= sizeof(cred))
+        return refuse(r, NULL, NULL, NULL, true);
+    memcpy(cred, h, n);
+    cred[n] = '\0';
+    int len = tls_unbase64(cred, raw, sizeof(raw) - 1);
+    if (len < 0)
+        return refuse(r, NULL, NULL, NULL, true);
+    raw[len] = '\0';
+    char *colon = memchr(raw, ':', (size_t)len);
+    if (colon == NULL || memchr(raw, '\0', (size_t)len) != NULL)
+        return refuse(r, NULL, NULL, NULL, true);
+    *colon = '\0';
+    const char *name = (const char *)raw, *pass = colon + 1;
+    size_t plen = (size_t)len - (size_t)(pass - (const char *)raw);
+    /* auth_login refuses a blank password, as RabbitMQ does. */
+    const struct user *u = auth_login(name, (struct amqp_bytes){
+                                                (const uint8_t *)pass, plen});
+    if (u == NULL)
+        return refuse(r, name, "not_authorized", "Login failed", true);
+    if (auth_loopback_only(name) && !peer_is_loopback(r->ev))
+        return refuse(r, name, "not_authorised",
+                      "User can only log in via localhost", false);
+    if (!is_mgmt_user(u))
+        return refuse(r, name, "not_authorised", "Not management user",
+                      false);
+    r->user = u;
+    switch (rt->auth) {
+    case AUTH_MGMT:
+        return 0;
+    case AUTH_ADMIN:
+        if (mgmt_is_admin(u))
+            return 0;
+        return refuse(r, name, "not_authorised", "Not administrator user",
+                      false);
+    case AUTH_VHOST:
+    case AUTH_VHOST_VISIBLE:
+        /* A vhost that does not exist passes: the handler says 404. */
+        if (mgmt_is_admin(u) ||
+            broker_vhost(r->arg[0], strlen(r->arg[0])) == NULL ||
+            (rt->auth == AUTH_VHOST ? mgmt_is_login_vhost(u, r->arg[0])
+                                    : mgmt_is_visible_vhost(u, r->arg[0])))
+            return 0;
+        return refuse(r, name, "not_authorised",
+                      "User not authorised to access virtual host", false);
+    }
+    return refuse(r, name, "not_authorised", "Access refused.", false);
+}
+
+/* ---- routing ---- */
+
+static int
+hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode 'n' bytes at 'p' (a path segment: '+' stays '+'). A
+ * new string, or NULL if an escape is malformed; '*nul' if it decodes a
+ * NUL byte. */
+static char *
+decode_segment(const char *p, size_t n, bool *nul)
+{
+    char *out = xmalloc(n + 1);
+    size_t k = 0;
+
+    *nul = false;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '%') {
+            out[k++] = p[i];
+            continue;
+        }
+        int hi = i + 2 < n ? hexval((unsigned char)p[i + 1]) : -1;
+        int lo = i + 2 < n ? hexval((unsigned char)p[i + 2]) : -1;
+        if (hi < 0 || lo < 0) {
+            free(out);
+            return NULL;
+        }
+        out[k] = (char)(hi * 16 + lo);
+        if (out[k] == '\0')
+            *nul = true;
+        k++;
+        i += 2;
+    }
+    out[k] = '\0';
+    return out;
+}
+
+/* The path's segments after "/api/", decoded, into 'seg'. Their number,
+ * 0 when it is not under /api/ or has too many, -1 for a malformed
+ * escape, -2 for a NUL. */
+static int
+split_path(const char *path, char **seg)
+{
+    int n = 0;
+
+    if (path == NULL || strncmp(path, "/api/", 5) != 0)
+        return 0;
+    const char *p = path + 5;
+    for (;;) {
+        size_t len = strcspn(p, "/");
+        if (p[len] == '\0' && len == 0 && n > 0)
+            break;          /* one trailing slash: "/api/users/" */
+        if (n == SEGS_MAX)
+            return 0;
+        bool nul;
+        seg[n] = decode_segment(p, len, &nul);
+        if (seg[n] == NULL)
+            return -1;
+        n++;
+        if (nul)
+            return -2;
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+    return n;
+}
+
+/* The route 'segs' match, with the names its '*'s take in 'arg'. */
+static const struct route *
+find_route(char **seg, int n, const char **arg)
+{
+    for (size_t i = 0; i < NELEMS(routes); i++) {
+        const char *p = routes[i].path;
+        int k = 0, nargs = 0;
+        bool ok = true;
+        while (ok && *p != '\0') {
+            size_t len = strcspn(p, "/");
+            if (k == n)
+                ok = false;
+            else if (len == 1 && *p == '*') {
+                ok = seg[k][0] != '\0' && nargs < 2;
+                if (ok)
+                    arg[nargs++] = seg[k];
+            } else {
+                ok = strlen(seg[k]) == len && memcmp(seg[k], p, len) == 0;
+            }
+            k++;
+            p += len;
+            if (*p == '/')
+                p++;
+        }
+        if (ok && k == n)
+            return &routes[i];
+    }
+    return NULL;
+}
+
+static unsigned
+method_bit(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET:
+    case EVHTTP_REQ_HEAD:
+        return M_GET;
+    case EVHTTP_REQ_POST:
+        return M_POST;
+    case EVHTTP_REQ_PUT:
+        return M_PUT;
+    case EVHTTP_REQ_DELETE:
+        return M_DELETE;
+    default:
+        return 0;
+    }
+}
+
+/* RabbitMQ's "allow" header: HEAD, GET, POST, PUT, DELETE, OPTIONS. */
+static void
+add_allow(struct mgmt_req *r, unsigned methods)
+{
+    char allow[64] = "";
+    if (methods & M_GET)
+        strcat(allow, "HEAD, GET, ");
+    if (methods & M_POST)
+        strcat(allow, "POST, ");
+    if (methods & M_PUT)
+        strcat(allow, "PUT, ");
+    if (methods & M_DELETE)
+        strcat(allow, "DELETE, ");
+    strcat(allow, "OPTIONS");
+    add_header(r, "Allow", allow);
+}
+
+static bool
+is_json_content(struct evhttp_request *ev)
+{
+    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(ev),
+                                        "Content-Type");
+    if (ct == NULL)
+        return false;
+    ct += strspn(ct, " ");
+    return strncasecmp(ct, "application/json", 16) == 0 &&
+           (ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ');
+}
+
+static void
+dispatch(struct mgmt_req *r)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r->ev);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    char *seg[SEGS_MAX] = { NULL };
+    const struct route *rt = NULL;
+
+    TAILQ_INIT(&r->query);
+    int n = split_path(path, seg);
+    /* A name cannot hold a NUL byte: no such object. */
+    if (n == -2)
+        n = 0;
+    if (n == -1) {
+        mgmt_bad_request(r, "malformed percent-encoding in the path");
+        goto out;
+    }
+    if (n > 0)
+        rt = find_route(seg, n, r->arg);
+    if (rt == NULL) {
+        mgmt_not_found(r);
+        goto out;
+    }
+    /* A query that does not parse is ignored, as cowboy ignores what it
+     * does not understand. */
+    if (query != NULL && evhttp_parse_query_str(query, &r->query) != 0)
+        evhttp_clear_headers(&r->query);
+    if (r->method == EVHTTP_REQ_OPTIONS) {
+        add_allow(r, rt->methods);
+        reply_empty(r, 200);
+        goto out;
+    }
+    if ((method_bit(r->method) & rt->methods) == 0) {
+        add_allow(r, rt->methods);
+        reply_empty(r, 405);
+        goto out;
+    }
+    if (authorize(r, rt) != 0)
+        goto out;
+    if (rt->json_body &&
+        (r->method == EVHTTP_REQ_PUT || r->method == EVHTTP_REQ_POST) &&
+        !is_json_content(r->ev)) {
+        reply_empty(r, 415);
+        goto out;
+    }
+    rt->fn(r);
+    if (!r->answered)
+        fatalx("management API: %s left a request unanswered", rt->path);
+out:
+    for (int i = 0; i < SEGS_MAX; i++)
+        free(seg[i]);
+    evhttp_clear_headers(&r->query);
+}
+
+static void
+request_cb(struct evhttp_request *ev, void *arg)
+{
+    struct mgmt_req r = { .ev = ev };
+    (void)arg;
+
+    r.method = evhttp_request_get_command(ev);
+    if (broker.shutting_down) {
+        reply_empty(&r, 503);
+        return;
+    }
+    dispatch(&r);
+}
+
+/* ---- listening ---- */
+
+static struct bufferevent *
+https_bev_cb(struct event_base *base, void *arg)
+{
+    (void)arg;
+    return tls_bufferevent_new(https_ctx, base);
+}
+
+/* A listening socket on 'ip' ("" for all addresses) and 'port', or -1
+ * with errno. */
+static int
+listen_socket(const char *ip, int port)
+{
+    struct addrinfo hints = { 0 }, *res = NULL;
+    char portstr[16];
+    int fd, one = 1, zero = 0, rc;
+
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    hints.ai_family = ip[0] == '\0' ? AF_INET6 : AF_UNSPEC;
+    rc = getaddrinfo(ip[0] == '\0' ? NULL : ip, portstr, &hints, &res);
+    if (rc != 0 && ip[0] == '\0') {
+        hints.ai_family = AF_INET;
+        rc = getaddrinfo(NULL, portstr, &hints, &res);
+    }
+    if (rc != 0) {
+        errno = EADDRNOTAVAIL;
+        return -1;
+    }
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                0);
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (res->ai_family == AF_INET6 && ip[0] == '\0')
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+        if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 ||
+            listen(fd, broker.cfg.listen_backlog) != 0) {
+            int e = errno;
+            close(fd);
+            fd = -1;
+            errno = e;
+        }
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+static void
+bound_address(int fd, struct server *s)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    s->port = -1;
+    snprintf(s->ip, sizeof(s->ip), "?");
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, s->ip, sizeof(s->ip));
+        s->port = ntohs(a->sin6_port);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &a->sin_addr, s->ip, sizeof(s->ip));
+        s->port = ntohs(a->sin_port);
+    }
+}
+
+/* Start server 's' on 'ip' and 'port'. 0; 1 if the port is taken and
+ * 'optional' (warned); -1 (logged). */
+static int
+start_server(struct server *s, bool tls, const char *ip, int port,
+             bool optional)
+{
+    const struct config *c = &broker.cfg;
+    const char *scheme = tls ? "https" : "http";
+    const char *shown = ip[0] ? ip : "all addresses";
+    struct timeval idle = { c->mgmt_idle_timeout_ms / 1000,
+                            (c->mgmt_idle_timeout_ms % 1000) * 1000 };
+
+    int fd = listen_socket(ip, port);
+    if (fd < 0 && optional && errno == EADDRINUSE) {
+        log_warnx("management API: port %d on %s is in use; running "
+                  "without the management API (set management.tcp.port "
+                  "to use another port)", port, shown);
+        return 1;
+    }
+    if (fd < 0) {
+        log_warn("management API: cannot listen on %s port %d (%s)", shown,
+                 port, tls ? "management.ssl.ip, management.ssl.port"
+                           : "management.tcp.ip, management.tcp.port");
+        return -1;
+    }
+    s->http = evhttp_new(broker.base);
+    if (s->http == NULL) {
+        close(fd);
+        log_errorx("management API: cannot create the HTTP server");
+        return -1;
+    }
+    s->tls = tls;
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS |
+                                            EVHTTP_REQ_PATCH);
+    evhttp_set_max_headers_size(s->http, HEADERS_MAX);
+    evhttp_set_max_body_size(s->http, c->mgmt_max_body_size);
+    evhttp_set_timeout_tv(s->http, &idle);
+    /* Read and drop the rest of a body that is too large, so that the
+     * client gets its 413 rather than a reset. */
+    evhttp_set_flags(s->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    /* Answers without a body have no type, as RabbitMQ's. */
+    evhttp_set_default_content_type(s->http, NULL);
+    evhttp_set_gencb(s->http, request_cb, s);
+    if (tls)
+        evhttp_set_bevcb(s->http, https_bev_cb, NULL);
+    if (evhttp_accept_socket_with_handle(s->http, fd) == NULL) {
+        close(fd);
+        evhttp_free(s->http);
+        s->http = NULL;
+        log_errorx("management API: cannot accept on %s port %d", shown,
+                   port);
+        return -1;
+    }
+    bound_address(fd, s);
+    if (strchr(s->ip, ':'))
+        log_info("management API listening on %s://[%s]:%d/", scheme, s->ip,
+                 s->port);
+    else
+        log_info("management API listening on %s://%s:%d/", scheme, s->ip,
+                 s->port);
+    return 0;
+}
+
+/* The HTTPS context from management.ssl.*. */
+static int
+https_options(struct tls_options *o)
+{
+    const struct config *c = &broker.cfg;
+    *o = (struct tls_options){
+        .cacertfile = c->mgmt_ssl_cacertfile,
+        .certfile = c->mgmt_ssl_certfile,
+        .keyfile = c->mgmt_ssl_keyfile,
+        .password = c->mgmt_ssl_password,
+        .versions = "",
+        .ciphers = "",
+        .depth = 10,
+        .reuse_sessions = true,
+        .secure_renegotiate = true,
+        .handshake_timeout_ms = c->mgmt_idle_timeout_ms,
+        .login_from = "distinguished_name",
+        .san_type = "dns",
+    };
+    if (o->certfile[0] == '\0' || o->keyfile[0] == '\0') {
+        log_errorx("management API: management.ssl.port needs "
+                   "management.ssl.certfile and management.ssl.keyfile");
+        return -1;
+    }
+    return 0;
+}
+
+int
+mgmt_start(void)
+{
+    const struct config *c = &broker.cfg;
+    struct tls_options o;
+    char err[1024];
+
+    if (start_server(&servers[0], false, c->mgmt_tcp_ip, c->mgmt_tcp_port,
+                     !c->mgmt_tcp_port_given) < 0)
+        return -1;
+    if (c->mgmt_ssl_port < 0)
+        return 0;
+    if (https_options(&o) != 0)
+        return -1;
+    https_ctx = tls_ctx_new(&o, err, sizeof(err));
+    if (https_ctx == NULL) {
+        log_errorx("management API: HTTPS (management.ssl.*): %s", err);
+        return -1;
+    }
+    return start_server(&servers[1], true, c->mgmt_ssl_ip, c->mgmt_ssl_port,
+                        false) < 0 ? -1 : 0;
+}
+
+void
+mgmt_stop(void)
+{
+    for (size_t i = 0; i < NELEMS(servers); i++) {
+        if (servers[i].http != NULL)
+            evhttp_free(servers[i].http);
+        servers[i].http = NULL;
+    }
+    tls_ctx_free(https_ctx);
+    https_ctx = NULL;
+}
+
+void
+mgmt_reload_tls(void)
+{
+    struct tls_options o;
+    char err[1024];
+
+    if (https_ctx == NULL || https_options(&o) != 0)
+        return;
+    if (tls_ctx_reload(https_ctx, &o, err, sizeof(err)) == 0)
+        log_info("management API: HTTPS certificate and key reloaded");
+    else
+        log_warnx("management API: keeping the HTTPS certificate in use: "
+                  "%s", err);
+}

@@ -1,0 +1,42 @@
+/*
+ * The management HTTP API: RabbitMQ's /api/... (users, vhosts,
+ * permissions, vhost limits, definitions, overview, health checks) on
+ * libevent's evhttp, over HTTP (management.tcp.*) and HTTPS
+ * (management.ssl.*), with basic auth against the broker's users and
+ * RabbitMQ's tag rules. It runs on the event loop, never on the AMQP
+ * path, and reads the broker only through the modules' read functions.
+ * NOTES.md (beside this file) says what is implemented and what differs.
+ */
+#ifndef ROOST_BROKER_MGMT_MGMT_H
+#define ROOST_BROKER_MGMT_MGMT_H
+
+#include <stdbool.h>
+
+/*
+ * Note an AMQP listener for GET /api/overview's "listeners": on 'host'
+ * ("" for all addresses), or on 'addr' as listener_start_addr reads it
+ * ("PORT", "HOST:PORT", "[V6]:PORT"); 'port' is the port actually
+ * bound. Call before mgmt_start.
+ */
+void mgmt_add_listener(bool tls, const char *host, int port);
+void mgmt_add_listener_addr(bool tls, const char *addr, int port);
+
+/*
+ * Start listening as the configuration says (after the AMQP listeners
+ * are up). Logs "management API listening on http://IP:PORT/" (https://
+ * for TLS) for each listener. 0 on success, also when the default HTTP
+ * port is taken (logged: the broker runs without the API then); -1
+ * (logged, naming the address) when a port the operator asked for
+ * cannot be bound or the HTTPS certificate cannot be loaded.
+ */
+int mgmt_start(void);
+
+/* Close the listeners and every HTTP connection (shutdown). Safe to
+ * call twice, and when nothing was started. */
+void mgmt_stop(void);
+
+/* SIGHUP: load the HTTPS certificate and key again; on failure the old
+ * ones stay (logged). Open connections keep theirs. */
+void mgmt_reload_tls(void);
+
+#endif

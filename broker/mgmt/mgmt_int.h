@@ -1,0 +1,155 @@
+/*
+ * Inside the management API: what mgmt.c (the server, routing, auth and
+ * replies) gives the files that answer each family of resources
+ * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c). Not for use outside
+ * broker/mgmt/.
+ *
+ * A handler gets a request that matched its route, passed the method
+ * and authorization checks, and (for PUT and POST) had its body bounded
+ * by management.http.max_body_size. It must answer exactly once, with
+ * mgmt_reply or one of the error helpers, before returning.
+ */
+#ifndef ROOST_BROKER_MGMT_MGMT_INT_H
+#define ROOST_BROKER_MGMT_MGMT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+struct user;
+
+/* Longest name (user, vhost, limit) a path segment may carry. */
+#define MGMT_NAME_MAX 4096
+
+struct mgmt_req {
+    struct evhttp_request *ev;
+    enum evhttp_cmd_type method;    /* HEAD is answered as GET */
+    const struct user *user;        /* who asks (basic auth) */
+    const char *arg[2];             /* the segments the route's '*' took,
+                                     * percent-decoded, NUL-free */
+    struct evkeyvalq query;         /* the query string, decoded */
+    bool answered;
+};
+
+/* ---- answers ---- */
+
+/* Answer 'code' with 'body' (a reference is stolen; NULL: no body) as
+ * JSON, with RabbitMQ's headers. An object or a list of objects is cut
+ * to the query's "columns" (the top-level keys they name). */
+void mgmt_reply(struct mgmt_req *r, int code, json_t *body);
+
+/* Answer 200 with the list 'arr' (stolen), sorted by 'sort' keys (NULL
+ * terminated) unless the query's "sort" (and "sort_reverse") says. */
+void mgmt_reply_list(struct mgmt_req *r, json_t *arr,
+                     const char *const *sort);
+
+/* Answer 'code' with text 'body' of 'len' bytes as JSON as it is (the
+ * definitions export). */
+void mgmt_reply_text(struct mgmt_req *r, int code, const char *body,
+                     size_t len);
+
+/* {"error": 'error', "reason": 'reason'} with 'code'. */
+void mgmt_error(struct mgmt_req *r, int code, const char *error,
+                const char *reason);
+/* The same with any JSON as the reason (stolen). */
+void mgmt_error_json(struct mgmt_req *r, int code, const char *error,
+                     json_t *reason);
+
+/* 400 {"error": "bad_request", "reason": ...}. */
+void mgmt_bad_request(struct mgmt_req *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* 404 {"error": "Object Not Found", "reason": "Not Found"}. */
+void mgmt_not_found(struct mgmt_req *r);
+
+/* 201 (the object is new) or 204, no body. */
+void mgmt_reply_created(struct mgmt_req *r, bool created);
+
+/* ---- request bodies ---- */
+
+/*
+ * The body as a JSON object, read as RabbitMQ does: an empty body,
+ * "null" and "undefined" are {}; a body that is not JSON, or not an
+ * object, gets 400 (answered here) and -1. On 0 '*out' is a new
+ * reference.
+ */
+int mgmt_body_object(struct mgmt_req *r, json_t **out);
+
+/* The body's bytes (NULL terminated by evhttp's buffer pull-up). */
+const char *mgmt_body(struct mgmt_req *r, size_t *len);
+
+/*
+ * Missing required keys: RabbitMQ's 400 "[{key_missing,read}]" for the
+ * 'keys' (NULL terminated) that 'o' lacks. Answers and returns -1 if any
+ * is missing.
+ */
+int mgmt_require(struct mgmt_req *r, json_t *o, const char *const *keys);
+
+/* ---- who may see what (RabbitMQ's tags) ---- */
+
+bool mgmt_is_admin(const struct user *u);
+/* administrator or monitoring */
+bool mgmt_is_monitor(const struct user *u);
+/* A vhost the user may log in to (has permissions in). */
+bool mgmt_is_login_vhost(const struct user *u, const char *vhost);
+/* A vhost the user sees: every one for a monitor, else its login ones. */
+bool mgmt_is_visible_vhost(const struct user *u, const char *vhost);
+
+/* ---- shapes ---- */
+
+/* A JSON string of 's'; bytes that are not UTF-8 become '?' (names
+ * made over AMQP need not be UTF-8). */
+json_t *mgmt_str(const char *s);
+
+/*
+ * Whether 'name' (from a path segment) may name a new user or vhost:
+ * UTF-8 (JSON carries it) and at most 'max' bytes. If not, answers 400
+ * and returns false.
+ */
+bool mgmt_name_ok(struct mgmt_req *r, const char *what, const char *name,
+                  size_t max);
+
+/* Tags kept comma separated, as a JSON list. */
+json_t *mgmt_tags_json(const char *tags);
+/*
+ * Tags given as "a, b" or ["a", "b"] (RabbitMQ takes both), trimmed and
+ * without empty ones, into 'out' comma separated. -1 with a reason in
+ * 'err' if 'v' is neither or they do not fit.
+ */
+int mgmt_tags_parse(const json_t *v, char *out, size_t cap, char *err,
+                    size_t errlen);
+
+/* This broker's node name, as RabbitMQ's "rabbit@host". */
+const char *mgmt_node(void);
+
+/* ---- the handlers (one per resource) ---- */
+
+void mgmt_overview(struct mgmt_req *r);
+void mgmt_whoami(struct mgmt_req *r);
+void mgmt_alarms(struct mgmt_req *r);
+void mgmt_definitions(struct mgmt_req *r);
+void mgmt_definitions_vhost(struct mgmt_req *r);
+
+void mgmt_users(struct mgmt_req *r);
+void mgmt_user(struct mgmt_req *r);
+void mgmt_user_permissions(struct mgmt_req *r);
+void mgmt_permissions(struct mgmt_req *r);
+void mgmt_permission(struct mgmt_req *r);
+
+void mgmt_vhosts(struct mgmt_req *r);
+void mgmt_vhost(struct mgmt_req *r);
+void mgmt_vhost_permissions(struct mgmt_req *r);
+void mgmt_vhost_limits_all(struct mgmt_req *r);
+void mgmt_vhost_limits(struct mgmt_req *r);
+void mgmt_vhost_limit(struct mgmt_req *r);
+void mgmt_aliveness(struct mgmt_req *r);
+
+/* For the overview: the listeners noted (mgmt_add_listener) and the
+ * API's own, as RabbitMQ lists them. */
+json_t *mgmt_listeners_json(void);
+json_t *mgmt_contexts_json(void);
+
+#endif

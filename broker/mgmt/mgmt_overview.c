@@ -1,0 +1,298 @@
+/*
+ * The broker as a whole in the management API: /api/overview,
+ * /api/health/checks/alarms and definitions (/api/definitions[/VHOST]),
+ * as RabbitMQ 3.10's rabbit_mgmt_wm_overview.erl,
+ * _health_check_alarms.erl and _definitions.erl answer them. Totals come
+ * from the read functions of vhost.h and conn.h, alarms from alarm.h,
+ * definitions from defs_json.h (which writes and reads RabbitMQ's
+ * format; this file only cuts a whole export down to one vhost, or
+ * points an upload at one).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/alarm.h"
+#include "broker/auth.h"
+#include "broker/broker.h"
+#include "broker/conn.h"
+#include "broker/defs_json.h"
+#include "broker/log.h"
+#include "broker/mgmt/mgmt_int.h"
+#include "broker/version.h"
+#include "broker/vhost.h"
+
+/* ---- overview ---- */
+
+/* The exchange types Roost implements, as RabbitMQ describes them. */
+static json_t *
+exchange_types(void)
+{
+    static const char *const types[] = { "direct", "fanout", "headers",
+                                         "topic" };
+    json_t *arr = json_array();
+    char desc[80];
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        snprintf(desc, sizeof(desc), "AMQP %s exchange, as per the AMQP "
+                 "specification", types[i]);
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:b}", "name",
+                                             types[i], "description", desc,
+                                             "enabled", 1));
+    }
+    return arr;
+}
+
+struct totals {
+    const struct user *user;    /* NULL: every vhost */
+    uint64_t queues, exchanges, ready, unacked;
+};
+
+static void
+add_totals(struct vhost *vh, void *arg)
+{
+    struct totals *t = arg;
+    uint64_t q, ready, unacked;
+
+    if (t->user != NULL && !mgmt_is_visible_vhost(t->user, vh->name))
+        return;
+    vhost_totals(vh, &q, &ready, &unacked);
+    t->queues += q;
+    t->ready += ready;
+    t->unacked += unacked;
+    t->exchanges += vhost_exchange_count(vh);
+}
+
+/*
+ * A monitor (monitoring or administrator) sees every vhost and
+ * connection, and the node with its listeners; another management user
+ * the totals of its own vhosts and connections. Roost keeps no message
+ * rates or samples: "rates_mode" is "none" and there are no "*_details",
+ * "message_stats", "churn_rates" or "sample_retention_policies"; nor
+ * Erlang's versions.
+ */
+void
+mgmt_overview(struct mgmt_req *r)
+{
+    bool monitor = mgmt_is_monitor(r->user);
+    bool rabbit = broker.cfg.announce_rabbitmq;
+    struct totals t = { monitor ? NULL : r->user, 0, 0, 0, 0 };
+    struct conn_totals ct;
+
+    vhost_foreach(add_totals, &t);
+    conn_totals(monitor ? NULL : r->user->name, &ct);
+    json_t *o = json_pack(
+        "{s:s, s:s, s:o, s:s, s:s, s:s, s:s}", "management_version",
+        ROOST_RABBITMQ_VERSION, "rates_mode", "none", "exchange_types",
+        exchange_types(), "product_version",
+        rabbit ? ROOST_RABBITMQ_VERSION : ROOST_VERSION, "product_name",
+        rabbit ? "RabbitMQ" : ROOST_PRODUCT, "rabbitmq_version",
+        ROOST_RABBITMQ_VERSION, "cluster_name", mgmt_node());
+    json_object_set_new(o, "queue_totals", json_pack(
+        "{s:I, s:I, s:I}", "messages", (json_int_t)(t.ready + t.unacked),
+        "messages_ready", (json_int_t)t.ready, "messages_unacknowledged",
+        (json_int_t)t.unacked));
+    json_object_set_new(o, "object_totals", json_pack(
+        "{s:I, s:I, s:I, s:I, s:I}", "channels", (json_int_t)ct.channels,
+        "connections", (json_int_t)ct.connections, "consumers",
+        (json_int_t)ct.consumers, "exchanges", (json_int_t)t.exchanges,
+        "queues", (json_int_t)t.queues));
+    if (monitor) {
+        json_object_set_new(o, "node", json_string(mgmt_node()));
+        json_object_set_new(o, "listeners", mgmt_listeners_json());
+        json_object_set_new(o, "contexts", mgmt_contexts_json());
+    }
+    mgmt_reply(r, 200, o);
+}
+
+/* ---- health checks ---- */
+
+void
+mgmt_alarms(struct mgmt_req *r)
+{
+    if (!alarm_is_set()) {
+        mgmt_reply(r, 200, json_pack("{s:s}", "status", "ok"));
+        return;
+    }
+    json_t *alarms = json_array();
+    if (alarm_memory_set())
+        json_array_append_new(alarms, json_pack("{s:s, s:s}", "resource",
+                                                "memory", "node",
+                                                mgmt_node()));
+    if (alarm_disk_set())
+        json_array_append_new(alarms, json_pack("{s:s, s:s}", "resource",
+                                                "disk", "node",
+                                                mgmt_node()));
+    mgmt_reply(r, 503, json_pack("{s:s, s:s, s:o}", "status", "failed",
+                                 "reason",
+                                 "There are alarms in effect in the cluster",
+                                 "alarms", alarms));
+}
+
+/* ---- definitions ---- */
+
+/* ?download=NAME: RabbitMQ offers the export as a file. */
+static void
+maybe_download(struct mgmt_req *r)
+{
+    const char *name = evhttp_find_header(&r->query, "download");
+    char value[300];
+
+    if (name == NULL || strlen(name) > 200 || strpbrk(name, "\r\n\"") != NULL)
+        return;
+    snprintf(value, sizeof(value), "attachment; filename=%s", name);
+    evhttp_add_header(evhttp_request_get_output_headers(r->ev),
+                      "Content-Disposition", value);
+}
+
+/* An uploaded body as JSON; 400 "failed_to_parse_json" (answered) and
+ * NULL if it is not an object. */
+static json_t *
+upload(struct mgmt_req *r, const char **text, size_t *len)
+{
+    json_error_t jerr;
+
+    *text = mgmt_body(r, len);
+    if (*len == 0)
+        return json_object();
+    json_t *root = json_loadb(*text, *len, 0, &jerr);
+    if (root == NULL) {
+        char what[200];
+        log_warnx("management API: definitions upload: %d:%d: %s",
+                  jerr.line, jerr.column,
+                  log_escape(what, sizeof(what), jerr.text,
+                             strlen(jerr.text)));
+        mgmt_bad_request(r, "failed_to_parse_json");
+    }
+    return root;
+}
+
+/* Import 'text' and answer: 204, or 400 with the importer's reason. */
+static void
+import(struct mgmt_req *r, const char *text, size_t len)
+{
+    char err[1536];
+
+    if (defs_json_import_text(text, len, "definitions", err,
+                              sizeof(err)) != 0) {
+        log_warnx("management API: definitions not imported: %s", err);
+        mgmt_bad_request(r, "%s", err);
+        return;
+    }
+    mgmt_reply(r, 204, NULL);
+}
+
+void
+mgmt_definitions(struct mgmt_req *r)
+{
+    const char *text;
+    size_t len;
+
+    if (r->method == EVHTTP_REQ_POST) {
+        json_t *root = upload(r, &text, &len);
+        if (root == NULL)
+            return;
+        json_decref(root);
+        if (len == 0)
+            mgmt_reply(r, 204, NULL);
+        else
+            import(r, text, len);
+        return;
+    }
+    char *out = defs_json_export_text();
+    maybe_download(r);
+    mgmt_reply_text(r, 200, out, strlen(out));
+    free(out);
+}
+
+/* The items of 'section' in 'from' whose "vhost" is 'vhost', into 'to'
+ * (without their "vhost" if 'strip'). */
+static void
+keep_vhost(json_t *to, json_t *from, const char *section, const char *vhost,
+           bool strip)
+{
+    json_t *arr = json_array(), *item, *src = json_object_get(from, section);
+    size_t i;
+
+    json_array_foreach(src, i, item) {
+        json_t *v = json_object_get(item, "vhost");
+        if (!json_is_string(v) || strcmp(json_string_value(v), vhost) != 0)
+            continue;
+        json_t *copy = json_copy(item);
+        if (strip)
+            json_object_del(copy, "vhost");
+        json_array_append_new(arr, copy);
+    }
+    json_object_set_new(to, section, arr);
+}
+
+/* Point every item of 'section' in 'from' at 'vhost', into 'to'. */
+static void
+into_vhost(json_t *to, json_t *from, const char *section, const char *vhost)
+{
+    json_t *src = json_object_get(from, section), *item;
+    size_t i;
+
+    if (src == NULL)
+        return;
+    json_array_foreach(src, i, item)
+        if (json_is_object(item))
+            json_object_set_new(item, "vhost", json_string(vhost));
+    json_object_set(to, section, src);
+}
+
+/*
+ * One vhost's definitions (rabbit_mgmt_wm_definitions:vhost_definitions):
+ * its parameters, policies, queues, exchanges and bindings, the last
+ * three without "vhost". An upload goes into that vhost whatever its
+ * items say; its users, vhosts and permissions are ignored, as RabbitMQ
+ * ignores them.
+ */
+void
+mgmt_definitions_vhost(struct mgmt_req *r)
+{
+    static const char *const sections[] = { "parameters", "policies",
+                                            "queues", "exchanges",
+                                            "bindings" };
+    const char *vhost = r->arg[0];
+    bool exists = broker_vhost(vhost, strlen(vhost)) != NULL;
+    const char *text;
+    size_t len;
+
+    if (r->method == EVHTTP_REQ_POST) {
+        if (!exists) {
+            mgmt_error(r, 404, "not_found", "vhost_not_found");
+            return;
+        }
+        json_t *root = upload(r, &text, &len);
+        if (root == NULL)
+            return;
+        json_t *to = json_object();
+        for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+            into_vhost(to, root, sections[i], vhost);
+        char *out = json_dumps(to, JSON_COMPACT);
+        json_decref(to);
+        json_decref(root);
+        if (out == NULL)
+            fatalx("management API: out of memory");
+        import(r, out, strlen(out));
+        free(out);
+        return;
+    }
+    if (!exists) {
+        mgmt_bad_request(r, "vhost_not_found");
+        return;
+    }
+    char *all = defs_json_export_text();
+    json_t *root = json_loads(all, 0, NULL);
+    free(all);
+    if (root == NULL)
+        fatalx("management API: the definitions export is not JSON");
+    json_t *to = json_object();
+    json_object_set(to, "rabbit_version",
+                    json_object_get(root, "rabbit_version"));
+    for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+        keep_vhost(to, root, sections[i], vhost, i >= 2);
+    json_decref(root);
+    maybe_download(r);
+    mgmt_reply(r, 200, to);
+}

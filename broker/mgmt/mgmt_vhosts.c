@@ -1,0 +1,313 @@
+/*
+ * Virtual hosts in the management API: /api/vhosts[/NAME], their limits
+ * (/api/vhost-limits[/VHOST[/NAME]]) and /api/aliveness-test/VHOST, as
+ * RabbitMQ 3.10's rabbit_mgmt_wm_vhost*.erl, _limit*.erl and
+ * _aliveness_test.erl answer them. Vhosts are made and deleted through
+ * vhost.h; a change to one's description, tags or limits is announced
+ * (defs_changed) so that the store records it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/auth.h"
+#include "broker/broker.h"
+#include "broker/defs.h"
+#include "broker/log.h"
+#include "broker/mgmt/mgmt_int.h"
+#include "broker/perm.h"
+#include "broker/util.h"
+#include "broker/vhost.h"
+
+/* connection.open carries the vhost name as a shortstr. */
+#define VHOST_NAME_MAX 255
+#define TAGS_MAX 1024
+
+static const char *const by_name[] = { "name", NULL };
+static const char *const by_vhost[] = { "vhost", NULL };
+
+/* ---- vhosts ---- */
+
+/*
+ * As rabbit_vhost:info with the message counts the management database
+ * adds; Roost keeps no rates, so there are no "*_details". Roost has
+ * one queue type and no tracing: "default_queue_type" is RabbitMQ's
+ * "undefined" (none chosen) and "tracing" false.
+ */
+static json_t *
+vhost_json(const struct vhost *vh)
+{
+    uint64_t queues, ready, unacked;
+
+    vhost_totals(vh, &queues, &ready, &unacked);
+    return json_pack(
+        "{s:o, s:o, s:o, s:s, s:{s:o, s:o}, s:b, s:{s:s}, s:I, s:I, s:I}",
+        "name", mgmt_str(vh->name), "description",
+        mgmt_str(vh->description), "tags", mgmt_tags_json(vh->tags),
+        "default_queue_type", "undefined", "metadata", "description",
+        mgmt_str(vh->description), "tags", mgmt_tags_json(vh->tags),
+        "tracing", 0, "cluster_state", mgmt_node(), "running", "messages",
+        (json_int_t)(ready + unacked), "messages_ready", (json_int_t)ready,
+        "messages_unacknowledged", (json_int_t)unacked);
+}
+
+struct vhost_list {
+    const struct user *user;
+    json_t *arr;
+};
+
+static void
+add_vhost(struct vhost *vh, void *arg)
+{
+    struct vhost_list *l = arg;
+    if (mgmt_is_visible_vhost(l->user, vh->name))
+        json_array_append_new(l->arr, vhost_json(vh));
+}
+
+void
+mgmt_vhosts(struct mgmt_req *r)
+{
+    struct vhost_list l = { r->user, json_array() };
+    vhost_foreach(add_vhost, &l);
+    mgmt_reply_list(r, l.arr, by_name);
+}
+
+/* Replace a vhost's string field (description, tags). */
+static void
+set_field(char **field, const char *value)
+{
+    free(*field);
+    *field = xstrdup(value);
+}
+
+/*
+ * rabbit_vhost:put_vhost: "description" and "tags" replace what the
+ * vhost had (absent: empty). A new vhost gives the user who made it
+ * full permissions in it, as RabbitMQ does.
+ */
+static void
+put_vhost(struct mgmt_req *r, const char *name)
+{
+    static const char *const all[PERM_KINDS] = { ".*", ".*", ".*" };
+    json_t *o;
+    char tags[TAGS_MAX], err[512];
+
+    if (!mgmt_name_ok(r, "vhost", name, VHOST_NAME_MAX) ||
+        mgmt_body_object(r, &o) != 0)
+        return;
+    json_t *d = json_object_get(o, "description");
+    json_t *tr = json_object_get(o, "tracing");
+    if (d != NULL && !json_is_null(d) &&
+        (!json_is_string(d) ||
+         strlen(json_string_value(d)) != json_string_length(d))) {
+        mgmt_bad_request(r, "description must be a string");
+        goto out;
+    }
+    if (mgmt_tags_parse(json_object_get(o, "tags"), tags, sizeof(tags), err,
+                        sizeof(err)) != 0) {
+        mgmt_bad_request(r, "%s", err);
+        goto out;
+    }
+    if (json_is_true(tr) ||
+        (json_is_string(tr) && strcmp(json_string_value(tr), "true") == 0)) {
+        mgmt_bad_request(r, "tracing is not supported");
+        goto out;
+    }
+    bool created = broker_vhost(name, strlen(name)) == NULL;
+    struct vhost *vh = vhost_create(name, true);
+    set_field(&vh->description, json_is_string(d) ? json_string_value(d)
+                                                  : "");
+    set_field(&vh->tags, tags);
+    defs_changed(DEFS_VHOST_ADDED, vh);
+    if (created && perm_set(name, r->user->name, all, false, err,
+                            sizeof(err)) != 0)
+        fatalx("management API: '.*' refused: %s", err);
+    mgmt_reply_created(r, created);
+out:
+    json_decref(o);
+}
+
+void
+mgmt_vhost(struct mgmt_req *r)
+{
+    const char *name = r->arg[0];
+    struct vhost *vh = broker_vhost(name, strlen(name));
+
+    switch (r->method) {
+    case EVHTTP_REQ_PUT:
+        put_vhost(r, name);
+        return;
+    case EVHTTP_REQ_DELETE:
+        if (vh == NULL)
+            mgmt_not_found(r);
+        else {
+            vhost_delete(name);
+            mgmt_reply(r, 204, NULL);
+        }
+        return;
+    default:
+        if (vh == NULL)
+            mgmt_not_found(r);
+        else
+            mgmt_reply(r, 200, vhost_json(vh));
+        return;
+    }
+}
+
+/* ---- limits ---- */
+
+/* The vhost-limits value, as RabbitMQ keeps it: the limits set, or NULL
+ * when none is. */
+static json_t *
+limits_json(const struct vhost *vh)
+{
+    if (vh->max_connections < 0 && vh->max_queues < 0)
+        return NULL;
+    json_t *v = json_object();
+    if (vh->max_connections >= 0)
+        json_object_set_new(v, "max-connections",
+                            json_integer(vh->max_connections));
+    if (vh->max_queues >= 0)
+        json_object_set_new(v, "max-queues", json_integer(vh->max_queues));
+    return v;
+}
+
+static void
+add_limits(json_t *arr, const struct vhost *vh)
+{
+    json_t *v = limits_json(vh);
+    if (v != NULL)
+        json_array_append_new(arr, json_pack("{s:o, s:o}", "vhost",
+                                             mgmt_str(vh->name), "value", v));
+}
+
+static void
+add_visible_limits(struct vhost *vh, void *arg)
+{
+    struct vhost_list *l = arg;
+    if (mgmt_is_visible_vhost(l->user, vh->name))
+        add_limits(l->arr, vh);
+}
+
+void
+mgmt_vhost_limits_all(struct mgmt_req *r)
+{
+    struct vhost_list l = { r->user, json_array() };
+    vhost_foreach(add_visible_limits, &l);
+    mgmt_reply_list(r, l.arr, by_vhost);
+}
+
+void
+mgmt_vhost_limits(struct mgmt_req *r)
+{
+    const struct vhost *vh = broker_vhost(r->arg[0], strlen(r->arg[0]));
+    if (vh == NULL) {
+        mgmt_not_found(r);
+        return;
+    }
+    json_t *arr = json_array();
+    add_limits(arr, vh);
+    mgmt_reply_list(r, arr, by_vhost);
+}
+
+/* The limit 'name' of 'vh', or NULL if it is neither of RabbitMQ's. */
+static int64_t *
+limit_field(struct vhost *vh, const char *name)
+{
+    if (strcmp(name, "max-connections") == 0)
+        return &vh->max_connections;
+    if (strcmp(name, "max-queues") == 0)
+        return &vh->max_queues;
+    return NULL;
+}
+
+/* RabbitMQ's validation message for a vhost-limits value: an unknown
+ * limit, or a value that is not an integer. */
+static void
+limit_invalid(struct mgmt_req *r, bool unknown, const char *name,
+              const json_t *value)
+{
+    char *v = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+    char msg[600];
+    if (unknown)
+        snprintf(msg, sizeof(msg), "Unrecognised terms [{<<\"%.200s\">>,"
+                 "%.200s}] in limits", name, v ? v : "?");
+    else
+        snprintf(msg, sizeof(msg), "%s should be a number, actually was "
+                 "%.200s", name, v ? v : "?");
+    free(v);
+    mgmt_bad_request(r, "Validation failed\n\n%s\n", msg);
+}
+
+static void
+put_limit(struct mgmt_req *r, struct vhost *vh, const char *name)
+{
+    static const char *const keys[] = { "value", NULL };
+    json_t *o;
+
+    if (mgmt_body_object(r, &o) != 0)
+        return;
+    if (mgmt_require(r, o, keys) != 0)
+        goto out;
+    json_t *v = json_object_get(o, "value");
+    int64_t *field = limit_field(vh, name);
+    if (field == NULL) {
+        limit_invalid(r, true, name, v);
+        goto out;
+    }
+    if (!json_is_integer(v)) {
+        limit_invalid(r, false, name, v);
+        goto out;
+    }
+    /* RabbitMQ keeps a negative limit and applies none; Roost keeps -1
+     * for none. */
+    json_int_t n = json_integer_value(v);
+    *field = n < 0 ? -1 : (int64_t)n;
+    defs_changed(DEFS_VHOST_ADDED, vh);
+    mgmt_reply(r, 204, NULL);
+out:
+    json_decref(o);
+}
+
+void
+mgmt_vhost_limit(struct mgmt_req *r)
+{
+    struct vhost *vh = broker_vhost(r->arg[0], strlen(r->arg[0]));
+
+    if (vh == NULL) {
+        mgmt_error(r, 404, "not_found", "vhost_not_found");
+        return;
+    }
+    if (r->method == EVHTTP_REQ_PUT) {
+        put_limit(r, vh, r->arg[1]);
+        return;
+    }
+    int64_t *field = limit_field(vh, r->arg[1]);
+    if (field != NULL && *field >= 0) {
+        *field = -1;
+        defs_changed(DEFS_VHOST_ADDED, vh);
+    }
+    mgmt_reply(r, 204, NULL);
+}
+
+/* ---- health ---- */
+
+/*
+ * As RabbitMQ: a message through the queue "aliveness-test" of the
+ * vhost (vhost_aliveness_test); 200 {"status":"ok"}, or 503 with
+ * {"status":"failed"}.
+ */
+void
+mgmt_aliveness(struct mgmt_req *r)
+{
+    struct vhost *vh = broker_vhost(r->arg[0], strlen(r->arg[0]));
+    if (vh == NULL)
+        mgmt_not_found(r);
+    else if (vhost_aliveness_test(vh))
+        mgmt_reply(r, 200, json_pack("{s:s}", "status", "ok"));
+    else
+        mgmt_reply(r, 503, json_pack("{s:s, s:s}", "status", "failed",
+                                     "reason", "the test message did not "
+                                     "come back"));
+}
