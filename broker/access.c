@@ -45,9 +45,8 @@ static const struct rule {
          ARG(basic_consume, queue), R_LAST_QUEUE),
     PERM(AMQP_BASIC_GET, PERM_READ, RES_QUEUE,
          ARG(basic_get, queue), R_LAST_QUEUE),
-    DECLARE(AMQP_EXCHANGE_DECLARE, C_NOT_DEFAULT, 0, RES_EXCHANGE,
-            ARG(exchange_declare, exchange), ARG(exchange_declare, passive),
-            0),
+    /* Even a passive declare of the default exchange is refused. */
+    NOT_DEFAULT(AMQP_EXCHANGE_DECLARE, ARG(exchange_declare, exchange)),
     DECLARE(AMQP_EXCHANGE_DECLARE, C_PERM, PERM_CONFIGURE, RES_EXCHANGE,
             ARG(exchange_declare, exchange), ARG(exchange_declare, passive),
             0),

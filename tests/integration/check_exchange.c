@@ -486,6 +486,21 @@ START_TEST(default_delete_refused)
 }
 END_TEST
 
+/* Even passively, as RabbitMQ 3.10.8 does. */
+START_TEST(default_passive_declare_refused)
+{
+    amqp_connection_state_t c = h_connect(H);
+
+    amqp_exchange_declare(c, 1, amqp_cstring_bytes(""),
+                          amqp_cstring_bytes("direct"), 1, 0, 0, 0,
+                          amqp_empty_table);
+    EXPECT_CHANNEL_CLOSE(c, 1, 403,
+                         "ACCESS_REFUSED - operation not permitted on "
+                         "the default exchange");
+    h_close(c);
+}
+END_TEST
+
 START_TEST(default_declare_refused)
 {
     amqp_connection_state_t c = h_connect(H);
@@ -1169,6 +1184,7 @@ main(void)
     tcase_add_test(tc, default_unbind_refused);
     tcase_add_test(tc, default_delete_refused);
     tcase_add_test(tc, default_declare_refused);
+    tcase_add_test(tc, default_passive_declare_refused);
 
     tc = h_tcase(s, "amq.*", 20, true);
     tcase_add_test(tc, amq_exchanges_exist);
