@@ -13,6 +13,7 @@
 #include "broker/exchange.h"
 #include "broker/handlers.h"
 #include "broker/msg.h"
+#include "broker/qargs.h"
 #include "broker/queue.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
@@ -78,8 +79,21 @@ consume(struct channel *ch, const struct amqp_basic_consume *a)
                      ch->conn->vh->name);
         return;
     }
+    /* x-priority, an integer of any width, as RabbitMQ checks it;
+     * other consume arguments are ignored, as there. */
+    struct amqp_field pv;
+    int64_t priority = 0;
+    if (table_get(a->arguments, "x-priority", &pv) &&
+        !qargs_as_int(&pv, &priority)) {
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                     "invalid arg 'x-priority' for queue '%s' in vhost '%s': "
+                     "\"expected integer, got %s\"", q->name,
+                     ch->conn->vh->name, qargs_kind_name(pv.kind));
+        return;
+    }
     struct consumer *c = xcalloc(1, sizeof(*c));
     c->q = q;
+    c->priority = priority;
     c->ch = ch;
     c->tag = xstrndup(tag.ptr, tag.len);
     c->tag_len = tag.len;

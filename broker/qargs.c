@@ -16,11 +16,11 @@
 const char *const qargs_equivalence_keys[] = {
     "x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes",
     "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
-    NULL,
+    "x-single-active-consumer", NULL,
 };
 
-static const char *
-kind_name(enum amqp_field_kind k)
+const char *
+qargs_kind_name(enum amqp_field_kind k)
 {
     switch (k) {
     case AMQP_FIELD_LONGSTR: return "longstr";
@@ -46,13 +46,12 @@ type_atom(enum amqp_field_kind k)
     case AMQP_FIELD_I16: return "short";
     case AMQP_FIELD_I32: return "signedint";
     case AMQP_FIELD_I64: case AMQP_FIELD_L64: return "long";
-    default: return kind_name(k);
+    default: return qargs_kind_name(k);
     }
 }
 
-/* Integers of any width, as RabbitMQ accepts them. */
-static bool
-as_int(const struct amqp_field *v, int64_t *out)
+bool
+qargs_as_int(const struct amqp_field *v, int64_t *out)
 {
     switch (v->kind) {
     case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
@@ -82,9 +81,9 @@ int_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
         bool positive, int64_t *out, char *err, size_t errlen)
 {
     char why[96];
-    if (!as_int(v, out)) {
+    if (!qargs_as_int(v, out)) {
         snprintf(why, sizeof(why), "\"expected integer, got %s\"",
-                 kind_name(v->kind));
+                 qargs_kind_name(v->kind));
         return invalid(err, errlen, k, what, why);
     }
     if (*out < 0) {
@@ -103,13 +102,28 @@ str_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
     char why[96];
     if (v->kind != AMQP_FIELD_LONGSTR) {
         snprintf(why, sizeof(why), "\"expected longstr, got %s\"",
-                 kind_name(v->kind));
+                 qargs_kind_name(v->kind));
         return invalid(err, errlen, k, what, why);
     }
     if (v->v.str.len > 255)
         return invalid(err, errlen, k, what, "{too_long}");
     free(*out);
     *out = xstrndup(v->v.str.ptr, v->v.str.len);
+    return QARGS_OK;
+}
+
+/* A bool, as RabbitMQ's check_bool_arg wants it. */
+static enum qargs_result
+bool_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+         bool *out, char *err, size_t errlen)
+{
+    char why[300];
+    if (v->kind != AMQP_FIELD_BOOL) {
+        snprintf(why, sizeof(why), "{unacceptable_type,%s}",
+                 type_atom(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    *out = v->v.b;
     return QARGS_OK;
 }
 
@@ -160,6 +174,8 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
                         errlen);
         else if (amqp_bytes_eq(k, "x-queue-mode"))
             r = queue_mode_arg(&v, k, what, err, errlen);
+        else if (amqp_bytes_eq(k, "x-single-active-consumer"))
+            r = bool_arg(&v, k, what, &out->single_active, err, errlen);
         else if (amqp_bytes_eq(k, "x-dead-letter-exchange"))
             r = str_arg(&v, k, what, &out->dlx, err, errlen);
         else if (amqp_bytes_eq(k, "x-dead-letter-routing-key"))

@@ -2,8 +2,8 @@
  * The queue arguments Roost implements, parsed and validated once at
  * declare: x-message-ttl, x-expires, x-max-length, x-max-length-bytes,
  * x-overflow (drop-head, reject-publish), x-dead-letter-exchange,
- * x-dead-letter-routing-key, x-queue-mode (default, lazy) and
- * x-queue-type=classic. Any other "x-"
+ * x-dead-letter-routing-key, x-queue-mode (default, lazy),
+ * x-single-active-consumer and x-queue-type=classic. Any other "x-"
  * argument is refused with 540 NOT_IMPLEMENTED.
  */
 #ifndef ROOST_BROKER_QARGS_H
@@ -28,6 +28,7 @@ struct qargs {
     enum qargs_overflow overflow;
     char *dlx;                  /* dead-letter exchange, or NULL */
     char *dlrk;                 /* dead-letter routing key, or NULL */
+    bool single_active;         /* x-single-active-consumer */
 };
 
 enum qargs_result { QARGS_OK, QARGS_INVALID, QARGS_NOT_IMPLEMENTED };
@@ -43,6 +44,13 @@ void qargs_free(struct qargs *a);
 
 /* The keys compared when a queue is declared again (NULL-terminated). */
 extern const char *const qargs_equivalence_keys[];
+
+/* An integer field of any width, as RabbitMQ accepts one; false if it
+ * is not an integer. */
+bool qargs_as_int(const struct amqp_field *v, int64_t *out);
+
+/* The name RabbitMQ gives a field's type in "expected integer, got T". */
+const char *qargs_kind_name(enum amqp_field_kind k);
 
 /*
  * The expiration property of a message: -1 if absent, the TTL in ms, or

@@ -462,6 +462,21 @@ queue_is_backed_up(const struct queue *q)
  * can take a message and moves it to the back of the list. Stops when the
  * queue is empty or a whole round found nobody with credit.
  */
+/* Into the consumer list after every consumer of its priority or
+ * higher. From the tail: with one priority (the usual case) at once. */
+static void
+insert_consumer(struct queue *q, struct consumer *c)
+{
+    struct consumer *after;
+    TAILQ_FOREACH_REVERSE(after, &q->consumers, consumer_list, q_link)
+        if (after->priority >= c->priority)
+            break;
+    if (after != NULL)
+        TAILQ_INSERT_AFTER(&q->consumers, after, c, q_link);
+    else
+        TAILQ_INSERT_HEAD(&q->consumers, c, q_link);
+}
+
 void
 queue_dispatch(struct queue *q)
 {
@@ -471,16 +486,27 @@ queue_dispatch(struct queue *q)
     queue_expire(q);
     while (q->len > 0 && q->nconsumers > 0 && !at(q, 0)->paged) {
         struct consumer *c, *found = NULL;
-        TAILQ_FOREACH(c, &q->consumers, q_link) {
-            if (channel_can_deliver(c->ch, c)) {
-                found = c;
+        /* A single active consumer: the first to arrive, alone, until it
+         * goes (then the next in order of arrival). */
+        if (q->qa.single_active) {
+            found = TAILQ_FIRST(&q->consumers);
+            if (!channel_can_deliver(found->ch, found))
                 break;
+        } else {
+            /* The first with credit in priority order: a blocked
+             * higher-priority consumer lets lower ones have it. */
+            TAILQ_FOREACH(c, &q->consumers, q_link) {
+                if (channel_can_deliver(c->ch, c)) {
+                    found = c;
+                    break;
+                }
             }
+            if (found == NULL)
+                break;
+            /* Round-robin among consumers of its priority. */
+            TAILQ_REMOVE(&q->consumers, found, q_link);
+            insert_consumer(q, found);
         }
-        if (found == NULL)
-            break;
-        TAILQ_REMOVE(&q->consumers, found, q_link);
-        TAILQ_INSERT_TAIL(&q->consumers, found, q_link);
         struct qentry e;
         queue_take(q, &e);
         channel_deliver(found->ch, found, q, e);
@@ -495,7 +521,10 @@ void
 queue_add_consumer(struct queue *q, struct consumer *c)
 {
     c->refs++;
-    TAILQ_INSERT_TAIL(&q->consumers, c, q_link);
+    if (q->qa.single_active)
+        TAILQ_INSERT_TAIL(&q->consumers, c, q_link);
+    else
+        insert_consumer(q, c);
     q->nconsumers++;
     q->had_consumer = true;
 }

@@ -77,6 +77,7 @@ struct consumer {
     bool exclusive;
     bool cancelled;             /* removed from the queue, kept for acks */
     uint32_t prefetch;          /* per-consumer limit; 0 = none */
+    int64_t priority;           /* x-priority: higher ones are served first */
     uint32_t unacked;
     uint32_t refs;              /* the queue's list, each unacked delivery */
     TAILQ_ENTRY(consumer) q_link;
@@ -248,7 +249,9 @@ uint32_t queue_purge(struct queue *q);
 /* Hand ready messages to consumers with credit. */
 void queue_dispatch(struct queue *q);
 
-/* Add a consumer (the caller checked exclusivity); the queue keeps a ref. */
+/* Add a consumer (the caller checked exclusivity); the queue keeps a ref.
+ * The list is in priority order, then in order of arrival; a queue with
+ * a single active consumer keeps it in order of arrival only. */
 void queue_add_consumer(struct queue *q, struct consumer *c);
 
 /* Remove a consumer from the queue. Deletes an auto-delete queue that

@@ -129,6 +129,38 @@ async function closeWithAcksInFlight(port) {
   }
 }
 
+// Consumer priorities: the higher one gets everything while it has
+// room; single active consumer: one gets everything, the next takes over
+// when it cancels.
+async function priorities(conn, pfx) {
+  const ch = await conn.createChannel();
+  const q = `${pfx}.prio`;
+  await ch.assertQueue(q, { durable: false, autoDelete: true });
+  const got = { hi: 0, lo: 0 };
+  await ch.consume(q, () => { got.lo++; }, { noAck: true });
+  await ch.consume(q, () => { got.hi++; }, { noAck: true, priority: 10 });
+  for (let i = 0; i < 20; i++) ch.sendToQueue(q, Buffer.from(`p${i}`));
+  await waitFor(() => got.hi + got.lo === 20, 5000);
+  if (got.hi !== 20 || got.lo !== 0) fail(`priority 10 got ${got.hi}, priority 0 got ${got.lo}`);
+  else ok('the consumer with x-priority 10 gets every message');
+
+  const sq = `${pfx}.sac`;
+  await ch.assertQueue(sq, { durable: false, autoDelete: true,
+                             arguments: { 'x-single-active-consumer': true } });
+  const seen = { a: [], b: [] };
+  const a = await ch.consume(sq, (m) => seen.a.push(m.content.toString()), { noAck: true });
+  await ch.consume(sq, (m) => seen.b.push(m.content.toString()), { noAck: true });
+  for (let i = 0; i < 5; i++) ch.sendToQueue(sq, Buffer.from(`s${i}`));
+  await waitFor(() => seen.a.length === 5, 5000);
+  await ch.cancel(a.consumerTag);
+  for (let i = 5; i < 8; i++) ch.sendToQueue(sq, Buffer.from(`s${i}`));
+  await waitFor(() => seen.b.length === 3, 5000);
+  if (seen.a.join() !== 's0,s1,s2,s3,s4' || seen.b.join() !== 's5,s6,s7')
+    fail(`single active consumer: a ${seen.a}, b ${seen.b}`);
+  else ok('single active consumer: the first gets all, the next takes over');
+  await ch.close();
+}
+
 async function main() {
   const port = Number(process.argv[2]);
   if (!Number.isInteger(port) || port <= 0) {
@@ -304,6 +336,7 @@ async function main() {
   await ch4.close();
 
   await closeWithAcksInFlight(port);
+  await priorities(conn, pfx);
 
   for (const name of queues) await ch.deleteQueue(name);
   for (const t of Object.keys(ex)) await ch.deleteExchange(ex[t]);

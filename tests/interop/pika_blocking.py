@@ -266,6 +266,47 @@ def error_replies(conn, params, pfx):
     other.close()
 
 
+def priorities(conn, pfx):
+    """x-priority: the higher consumer gets every message while it has
+    room; x-single-active-consumer: one consumer gets them all, the next
+    takes over when it cancels."""
+    ch = conn.channel()
+    q = pfx + ".prio"
+    ch.queue_declare(q, auto_delete=True)
+    got = {"hi": 0, "lo": 0}
+    ch.basic_consume(q, lambda c, m, p, b: got.__setitem__("lo", got["lo"] + 1),
+                     auto_ack=True)
+    ch.basic_consume(q, lambda c, m, p, b: got.__setitem__("hi", got["hi"] + 1),
+                     auto_ack=True, arguments={"x-priority": 10})
+    for i in range(20):
+        ch.basic_publish("", q, b"p%d" % i)
+    wait_for(conn, lambda: got["hi"] + got["lo"] == 20)
+    if got != {"hi": 20, "lo": 0}:
+        fail("consumer priorities: %r" % got)
+    else:
+        ok("the consumer with x-priority 10 gets every message")
+    sq = pfx + ".sac"
+    ch.queue_declare(sq, auto_delete=True,
+                     arguments={"x-single-active-consumer": True})
+    seen = {"a": [], "b": []}
+    ta = ch.basic_consume(sq, lambda c, m, p, b: seen["a"].append(b),
+                          auto_ack=True)
+    ch.basic_consume(sq, lambda c, m, p, b: seen["b"].append(b), auto_ack=True)
+    for i in range(5):
+        ch.basic_publish("", sq, b"s%d" % i)
+    wait_for(conn, lambda: len(seen["a"]) == 5)
+    ch.basic_cancel(ta)
+    for i in range(5, 8):
+        ch.basic_publish("", sq, b"s%d" % i)
+    wait_for(conn, lambda: len(seen["b"]) == 3)
+    if seen != {"a": [b"s%d" % i for i in range(5)],
+                "b": [b"s%d" % i for i in range(5, 8)]}:
+        fail("single active consumer: %r" % seen)
+    else:
+        ok("single active consumer: the first gets all, the next takes over")
+    ch.close()
+
+
 def main():
     port = port_arg()
     pfx = prefix("pika-blocking")
@@ -404,6 +445,7 @@ def main():
     login_refused(port)
     requeue_on_close(conn, params, pfx)
     cancel_notify(conn, pfx)
+    priorities(conn, pfx)
     error_replies(conn, params, pfx)
 
     for name in queues:
