@@ -16,7 +16,8 @@
 const char *const qargs_equivalence_keys[] = {
     "x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes",
     "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
-    "x-single-active-consumer", NULL,
+    "x-single-active-consumer", "x-queue-mode", "x-queue-version",
+    "x-queue-master-locator", NULL,
 };
 
 const char *
@@ -127,26 +128,57 @@ bool_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
     return QARGS_OK;
 }
 
-/* x-queue-mode: "default" or "lazy", as RabbitMQ 3.10 accepts them.
- * Both behave alike in Roost (docs/compatibility.md, "Durability"). */
+/* x-queue-version: 1 or 2, as RabbitMQ 3.10 accepts them; the two
+ * index formats are RabbitMQ's own and behave alike in Roost. */
 static enum qargs_result
-queue_mode_arg(const struct amqp_field *v, struct amqp_bytes k,
-               const char *what, char *err, size_t errlen)
+queue_version_arg(const struct amqp_field *v, struct amqp_bytes k,
+                  const char *what, char *err, size_t errlen)
 {
     char why[300];
+    int64_t n;
+    if (!qargs_as_int(v, &n)) {
+        snprintf(why, sizeof(why), "\"expected integer, got %s\"",
+                 qargs_kind_name(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    if (n != 1 && n != 2) {
+        snprintf(why, sizeof(why), "\"unsupported queue version '%lld'\"",
+                 (long long)n);
+        return invalid(err, errlen, k, what, why);
+    }
+    return QARGS_OK;
+}
+
+/* x-queue-master-locator: where a mirrored queue's master goes; one
+ * node leaves no choice, so any of RabbitMQ's values is accepted. */
+static const char *const master_locators[] = {
+    "min-masters", "client-local", "random", NULL,
+};
+
+/* A string that must be one of 'values'. */
+static enum qargs_result
+one_of_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+           const char *const *values, const char *unsupported, char *err,
+           size_t errlen)
+{
+    char why[400];
     if (v->kind != AMQP_FIELD_LONGSTR) {
         snprintf(why, sizeof(why), "{unacceptable_type,%s}",
                  type_atom(v->kind));
         return invalid(err, errlen, k, what, why);
     }
-    if (!amqp_bytes_eq(v->v.str, "default") && !amqp_bytes_eq(v->v.str, "lazy")) {
-        snprintf(why, sizeof(why), "\"unsupported queue mode '%.*s'\"",
-                 (int)(v->v.str.len > 200 ? 200 : v->v.str.len),
-                 (const char *)v->v.str.ptr);
-        return invalid(err, errlen, k, what, why);
-    }
-    return QARGS_OK;
+    for (const char *const *p = values; *p != NULL; p++)
+        if (amqp_bytes_eq(v->v.str, *p))
+            return QARGS_OK;
+    snprintf(why, sizeof(why), "\"%s '%.*s'\"", unsupported,
+             (int)(v->v.str.len > 200 ? 200 : v->v.str.len),
+             (const char *)v->v.str.ptr);
+    return invalid(err, errlen, k, what, why);
 }
+
+/* x-queue-mode: "default" or "lazy", as RabbitMQ 3.10 accepts them.
+ * Both behave alike in Roost (docs/compatibility.md, "Durability"). */
+static const char *const queue_modes[] = { "default", "lazy", NULL };
 
 enum qargs_result
 qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
@@ -173,7 +205,13 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             r = int_arg(&v, k, what, false, &out->max_length_bytes, err,
                         errlen);
         else if (amqp_bytes_eq(k, "x-queue-mode"))
-            r = queue_mode_arg(&v, k, what, err, errlen);
+            r = one_of_arg(&v, k, what, queue_modes, "unsupported queue mode",
+                           err, errlen);
+        else if (amqp_bytes_eq(k, "x-queue-version"))
+            r = queue_version_arg(&v, k, what, err, errlen);
+        else if (amqp_bytes_eq(k, "x-queue-master-locator"))
+            r = one_of_arg(&v, k, what, master_locators,
+                           "unsupported queue master locator", err, errlen);
         else if (amqp_bytes_eq(k, "x-single-active-consumer"))
             r = bool_arg(&v, k, what, &out->single_active, err, errlen);
         else if (amqp_bytes_eq(k, "x-dead-letter-exchange"))
@@ -187,11 +225,9 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
                      amqp_bytes_eq(v.v.str, "reject-publish"))
                 out->overflow = OVERFLOW_REJECT_PUBLISH;
             else if (v.kind == AMQP_FIELD_LONGSTR &&
-                     amqp_bytes_eq(v.v.str, "reject-publish-dlx")) {
-                snprintf(err, errlen, "x-overflow 'reject-publish-dlx' is not "
-                         "implemented");
-                r = QARGS_NOT_IMPLEMENTED;
-            } else
+                     amqp_bytes_eq(v.v.str, "reject-publish-dlx"))
+                out->overflow = OVERFLOW_REJECT_PUBLISH_DLX;
+            else
                 r = invalid(err, errlen, k, what,
                             "invalid_overflow");
         } else if (amqp_bytes_eq(k, "x-queue-type")) {

@@ -1,9 +1,11 @@
 /*
  * The queue arguments Roost implements, parsed and validated once at
  * declare: x-message-ttl, x-expires, x-max-length, x-max-length-bytes,
- * x-overflow (drop-head, reject-publish), x-dead-letter-exchange,
- * x-dead-letter-routing-key, x-queue-mode (default, lazy),
- * x-single-active-consumer and x-queue-type=classic. Any other "x-"
+ * x-overflow (drop-head, reject-publish, reject-publish-dlx),
+ * x-dead-letter-exchange, x-dead-letter-routing-key, x-queue-mode
+ * (default, lazy), x-queue-version (1, 2), x-queue-master-locator (no
+ * effect on one node), x-single-active-consumer and
+ * x-queue-type=classic. Any other "x-"
  * argument is refused with 540 NOT_IMPLEMENTED.
  */
 #ifndef ROOST_BROKER_QARGS_H
@@ -15,7 +17,9 @@
 
 #include "amqp/table.h"
 
-enum qargs_overflow { OVERFLOW_DROP_HEAD, OVERFLOW_REJECT_PUBLISH };
+enum qargs_overflow {
+    OVERFLOW_DROP_HEAD, OVERFLOW_REJECT_PUBLISH, OVERFLOW_REJECT_PUBLISH_DLX,
+};
 
 struct queue_ops;
 

@@ -140,15 +140,28 @@ over_limit(const struct queue *q, size_t extra_len, uint64_t extra_bytes)
             q->bytes + extra_bytes > (uint64_t)q->qa.max_length_bytes);
 }
 
+static struct exchange *dead_letter_exchange(const struct queue *q);
+static void route_dead(struct queue *q, struct exchange *dlx, struct msg *dm,
+                       const char *reason);
+
 int
 queue_push(struct queue *q, struct msg *m)
 {
     int64_t ttl = q->qa.message_ttl;
     bool stored;
 
-    if (q->qa.overflow == OVERFLOW_REJECT_PUBLISH &&
-        over_limit(q, 1, m->body_len))
+    if (q->qa.overflow != OVERFLOW_DROP_HEAD &&
+        over_limit(q, 1, m->body_len)) {
+        /* reject-publish-dlx: refused, and dead-lettered as "maxlen". */
+        struct exchange *dlx;
+        struct msg *dm;
+        if (q->qa.overflow == OVERFLOW_REJECT_PUBLISH_DLX &&
+            (dlx = dead_letter_exchange(q)) != NULL &&
+            (dm = deadletter_msg(m, q->name, "maxlen", q->qa.dlx,
+                                 q->qa.dlrk)) != NULL)
+            route_dead(q, dlx, dm, "maxlen");
         return -1;
+    }
     if (msg_ttl(m) >= 0 && (ttl < 0 || msg_ttl(m) < ttl))
         ttl = msg_ttl(m);
     if (q->len == q->cap)
@@ -229,6 +242,23 @@ head_can_go(struct queue *q)
 /* Give up entry 'e' for 'reason' ("rejected", "expired", "maxlen"):
  * republish its message through the queue's dead-letter exchange if it
  * has one, else drop it. */
+/* Route 'dm', the dead-lettered copy of a message of 'q' (its DLX is
+ * 'dlx'), and let go of it. Not back into 'q' itself unless rejected
+ * there (RabbitMQ's rule against cycles). */
+static void
+route_dead(struct queue *q, struct exchange *dlx, struct msg *dm,
+           const char *reason)
+{
+    struct route_result rr;
+    route_result_init(&rr);
+    exchange_route(dlx, dm, &rr);
+    for (size_t i = 0; i < rr.n; i++)
+        if (rr.qs[i] != q || strcmp(reason, "rejected") == 0)
+            (void)queue_push(rr.qs[i], dm);
+    route_result_free(&rr);
+    msg_unref(dm);
+}
+
 static void
 dead_letter(struct queue *q, struct qentry e, const char *reason)
 {
@@ -243,14 +273,7 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
     entry_end(q, e);
     if (dm == NULL)   /* a cycle that would expire forever, or too large */
         return;
-    struct route_result rr;
-    route_result_init(&rr);
-    exchange_route(dlx, dm, &rr);
-    for (size_t i = 0; i < rr.n; i++)
-        if (rr.qs[i] != q || strcmp(reason, "rejected") == 0)
-            (void)queue_push(rr.qs[i], dm);
-    route_result_free(&rr);
-    msg_unref(dm);
+    route_dead(q, dlx, dm, reason);
 }
 
 void

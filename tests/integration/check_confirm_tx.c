@@ -512,6 +512,47 @@ START_TEST(confirm_nack_on_reject_publish)
 }
 END_TEST
 
+/* reject-publish-dlx: the publish that does not fit is nacked and
+ * dead-lettered (x-death reason maxlen), as in RabbitMQ 3.10. */
+START_TEST(confirm_nack_on_reject_publish_dlx)
+{
+    amqp_connection_state_t c = h_connect(H);
+    amqp_table_entry_t args[3];
+    struct confirms t = { .n = 2 };
+    struct h_event g;
+    char q[256], dlx[64], dlq[256];
+
+    h_name(dlx, sizeof(dlx), "rpdlx");
+    DECLARE_EXCHANGE(c, 1, dlx, "fanout");
+    DECLARE_QUEUE(c, 1, "", false, true, false, dlq);
+    BIND(c, 1, dlq, dlx, "");
+    args[0].key = amqp_cstring_bytes("x-max-length");
+    args[0].value.kind = AMQP_FIELD_KIND_I32;
+    args[0].value.value.i32 = 1;
+    args[1] = h_entry_str("x-overflow", "reject-publish-dlx");
+    args[2] = h_entry_str("x-dead-letter-exchange", dlx);
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, "", false, true, false,
+                       h_table(args, 3), q, NULL, NULL);
+    confirm_select(c, 1);
+    PUBLISH(c, 1, "", q, "first");
+    PUBLISH(c, 1, "", q, "second");
+    WAIT_CONFIRMS(c, 1, &t);
+    EXPECT_ACKED(&t, 1);
+    EXPECT_NACKED(&t, 2);
+    CQUIET(c, 1);
+    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), 1);
+    WAIT_COUNT(c, 1, dlq, 1);
+    ck_assert_int_eq(GET(c, 1, dlq, true, &g), 1);
+    ck_assert_str_eq(g.body, "second");
+    /* x-death, x-first-death-exchange, -queue and -reason */
+    ck_assert_int_eq(g.nheaders, 4);
+    h_event_free(&g);
+    amqp_exchange_delete(c, 1, amqp_cstring_bytes(dlx), 0);
+    EXPECT_OK(c, "exchange.delete");
+    h_close(c);
+}
+END_TEST
+
 START_TEST(confirm_persistent_after_store)
 {
     /* A persistent message that reaches a durable queue is acked once the
@@ -956,6 +997,7 @@ main(void)
     tcase_add_test(tc, confirm_pipelined_publishes_batched);
     tcase_add_test(tc, confirm_return_before_ack);
     tcase_add_test(tc, confirm_nack_on_reject_publish);
+    tcase_add_test(tc, confirm_nack_on_reject_publish_dlx);
     tcase_add_test(tc, confirm_persistent_after_store);
     tcase_add_test(tc, confirm_mixed_persistent_transient);
     tcase_add_test(tc, confirm_and_tx_exclude_each_other);

@@ -291,6 +291,65 @@ START_TEST(args_queue_mode)
 }
 END_TEST
 
+/* x-queue-version 1 and 2 and x-queue-master-locator accepted and
+ * compared on redeclare; other values refused with RabbitMQ 3.10's texts
+ * (a bad locator crashes RabbitMQ's channel: 541, so that case runs on
+ * Roost only). */
+START_TEST(args_queue_version_and_locator)
+{
+    amqp_connection_state_t c = h_connect(H);
+    char name[64], q[256], want[512];
+    amqp_table_entry_t v1, v2 = { 0 }, v3, loc = h_entry_str(
+        "x-queue-master-locator", "client-local");
+    amqp_table_entry_t vs = h_entry_str("x-queue-version", "2");
+
+    v1.key = v3.key = amqp_cstring_bytes("x-queue-version");
+    v1.value.kind = v3.value.kind = AMQP_FIELD_KIND_I32;
+    v1.value.value.i32 = 1;
+    v3.value.value.i32 = 3;
+    v2 = v1;
+    v2.value.value.i32 = 2;
+    h_name(name, sizeof(name), "qver");
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, name, false, false, true,
+                       h_table(&v1, 1), q, NULL, NULL);
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(name), 0, 0, 0, 1,
+                       h_table(&v2, 1));
+    snprintf(want, sizeof(want), "PRECONDITION_FAILED - inequivalent arg "
+             "'x-queue-version' for queue '%s' in vhost '/': received '2' "
+             "but current is '1'", name);
+    EXPECT_CHANNEL_CLOSE(c, 1, 406, want);
+    reopen(c, 1);
+    delete_queue(c, name);
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(name), 0, 0, 0, 1,
+                       h_table(&v3, 1));
+    snprintf(want, sizeof(want), "PRECONDITION_FAILED - invalid arg "
+             "'x-queue-version' for queue '%s' in vhost '/': \"unsupported "
+             "queue version '3'\"", name);
+    EXPECT_CHANNEL_CLOSE(c, 1, 406, want);
+    reopen(c, 1);
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(name), 0, 0, 0, 1,
+                       h_table(&vs, 1));
+    snprintf(want, sizeof(want), "PRECONDITION_FAILED - invalid arg "
+             "'x-queue-version' for queue '%s' in vhost '/': \"expected "
+             "integer, got longstr\"", name);
+    EXPECT_CHANNEL_CLOSE(c, 1, 406, want);
+    reopen(c, 1);
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, name, false, false, true,
+                       h_table(&loc, 1), q, NULL, NULL);
+    delete_queue(c, name);
+    if (!harness_is_remote()) {
+        amqp_table_entry_t bad = h_entry_str("x-queue-master-locator", "x");
+        amqp_queue_declare(c, 1, amqp_cstring_bytes(name), 0, 0, 0, 1,
+                           h_table(&bad, 1));
+        snprintf(want, sizeof(want), "PRECONDITION_FAILED - invalid arg "
+                 "'x-queue-master-locator' for queue '%s' in vhost '/': "
+                 "\"unsupported queue master locator 'x'\"", name);
+        EXPECT_CHANNEL_CLOSE(c, 1, 406, want);
+    }
+    h_close(c);
+}
+END_TEST
+
 static void
 expect_arg_540(amqp_table_entry_t arg, const char *text)
 {
@@ -833,6 +892,7 @@ main(void)
     tcase_add_test(tc, args_other_than_x_not_compared);
     tcase_add_test(tc, args_classic_queue_type_accepted);
     tcase_add_test(tc, args_queue_mode);
+    tcase_add_test(tc, args_queue_version_and_locator);
     tcase_add_test(tc, args_unimplemented_540);
     tcase_add_test(tc, args_implemented_compared_406);
     tcase_add_test(tc, args_compared_by_value);
