@@ -24,6 +24,8 @@
 #include "broker/log.h"
 #include "broker/msg.h"
 #include "broker/qargs.h"
+#include "broker/queue.h"
+#include "broker/reheader.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
@@ -438,9 +440,10 @@ channel_has_credit(const struct channel *ch, const struct consumer *c)
     return true;
 }
 
-void
-channel_send_content(struct channel *ch, const struct amqp_method *m,
-                     struct msg *msg)
+/* 'method', the content header 'hdr', and the message's body frames. */
+static void
+send_content(struct channel *ch, const struct amqp_method *m,
+             struct msg *msg, const uint8_t *hdr, size_t hdr_len)
 {
     struct conn *c = ch->conn;
     struct evbuffer *out = conn_output(c);
@@ -450,9 +453,9 @@ channel_send_content(struct channel *ch, const struct amqp_method *m,
 
     conn_send_method(c, ch->number, m);
     wire_wr_init(&w, buf, sizeof(buf));
-    frame_put_header(&w, AMQP_FRAME_HEADER, ch->number, msg_hdr_len(msg));
+    frame_put_header(&w, AMQP_FRAME_HEADER, ch->number, (uint32_t)hdr_len);
     evbuffer_add(out, buf, w.len);
-    evbuffer_add(out, msg_hdr(msg), msg_hdr_len(msg));
+    evbuffer_add(out, hdr, hdr_len);
     evbuffer_add(out, "\xCE", 1);
     for (uint64_t off = 0; off < msg->body_len; off += chunk) {
         size_t n = (size_t)(msg->body_len - off < chunk ? msg->body_len - off
@@ -464,6 +467,60 @@ channel_send_content(struct channel *ch, const struct amqp_method *m,
         evbuffer_add(out, "\xCE", 1);
     }
     conn_output_added(c);
+}
+
+void
+channel_send_content(struct channel *ch, const struct amqp_method *m,
+                     struct msg *msg)
+{
+    send_content(ch, m, msg, msg_hdr(msg), msg_hdr_len(msg));
+}
+
+/* The headers with x-delivery-count set to *arg (reheader.h); every
+ * other entry as it was. */
+static bool
+count_headers(struct wire_wr *w, struct content_header *h, void *arg)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v, n = { .kind = AMQP_FIELD_I64, .v.i = *(int64_t *)arg };
+    size_t outer = table_begin(w);
+
+    if (h->props.flags & AMQP_BASIC_HEADERS_FLAG) {
+        table_iter_init(&it, h->props.headers);
+        while (table_next(&it, &k, &v)) {
+            if (amqp_bytes_eq(k, "x-delivery-count"))
+                continue;
+            (void)table_put_key(w, k);
+            field_put(w, &v);
+        }
+    }
+    (void)table_put_key(w, amqp_cstr("x-delivery-count"));
+    field_put(w, &n);
+    table_end(w, outer);
+    return true;
+}
+
+void
+channel_send_entry(struct channel *ch, const struct amqp_method *m,
+                   const struct queue *q, const struct qentry *e)
+{
+    /* A queue with a delivery limit shows how often the message came
+     * back, as RabbitMQ's quorum queues do (0 the first time): the one
+     * delivery path that re-encodes the header. */
+    if (q->qa.delivery_limited) {
+        int64_t returns = e->deliveries > 0 ? (int64_t)e->deliveries - 1 : 0;
+        size_t len;
+        uint8_t *hdr = reheader(e->m, count_headers, &returns, &len);
+        if (hdr != NULL) {
+            send_content(ch, m, e->m, hdr, len);
+            free(hdr);
+            return;
+        }
+        /* A table at the codec's bound has no room for one more entry:
+         * it goes as it came. */
+    }
+    channel_send_content(ch, m, e->m);
 }
 
 void
@@ -482,11 +539,11 @@ channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
     d->routing_key.len = msg_rkey_len(e.m);
     if (c->no_ack) {
         d->delivery_tag = ch->next_tag++;
-        channel_send_content(ch, &m, e.m);
+        channel_send_entry(ch, &m, q, &e);
         queue_ack(q, e);
     } else {
         d->delivery_tag = channel_track(ch, q, c, e);
-        channel_send_content(ch, &m, e.m);
+        channel_send_entry(ch, &m, q, &e);
     }
 }
 

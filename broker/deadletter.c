@@ -1,8 +1,8 @@
 /*
- * Building the dead-lettered copy of a message. The content header is
- * decoded, its headers table rebuilt with x-death updated, and encoded
- * again; the body is copied. Dead-lettering is rare, so clarity wins over
- * avoiding the copy.
+ * Building the dead-lettered copy of a message: its content header
+ * through reheader (reheader.h) with x-death updated; the body is
+ * copied. Dead-lettering is rare, so clarity wins over avoiding the
+ * copy.
  */
 #include "broker/deadletter.h"
 
@@ -13,6 +13,7 @@
 #include "amqp/props.h"
 #include "broker/log.h"
 #include "broker/msg.h"
+#include "broker/reheader.h"
 #include "broker/util.h"
 
 /* Does an x-death entry name this queue and reason? */
@@ -128,64 +129,52 @@ build_headers(struct wire_wr *w, const struct msg *m,
     return true;
 }
 
+/* What build_headers needs, for reheader. */
+struct death {
+    const struct msg *m;
+    const char *queue, *reason;
+    bool cycle;                 /* it died here for this reason before */
+};
+
+static bool
+death_headers(struct wire_wr *w, struct content_header *h, void *arg)
+{
+    struct death *d = arg;
+    if (!build_headers(w, d->m, h, d->queue, d->reason)) {
+        d->cycle = true;
+        return false;
+    }
+    /* The expiration moved into x-death as original-expiration. */
+    h->props.flags &= (uint16_t)~AMQP_BASIC_EXPIRATION_FLAG;
+    return true;
+}
+
 struct msg *
 deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                const char *dlx, const char *dlrk)
 {
-    struct content_header h;
-    struct wire_wr w;
-    size_t cap = msg_hdr_len(m) + 1024;
-    uint8_t *hbuf = NULL, *out = NULL;
-    struct msg *dm = NULL;
+    struct death d = { m, queue, reason, false };
+    struct content_header dh;
+    size_t len;
+    uint8_t *hdr = reheader(m, death_headers, &d, &len);
 
-    if (content_header_decode(msg_hdr(m), msg_hdr_len(m), &h) != AMQP_OK)
-        return NULL;   /* cannot happen: it was checked at publish */
-    for (;;) {
-        hbuf = xrealloc(hbuf, cap);
-        wire_wr_init(&w, hbuf, cap);
-        if (!build_headers(&w, m, &h, queue, reason))
-            goto done;
-        if (!wire_wr_overflowed(&w))
-            break;
-        cap = w.len;
+    if (hdr == NULL) {
+        /* A cycle ends here, silently. With x-death added, the headers
+         * can outgrow what a table may hold (16 MiB): such a message
+         * cannot be dead-lettered and is dropped, as one that would
+         * expire forever. */
+        if (!d.cycle)
+            log_warnx("queue '%s': a message too large to dead-letter with "
+                      "x-death was dropped", queue);
+        return NULL;
     }
-    /* hbuf holds a length-prefixed table: point the headers at it. */
-    h.props.headers.ptr = hbuf + 4;
-    h.props.headers.len = w.len - 4;
-    h.props.flags |= AMQP_BASIC_HEADERS_FLAG;
-    h.props.flags &= (uint16_t)~AMQP_BASIC_EXPIRATION_FLAG;
-
-    size_t ocap = msg_hdr_len(m) + w.len + 64;
-    for (;;) {
-        out = xrealloc(out, ocap);
-        struct wire_wr ow;
-        wire_wr_init(&ow, out, ocap);
-        enum amqp_status st = content_header_encode(&h, &ow);
-        if (st == AMQP_OK) {
-            struct amqp_bytes rk = dlrk ? amqp_cstr(dlrk)
-                                        : (struct amqp_bytes){
-                                              (const uint8_t *)msg_rkey(m),
-                                              msg_rkey_len(m) };
-            struct content_header dh;
-            /* With x-death added, the headers can outgrow what a table
-             * may hold (16 MiB): such a message cannot be dead-lettered
-             * and is dropped, as one that would expire forever. */
-            if (content_header_decode(out, ow.len, &dh) != AMQP_OK ||
-                dh.body_size != m->body_len) {
-                log_warnx("queue '%s': a message too large to dead-letter "
-                          "with x-death was dropped", queue);
-                break;
-            }
-            dm = msg_new(amqp_cstr(dlx), rk, out, ow.len, &dh, false, NULL);
-            msg_body_copy_from(dm, m);
-            break;
-        }
-        if (st != AMQP_E_OVERFLOW)
-            break;
-        ocap = ow.len;
-    }
-done:
-    free(hbuf);
-    free(out);
+    (void)content_header_decode(hdr, len, &dh);
+    struct amqp_bytes rk = dlrk ? amqp_cstr(dlrk)
+                                : (struct amqp_bytes){
+                                      (const uint8_t *)msg_rkey(m),
+                                      msg_rkey_len(m) };
+    struct msg *dm = msg_new(amqp_cstr(dlx), rk, hdr, len, &dh, false, NULL);
+    msg_body_copy_from(dm, m);
+    free(hdr);
     return dm;
 }

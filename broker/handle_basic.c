@@ -252,11 +252,11 @@ get_run(struct channel *ch, struct queue *q, bool no_ack)
     g->message_count = (uint32_t)q->len;
     if (no_ack) {
         g->delivery_tag = ch->next_tag++;
-        channel_send_content(ch, &m, e.m);
+        channel_send_entry(ch, &m, q, &e);
         queue_ack(q, e);
     } else {
         g->delivery_tag = channel_track(ch, q, NULL, e);
-        channel_send_content(ch, &m, e.m);
+        channel_send_entry(ch, &m, q, &e);
     }
 }
 

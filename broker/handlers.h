@@ -69,6 +69,12 @@ void channel_requeue_all(struct channel *ch);
 void channel_send_content(struct channel *ch, const struct amqp_method *m,
                           struct msg *msg);
 
+/* The same for a queue entry, as its queue shows it (x-delivery-count
+ * when the queue has a delivery limit). */
+struct qentry;
+void channel_send_entry(struct channel *ch, const struct amqp_method *m,
+                        const struct queue *q, const struct qentry *e);
+
 /* Record a delivery awaiting ack; returns its tag. */
 uint64_t channel_track(struct channel *ch, struct queue *q,
                        struct consumer *c, struct qentry e);

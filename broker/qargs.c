@@ -17,7 +17,7 @@ const char *const qargs_equivalence_keys[] = {
     "x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes",
     "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
     "x-single-active-consumer", "x-queue-mode", "x-queue-version",
-    "x-queue-master-locator", NULL,
+    "x-queue-master-locator", "x-delivery-limit", NULL,
 };
 
 const char *
@@ -212,6 +212,17 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
         else if (amqp_bytes_eq(k, "x-queue-master-locator"))
             r = one_of_arg(&v, k, what, master_locators,
                            "unsupported queue master locator", err, errlen);
+        else if (amqp_bytes_eq(k, "x-delivery-limit")) {
+            /* Any integer, as RabbitMQ 3.10's quorum queues take it (a
+             * negative one lets no return through). */
+            out->delivery_limited = true;
+            if (!qargs_as_int(&v, &out->delivery_limit)) {
+                char why[96];
+                snprintf(why, sizeof(why), "\"expected integer, got %s\"",
+                         qargs_kind_name(v.kind));
+                r = invalid(err, errlen, k, what, why);
+            }
+        }
         else if (amqp_bytes_eq(k, "x-single-active-consumer"))
             r = bool_arg(&v, k, what, &out->single_active, err, errlen);
         else if (amqp_bytes_eq(k, "x-dead-letter-exchange"))

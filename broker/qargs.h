@@ -4,7 +4,8 @@
  * x-overflow (drop-head, reject-publish, reject-publish-dlx),
  * x-dead-letter-exchange, x-dead-letter-routing-key, x-queue-mode
  * (default, lazy), x-queue-version (1, 2), x-queue-master-locator (no
- * effect on one node), x-single-active-consumer and
+ * effect on one node), x-single-active-consumer, x-delivery-limit (on
+ * every queue: Roost's extension for classic ones) and
  * x-queue-type=classic. Any other "x-"
  * argument is refused with 540 NOT_IMPLEMENTED.
  */
@@ -33,6 +34,8 @@ struct qargs {
     char *dlx;                  /* dead-letter exchange, or NULL */
     char *dlrk;                 /* dead-letter routing key, or NULL */
     bool single_active;         /* x-single-active-consumer */
+    bool delivery_limited;      /* x-delivery-limit given: */
+    int64_t delivery_limit;     /* returns allowed (negative: none) */
 };
 
 enum qargs_result { QARGS_OK, QARGS_INVALID, QARGS_NOT_IMPLEMENTED };

@@ -374,6 +374,14 @@ queue_requeue(struct queue *q, struct qentry e)
         entry_end(q, e);
         return;
     }
+    /* x-delivery-limit counts returns, as RabbitMQ's quorum queues do:
+     * each delivery that comes back is one, so a limit of 2 allows three
+     * deliveries; past it the message is dead-lettered (or dropped). */
+    if (q->qa.delivery_limited &&
+        (int64_t)e.deliveries > q->qa.delivery_limit) {
+        dead_letter(q, e, "delivery_limit");
+        return;
+    }
     if (q->len == q->cap)
         grow(q);
     e.redelivered = true;

@@ -24,14 +24,17 @@ run() {
         return
     fi
     $py "$here/vhosts.py" --amqp "$port" --http "$http" "$1" > "$tmp/out" 2>&1
+    local rc=$?
     while IFS= read -r line; do
         case $line in
             "PASS "*) ok "${line#PASS }" ;;
             "FAIL "*) rest=${line#FAIL }; bad "${rest%%: *}" "${rest#*: }" ;;
         esac
     done < "$tmp/out"
-    grep -q '^\(PASS\|FAIL\) ' "$tmp/out" ||
-        bad "$1: vhosts.py ran" "$(tail -5 "$tmp/out")"
+    # A script that stops half way (an exception) fails, whatever it
+    # printed before.
+    grep -q '^FAIL ' "$tmp/out" || [ $rc -eq 0 ] ||
+        bad "$1: vhosts.py ran to its end" "exit $rc: $(tail -5 "$tmp/out")"
 }
 
 for phase in before after; do

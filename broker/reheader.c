@@ -1,0 +1,60 @@
+/*
+ * Re-encoding a content header: two growing buffers, one for the new
+ * headers table and one for the header, each written once more when
+ * the first pass says how much room it needs.
+ */
+#include "broker/reheader.h"
+
+#include <stdlib.h>
+
+#include "broker/msg.h"
+#include "broker/util.h"
+
+uint8_t *
+reheader(const struct msg *m, reheader_fn fn, void *arg, size_t *len)
+{
+    struct content_header h, check;
+    struct wire_wr w;
+    size_t cap = msg_hdr_len(m) + 256;
+    uint8_t *table = NULL, *out = NULL;
+
+    for (;;) {
+        /* Decoded anew each pass: 'fn' may have changed the properties. */
+        if (content_header_decode(msg_hdr(m), msg_hdr_len(m), &h) != AMQP_OK)
+            goto fail;   /* cannot happen: it was checked at publish */
+        table = xrealloc(table, cap);
+        wire_wr_init(&w, table, cap);
+        if (!fn(&w, &h, arg))
+            goto fail;
+        if (!wire_wr_overflowed(&w))
+            break;
+        cap = w.len;
+    }
+    /* 'table' holds a length-prefixed table: point the headers at it. */
+    h.props.headers.ptr = table + 4;
+    h.props.headers.len = w.len - 4;
+    h.props.flags |= AMQP_BASIC_HEADERS_FLAG;
+    size_t ocap = msg_hdr_len(m) + w.len + 64;
+    for (;;) {
+        out = xrealloc(out, ocap);
+        wire_wr_init(&w, out, ocap);
+        enum amqp_status st = content_header_encode(&h, &w);
+        if (st == AMQP_OK)
+            break;
+        if (st != AMQP_E_OVERFLOW)
+            goto fail;
+        ocap = w.len;
+    }
+    /* What the codec would refuse to read (a table over 16 MiB), no one
+     * is sent. */
+    if (content_header_decode(out, w.len, &check) != AMQP_OK ||
+        check.body_size != m->body_len)
+        goto fail;
+    free(table);
+    *len = w.len;
+    return out;
+fail:
+    free(table);
+    free(out);
+    return NULL;
+}

@@ -1,0 +1,37 @@
+/*
+ * The one slow path that changes a message's content header: its
+ * properties decoded, its headers table rewritten, the header encoded
+ * again. Dead-lettering (x-death) and x-delivery-count on deliveries
+ * from a queue with a delivery limit take it; every other message goes
+ * out with the header it came with, byte for byte.
+ */
+#ifndef ROOST_BROKER_REHEADER_H
+#define ROOST_BROKER_REHEADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amqp/props.h"
+#include "amqp/wire.h"
+
+struct msg;
+
+/*
+ * Writes the new headers table (with its length prefix) into 'w' from
+ * the decoded header 'h', whose other properties it may change; false
+ * to give up. It may be called again with a larger 'w' when the first
+ * did not fit: it must write the same each time.
+ */
+typedef bool (*reheader_fn)(struct wire_wr *w, struct content_header *h,
+                            void *arg);
+
+/*
+ * 'm's content header with its headers table as 'fn' writes it: a new
+ * allocation (free it) of *len bytes, or NULL when 'fn' gives up or the
+ * result does not decode (a table over the codec's bounds).
+ */
+uint8_t *reheader(const struct msg *m, reheader_fn fn, void *arg,
+                  size_t *len);
+
+#endif
