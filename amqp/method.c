@@ -21,6 +21,52 @@ method_name(uint32_t id)
     return mi ? mi->name : "unknown";
 }
 
+/*
+ * Whether 'b' is UTF-8 as RabbitMQ's decoder (xmerl_ucs:from_utf8) sees
+ * it: sequences of one to four bytes, none overlong. Like it, this lets
+ * surrogates and code points up to 0x1FFFFF through.
+ */
+static bool
+is_utf8(struct amqp_bytes b)
+{
+    static const uint32_t min[] = { 0, 0x80, 0x800, 0x10000 };
+    size_t i = 0;
+
+    while (i < b.len) {
+        uint8_t c = b.ptr[i];
+        size_t n = c < 0x80 ? 0 : c >= 0xC0 && c < 0xE0 ? 1
+                              : c >= 0xE0 && c < 0xF0 ? 2
+                              : c >= 0xF0 && c < 0xF8 ? 3 : 4;
+        if (n == 4 || b.len - i - 1 < n)
+            return false;
+        uint32_t cp = n == 0 ? c : c & (0x3Fu >> n);
+        for (size_t k = 1; k <= n; k++) {
+            if ((b.ptr[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = cp << 6 | (b.ptr[i + k] & 0x3Fu);
+        }
+        if (cp < min[n])
+            return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+static enum amqp_status
+check_shortstrs(const struct method_info *mi, const struct amqp_method *m)
+{
+    if (m->id == AMQP_BASIC_PUBLISH)
+        return AMQP_OK;
+    for (size_t i = 0; i < mi->nfields; i++) {
+        const struct codec_field *f = &mi->fields[i];
+        if (f->type == FIELD_SHORTSTR &&
+            !is_utf8(*(const struct amqp_bytes *)(const void *)
+                          ((const uint8_t *)&m->a + f->offset)))
+            return AMQP_E_UTF8;
+    }
+    return AMQP_OK;
+}
+
 enum amqp_status
 method_decode(const uint8_t *payload, size_t len, struct amqp_method *out)
 {
@@ -42,6 +88,8 @@ method_decode(const uint8_t *payload, size_t len, struct amqp_method *out)
     st = codec_read(&r, mi->fields, mi->nfields, CODEC_ALL, &out->a);
     if (st == AMQP_OK && wire_rd_left(&r) != 0)
         st = AMQP_E_TRAILING;
+    if (st == AMQP_OK)
+        st = check_shortstrs(mi, out);
     return st;
 }
 

@@ -67,7 +67,10 @@ const char *method_name(uint32_t id);
  * Decode a method frame's payload. On AMQP_OK, strings and tables in
  * out->a borrow 'payload'. Errors: AMQP_E_METHOD_SHORT (no room for the
  * ids), AMQP_E_UNKNOWN_CLASS, AMQP_E_UNKNOWN_METHOD, AMQP_E_TRUNCATED,
- * AMQP_E_TRAILING, and table errors. Never allocates.
+ * AMQP_E_TRAILING, table errors, and AMQP_E_UTF8 for a shortstr that is
+ * not UTF-8 (checked as RabbitMQ 3.10 checks it: in every method but
+ * basic.publish, whose exchange and routing key it takes as they come).
+ * Never allocates.
  */
 enum amqp_status method_decode(const uint8_t *payload, size_t len,
                                struct amqp_method *out);

@@ -21,6 +21,7 @@
     X(AMQP_E_METHOD_SHORT, 501, "method frame shorter than its class and method ids") \
     X(AMQP_E_TRUNCATED, 501, "field runs past the end of the frame") \
     X(AMQP_E_TRAILING, 501, "bytes left over after the last field") \
+    X(AMQP_E_UTF8, 501, "Malformed UTF-8 in shortstr") \
     X(AMQP_E_FIELD_TYPE, 501, "unknown field value type") \
     X(AMQP_E_TABLE_DEPTH, 501, "field tables nested too deeply") \
     X(AMQP_E_TABLE_SIZE, 501, "field table too large") \

@@ -28,4 +28,10 @@ extern struct broker broker;
 
 struct vhost *broker_vhost(const char *name, size_t len);
 
+/* This broker's node name as RabbitMQ spells one, "rabbit@host" (the
+ * short host name; "roost@host" with server_properties.rabbitmq off):
+ * the management API's node and the cluster_name server property.
+ * Computed once. */
+const char *broker_node_name(void);
+
 #endif

@@ -870,6 +870,12 @@ channel_close_from_client(struct channel *ch)
     channel_free(ch);
 }
 
+/*
+ * We sent channel.close: only its close-ok ends the channel. A close
+ * from the client that crossed ours is answered with close-ok and the
+ * channel still waits for the client's close-ok, as in RabbitMQ; a
+ * channel.open is 504 there too; anything else is dropped.
+ */
 static void
 closing_frame(struct channel *ch, const struct frame *f)
 {
@@ -882,7 +888,11 @@ closing_frame(struct channel *ch, const struct frame *f)
         conn_channel_closed(ch->conn, ch->number);
         channel_free(ch);
     } else if (m.id == AMQP_CHANNEL_CLOSE) {
-        channel_close_from_client(ch);
+        struct amqp_method ok = { .id = AMQP_CHANNEL_CLOSE_OK };
+        channel_send(ch, &ok);
+    } else if (m.id == AMQP_CHANNEL_OPEN) {
+        conn_fail(ch->conn, AMQP_CHANNEL_ERROR, m.id,
+                  "second 'channel.open' seen");
     }
 }
 
@@ -1087,8 +1097,7 @@ channel_frame(struct channel *ch, const struct frame *f)
     }
     enum amqp_status st = method_decode(f->payload, f->size, &m);
     if (st != AMQP_OK) {
-        conn_fail(ch->conn, status_reply_code(st), 0,
-                  "cannot decode method frame: %s", status_text(st));
+        conn_fail_decode(ch->conn, f, st);
         return;
     }
     dispatch_method(ch, &m);

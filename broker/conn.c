@@ -82,6 +82,60 @@ conn_count(void)
     return nconns;
 }
 
+/* Channel numbers below this index an array; the others a map. */
+#define CHAN_LOW 256
+
+static struct channel *
+chan_get(const struct conn *c, uint16_t n)
+{
+    if (n < c->channels_cap)
+        return c->channels[n];
+    if (n < CHAN_LOW || c->high_channels.count == 0)
+        return NULL;
+    return hmap_get(&c->high_channels, &n, sizeof(n));
+}
+
+/* Put 'ch' at number 'n' (NULL: none). */
+static void
+chan_set(struct conn *c, uint16_t n, struct channel *ch)
+{
+    if (n >= CHAN_LOW) {
+        if (ch)
+            hmap_put(&c->high_channels, &n, sizeof(n), ch);
+        else
+            hmap_del(&c->high_channels, &n, sizeof(n));
+        return;
+    }
+    if (n >= c->channels_cap) {
+        if (ch == NULL)
+            return;
+        uint32_t cap = c->channels_cap ? c->channels_cap : 8;
+        while (cap <= n)
+            cap *= 2;
+        c->channels = xrealloc(c->channels, cap * sizeof(*c->channels));
+        memset(c->channels + c->channels_cap, 0,
+               (cap - c->channels_cap) * sizeof(*c->channels));
+        c->channels_cap = cap;
+    }
+    c->channels[n] = ch;
+}
+
+/* The open channels: start with *pos = 0; NULL at the end. The set must
+ * not change meanwhile. */
+static struct channel *
+chan_next(const struct conn *c, size_t *pos)
+{
+    while (*pos < c->channels_cap) {
+        struct channel *ch = c->channels[(*pos)++];
+        if (ch)
+            return ch;
+    }
+    size_t hpos = *pos - c->channels_cap;
+    struct hmap_slot *sl = hmap_next(&c->high_channels, &hpos);
+    *pos = c->channels_cap + hpos;
+    return sl ? sl->val : NULL;
+}
+
 size_t
 conn_open_count(void)
 {
@@ -99,10 +153,9 @@ conn_totals(const char *user, struct conn_totals *t)
             (user != NULL && (c->user == NULL || strcmp(c->user, user) != 0)))
             continue;
         t->connections++;
-        for (uint32_t i = 0; i < c->channels_cap; i++) {
-            const struct channel *ch = c->channels[i];
-            if (ch == NULL)
-                continue;
+        size_t pos = 0;
+        const struct channel *ch;
+        while ((ch = chan_next(c, &pos)) != NULL) {
             t->channels++;
             t->consumers += ch->consumers.count;
         }
@@ -256,15 +309,22 @@ close_channels(struct conn *c)
             channel_free(ch);
         }
     }
+    size_t pos = 0;
+    struct hmap_slot *sl;
+    while ((sl = hmap_next(&c->high_channels, &pos)) != NULL)
+        channel_free(sl->val);
+    hmap_destroy(&c->high_channels);
+    hmap_init(&c->high_channels);
     c->nchannels = 0;
 }
 
 static void
 shutdown_channels(struct conn *c)
 {
-    for (uint32_t i = 0; i < c->channels_cap; i++)
-        if (c->channels[i])
-            channel_shutdown(c->channels[i]);
+    size_t pos = 0;
+    struct channel *ch;
+    while ((ch = chan_next(c, &pos)) != NULL)
+        channel_shutdown(ch);
 }
 
 static void
@@ -296,9 +356,9 @@ static void
 flush_confirms(struct conn *c)
 {
     for (size_t i = 0; i < c->ndirty; i++) {
-        uint16_t n = c->confirm_dirty[i];
-        if (n < c->channels_cap && c->channels[n])
-            channel_flush_confirms(c->channels[n]);
+        struct channel *ch = chan_get(c, c->confirm_dirty[i]);
+        if (ch)
+            channel_flush_confirms(ch);
     }
     c->ndirty = 0;
 }
@@ -336,6 +396,7 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
         evbuffer_free(c->out);
         transport_free(c->tp);
         free(c->channels);
+        hmap_destroy(&c->high_channels);
         free(c->excl);
         free(c->confirm_dirty);
         free(c->user);
@@ -470,6 +531,23 @@ conn_fail(struct conn *c, uint16_t code, uint32_t method_id, const char *fmt,
     flow_forget(c);
     c->blocked = false;
     conn_reading(c, true);
+}
+
+void
+conn_fail_decode(struct conn *c, const struct frame *f, enum amqp_status st)
+{
+    /* As RabbitMQ: the close names the method whose arguments did not
+     * decode; for a name that is not UTF-8 it names none, except on
+     * channel 0. */
+    uint32_t id = f->size >= 4 ? AMQP_METHOD_ID(wire_load16(f->payload),
+                                                wire_load16(f->payload + 2))
+                               : 0;
+    if (st == AMQP_E_UTF8)
+        conn_fail(c, status_reply_code(st), f->channel == 0 ? id : 0, "%s",
+                  status_text(st));
+    else
+        conn_fail(c, status_reply_code(st), id,
+                  "cannot decode method frame: %s", status_text(st));
 }
 
 /* Close the connections on 'vh', or of 'user' (both NULL: all). */
@@ -620,10 +698,12 @@ conn_foreach_unacked(void (*fn)(struct queue *q, struct qentry *e, void *arg),
                      void *arg)
 {
     struct conn *c;
-    TAILQ_FOREACH(c, &conns, link)
-        for (uint32_t i = 0; i < c->channels_cap; i++)
-            if (c->channels[i])
-                channel_foreach_unacked(c->channels[i], fn, arg);
+    TAILQ_FOREACH(c, &conns, link) {
+        size_t pos = 0;
+        struct channel *ch;
+        while ((ch = chan_next(c, &pos)) != NULL)
+            channel_foreach_unacked(ch, fn, arg);
+    }
 }
 
 void
@@ -644,8 +724,8 @@ conn_free_all(void)
 void
 conn_channel_closed(struct conn *c, uint16_t number)
 {
-    if (number < c->channels_cap && c->channels[number]) {
-        c->channels[number] = NULL;
+    if (chan_get(c, number)) {
+        chan_set(c, number, NULL);
         c->nchannels--;
     }
 }
@@ -654,8 +734,7 @@ conn_channel_closed(struct conn *c, uint16_t number)
 static void
 channel_frame_in(struct conn *c, const struct frame *f)
 {
-    struct channel *ch =
-        f->channel < c->channels_cap ? c->channels[f->channel] : NULL;
+    struct channel *ch = chan_get(c, f->channel);
     struct amqp_method m;
 
     if (ch) {
@@ -669,32 +748,23 @@ channel_frame_in(struct conn *c, const struct frame *f)
     }
     enum amqp_status st = method_decode(f->payload, f->size, &m);
     if (st != AMQP_OK) {
-        conn_fail(c, status_reply_code(st), 0, "cannot decode method frame: %s",
-                  status_text(st));
+        conn_fail_decode(c, f, st);
         return;
     }
     if (m.id != AMQP_CHANNEL_OPEN) {
         conn_fail(c, AMQP_CHANNEL_ERROR, m.id, "expected 'channel.open'");
         return;
     }
-    if (f->channel > c->channel_max) {
-        conn_fail(c, AMQP_NOT_ALLOWED, m.id,
-                  "channel number %u exceeds the negotiated channel_max %u",
-                  f->channel, c->channel_max);
+    /* As RabbitMQ: channel_max bounds how many channels are open, not
+     * their numbers (channel 65535 opens with channel_max 2). */
+    if (c->nchannels >= c->channel_max) {
+        conn_fail(c, AMQP_NOT_ALLOWED, 0,
+                  "number of channels opened (%u) has reached the "
+                  "negotiated channel_max (%u)", c->nchannels,
+                  c->channel_max);
         return;
     }
-    if (f->channel >= c->channels_cap) {
-        uint32_t cap = c->channels_cap ? c->channels_cap : 8;
-        while (cap <= f->channel)
-            cap *= 2;
-        if (cap > (uint32_t)c->channel_max + 1)
-            cap = (uint32_t)c->channel_max + 1;
-        c->channels = xrealloc(c->channels, cap * sizeof(*c->channels));
-        memset(c->channels + c->channels_cap, 0,
-               (cap - c->channels_cap) * sizeof(*c->channels));
-        c->channels_cap = (uint16_t)cap;
-    }
-    c->channels[f->channel] = channel_new(c, f->channel);
+    chan_set(c, f->channel, channel_new(c, f->channel));
     c->nchannels++;
     struct amqp_method ok = { .id = AMQP_CHANNEL_OPEN_OK };
     conn_send_method(c, f->channel, &ok);
@@ -745,8 +815,7 @@ frame_in(struct conn *c, const struct frame *f)
     }
     enum amqp_status st = method_decode(f->payload, f->size, &m);
     if (st != AMQP_OK) {
-        conn_fail(c, status_reply_code(st), 0, "cannot decode method frame: %s",
-                  status_text(st));
+        conn_fail_decode(c, f, st);
         return;
     }
     conn_method(c, &m);
@@ -810,8 +879,10 @@ process_input(struct conn *c)
         if (st == AMQP_INCOMPLETE)
             break;
         if (st != AMQP_OK) {
+            /* Closing already: what is queued (the connection.close and
+             * the replies before it) still goes out, then the socket. */
             if (c->state == CONN_CLOSING) {
-                conn_close_now(c, false);
+                conn_close_now(c, true);
                 break;
             }
             conn_fail(c, status_reply_code(st), 0,
@@ -988,9 +1059,10 @@ write_now(struct conn *c)
     if (c->congested &&
         output_weight(c) <= (size_t)broker.cfg.consumer_output_low_watermark) {
         c->congested = false;
-        for (uint32_t i = 0; i < c->channels_cap && !c->congested; i++)
-            if (c->channels[i])
-                channel_resume(c->channels[i]);
+        size_t pos = 0;
+        struct channel *ch;
+        while (!c->congested && (ch = chan_next(c, &pos)) != NULL)
+            channel_resume(ch);
         flow_resume_all();
     }
 }
@@ -1064,14 +1136,19 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     if (c->state != CONN_OPEN || c->heartbeat == 0)
         return;
     uint64_t hb = (uint64_t)c->heartbeat * 1000;
-    /* A connection we stopped reading cannot be blamed for silence. */
+    /* A connection we stopped reading cannot be blamed for silence; any
+     * other is dropped after two intervals without a byte from it, about
+     * when RabbitMQ's receiver gives up. */
     if (!c->blocked && !c->flow && now - c->last_recv_ms > 2 * hb) {
         log_warnx("conn=%016" PRIx64 " %s: missed heartbeats from client, "
                   "timeout: %us", c->id, c->peer, c->heartbeat);
         conn_release(c);
         return;
     }
-    if (now - c->last_send_ms >= hb / 2) {
+    /* As RabbitMQ: a heartbeat at every half interval in which nothing
+     * else went out. A tick may come a little early, so half a tick of
+     * slack keeps it from skipping a beat. */
+    if (now - c->last_send_ms + c->tick_ms / 2 >= hb / 2) {
         uint8_t buf[8];
         struct wire_wr w;
         wire_wr_init(&w, buf, sizeof(buf));
@@ -1085,6 +1162,7 @@ static void
 timer_every(struct conn *c, unsigned ms)
 {
     struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+    c->tick_ms = ms;
     event_del(c->timer);
     event_add(c->timer, &tv);
 }
@@ -1104,8 +1182,10 @@ conn_opened(struct conn *c)
 {
     c->deadline_ms = 0;
     if (c->heartbeat) {
+        /* Tick at half the interval (RabbitMQ sends at half the interval
+         * too), at least every 5 s so the silence check stays close. */
         unsigned period = c->heartbeat * 1000u / 2;
-        timer_every(c, period < 1000 ? 1000 : period > 5000 ? 5000 : period);
+        timer_every(c, period > 5000 ? 5000 : period);
     } else {
         event_del(c->timer);
     }

@@ -14,6 +14,7 @@
 #include <sys/queue.h>
 
 #include "amqp/method.h"
+#include "broker/hmap.h"
 #include "broker/inbuf.h"
 #include "broker/store/store.h"
 
@@ -62,14 +63,19 @@ struct conn {
     struct vhost *vh;
     const struct perm *perm;    /* the user's in 'vh' (access.c) */
     unsigned perm_seen;         /* perm_epoch + 1 when looked up; 0: not */
-    /* channels, by number; NULL where none is open */
+    /* channels by number (conn.c: chan_get, chan_set, chan_next): the
+     * numbers below CHAN_LOW in an array as long as the highest of them,
+     * the others (any up to 65535, rare) in a map; at most channel_max
+     * open, so neither outgrows it */
     struct channel **channels;
-    uint16_t channels_cap;
+    uint32_t channels_cap;      /* at most CHAN_LOW */
+    struct hmap high_channels;  /* 2-byte number -> struct channel */
     uint32_t nchannels;
     /* liveness */
     uint64_t last_recv_ms;
     uint64_t last_send_ms;
     struct event *timer;        /* handshake, heartbeat and close timeouts */
+    unsigned tick_ms;           /* the timer's period */
     uint64_t deadline_ms;       /* handshake or close deadline; 0 = none */
     /* output backpressure */
     bool congested;             /* over the high watermark: no deliveries */
@@ -137,6 +143,12 @@ void conn_output_added(struct conn *c);
  */
 void conn_fail(struct conn *c, uint16_t code, uint32_t method_id,
                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* The method frame 'f' did not decode ('st'): conn_fail with the reply
+ * code, text and method ids RabbitMQ closes with. */
+struct frame;
+void conn_fail_decode(struct conn *c, const struct frame *f,
+                      enum amqp_status st);
 
 /* Drop the socket now (after flushing what is queued if 'flush'). */
 void conn_close_now(struct conn *c, bool flush);

@@ -309,19 +309,37 @@ exchange_bind(struct exchange *src, struct queue *q, struct exchange *dest_x,
     return 0;
 }
 
+static struct binding *
+binding_find(struct exchange *src, struct queue *q, struct exchange *dest_x,
+             struct amqp_bytes key, struct amqp_table args)
+{
+    struct binding *b;
+
+    TAILQ_FOREACH(b, &src->bindings, src_link)
+        if (binding_matches(b, q, dest_x, key, args))
+            return b;
+    return NULL;
+}
+
+bool
+exchange_is_bound(struct exchange *src, struct queue *q,
+                  struct exchange *dest_x, struct amqp_bytes key,
+                  struct amqp_table args)
+{
+    return binding_find(src, q, dest_x, key, args) != NULL;
+}
+
 bool
 exchange_unbind(struct exchange *src, struct queue *q,
                 struct exchange *dest_x, struct amqp_bytes key,
                 struct amqp_table args)
 {
-    struct binding *b;
+    struct binding *b = binding_find(src, q, dest_x, key, args);
 
-    TAILQ_FOREACH(b, &src->bindings, src_link)
-        if (binding_matches(b, q, dest_x, key, args)) {
-            binding_free(b);
-            return true;
-        }
-    return false;
+    if (b == NULL)
+        return false;
+    binding_free(b);
+    return true;
 }
 
 void

@@ -94,6 +94,11 @@ int exchange_bind(struct exchange *src, struct queue *q,
                   struct exchange *dest_x, struct amqp_bytes key,
                   struct amqp_table args, char *err, size_t errlen);
 
+/* Whether 'src' has the matching binding. */
+bool exchange_is_bound(struct exchange *src, struct queue *q,
+                       struct exchange *dest_x, struct amqp_bytes key,
+                       struct amqp_table args);
+
 /* Remove the matching binding; false if there was none. */
 bool exchange_unbind(struct exchange *src, struct queue *q,
                      struct exchange *dest_x, struct amqp_bytes key,

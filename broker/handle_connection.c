@@ -29,7 +29,7 @@
 void
 conn_send_start(struct conn *c)
 {
-    uint8_t buf[1024];
+    uint8_t buf[2048];
     struct wire_wr w;
     struct amqp_method m = { .id = AMQP_CONNECTION_START };
     size_t outer, caps;
@@ -55,6 +55,8 @@ conn_send_start(struct conn *c)
         (void)table_put_str(&w, "product", ROOST_PRODUCT);
         (void)table_put_str(&w, "version", ROOST_VERSION);
     }
+    /* A lone RabbitMQ node's cluster is named after the node. */
+    (void)table_put_str(&w, "cluster_name", broker_node_name());
     (void)table_put_str(&w, "roost_version", ROOST_VERSION);
     (void)table_put_str(&w, "platform", "C/libevent");
     (void)table_put_str(&w, "copyright", "Copyright (c) the Roost developers");
@@ -273,6 +275,17 @@ conn_method(struct conn *c, const struct amqp_method *m)
         client_close(c, &m->a.connection_close);
         return;
     }
+    if (c->state == CONN_OPEN) {
+        /* As RabbitMQ: on an open connection only close and
+         * update-secret are valid; a second open, a close-ok nobody asked
+         * for or any handshake method is 504. */
+        if (m->id == AMQP_CONNECTION_UPDATE_SECRET)
+            update_secret(c, &m->a.connection_update_secret);
+        else
+            conn_fail(c, AMQP_CHANNEL_ERROR, m->id,
+                      "unexpected method in connection state running");
+        return;
+    }
     if (expect && m->id != expect) {
         conn_fail(c, AMQP_COMMAND_INVALID, m->id,
                   "expected %s, got %s", method_name(expect),
@@ -289,16 +302,10 @@ conn_method(struct conn *c, const struct amqp_method *m)
     case AMQP_CONNECTION_OPEN:
         open_vhost(c, &m->a.connection_open);
         break;
-    case AMQP_CONNECTION_CLOSE_OK:
-        /* We never asked: nothing to do. */
-        break;
-    case AMQP_CONNECTION_UPDATE_SECRET:
-        update_secret(c, &m->a.connection_update_secret);
-        break;
     default:
-        /* As RabbitMQ: anything else on channel 0 of an open connection. */
-        conn_fail(c, AMQP_CHANNEL_ERROR, m->id,
-                  "unexpected method in connection state running");
+        /* Not reached: before CONN_OPEN every state expects one method. */
+        conn_fail(c, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
+                  method_name(m->id));
         break;
     }
 }

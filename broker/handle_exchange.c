@@ -145,9 +145,9 @@ _Static_assert(sizeof(struct amqp_exchange_bind) ==
                    offsetof(struct amqp_exchange_unbind, routing_key),
                "exchange.bind and exchange.unbind differ");
 static void
-bind_or_unbind(struct channel *ch, uint32_t mid,
-               const struct amqp_exchange_bind *a, bool bind)
+bind(struct channel *ch, const struct amqp_exchange_bind *a)
 {
+    const uint32_t mid = AMQP_EXCHANGE_BIND;
     struct exchange *src, *dest;
     char err[256];
 
@@ -156,17 +156,25 @@ bind_or_unbind(struct channel *ch, uint32_t mid,
         return;
     if ((src = channel_find_exchange(ch, mid, a->source)) == NULL)
         return;
-    if (bind) {
-        if (exchange_bind(src, NULL, dest, a->routing_key, a->arguments, err,
-                          sizeof(err)) != 0) {
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
-            return;
-        }
-    } else {
-        (void)exchange_unbind(src, NULL, dest, a->routing_key, a->arguments);
+    if (exchange_bind(src, NULL, dest, a->routing_key, a->arguments, err,
+                      sizeof(err)) != 0) {
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
+        return;
     }
-    channel_reply(ch, bind ? AMQP_EXCHANGE_BIND_OK : AMQP_EXCHANGE_UNBIND_OK,
-                  a->nowait);
+    channel_reply(ch, AMQP_EXCHANGE_BIND_OK, a->nowait);
+}
+
+/* As RabbitMQ 3.10: unbinding what is not bound is unbind-ok, also when
+ * either exchange is gone (clients unbind in their cleanup). */
+static void
+unbind(struct channel *ch, const struct amqp_exchange_bind *a)
+{
+    struct exchange *dest = vhost_exchange(ch->conn->vh, a->destination);
+    struct exchange *src = vhost_exchange(ch->conn->vh, a->source);
+
+    if (dest != NULL && src != NULL)
+        (void)exchange_unbind(src, NULL, dest, a->routing_key, a->arguments);
+    channel_reply(ch, AMQP_EXCHANGE_UNBIND_OK, a->nowait);
 }
 
 void
@@ -180,12 +188,10 @@ handle_exchange(struct channel *ch, const struct amqp_method *m)
         delete(ch, &m->a.exchange_delete);
         break;
     case AMQP_EXCHANGE_BIND:
-        bind_or_unbind(ch, m->id, &m->a.exchange_bind, true);
+        bind(ch, &m->a.exchange_bind);
         break;
     case AMQP_EXCHANGE_UNBIND:
-        bind_or_unbind(ch, m->id,
-                       (const struct amqp_exchange_bind *)&m->a.exchange_unbind,
-                       false);
+        unbind(ch, (const struct amqp_exchange_bind *)&m->a.exchange_unbind);
         break;
     default:
         conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",

@@ -72,10 +72,11 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
     }
     q = vhost_queue(vh, name);
     if (q) {
-        /* As RabbitMQ: another connection's exclusive queue, or asking
-         * for exclusive access to a shared one, is 405. */
+        /* As RabbitMQ: another connection's exclusive queue, or an
+         * exclusive flag that differs from the queue's (either way), is
+         * 405. */
         if ((q->exclusive && q->owner != ch->conn) ||
-            (a->exclusive && !q->exclusive)) {
+            a->exclusive != q->exclusive) {
             qargs_free(&qa);
             channel_fail(ch, AMQP_RESOURCE_LOCKED, mid,
                          "cannot obtain exclusive access to locked queue '%s' "
@@ -134,36 +135,62 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
     declare_ok(ch, q, a->nowait);
 }
 
-/* queue.bind and queue.unbind: 0-9-1 says an empty queue name means the
- * last declared queue, and then an empty routing key means its name. */
+/* queue.bind: 0-9-1 says an empty queue name means the last declared
+ * queue, and then an empty routing key means its name (so for unbind). */
 static void
-bind_or_unbind(struct channel *ch, uint32_t mid, struct amqp_bytes qname,
-               struct amqp_bytes xname, struct amqp_bytes key,
-               struct amqp_table args, bool bind, bool nowait)
+bind(struct channel *ch, const struct amqp_queue_bind *a)
 {
+    const uint32_t mid = AMQP_QUEUE_BIND;
+    struct amqp_bytes key = a->routing_key;
     struct queue *q;
     struct exchange *x;
     char err[256];
 
-    if ((q = channel_find_queue(ch, mid, qname)) == NULL)
+    if ((q = channel_find_queue(ch, mid, a->queue)) == NULL)
         return;
-    if (qname.len == 0 && key.len == 0) {
+    if (a->queue.len == 0 && key.len == 0) {
         key.ptr = (const uint8_t *)q->name;
         key.len = q->name_len;
     }
     /* The default exchange is refused before (access.c). */
-    if ((x = channel_find_exchange(ch, mid, xname)) == NULL)
+    if ((x = channel_find_exchange(ch, mid, a->exchange)) == NULL)
         return;
-    if (bind) {
-        if (exchange_bind(x, q, NULL, key, args, err, sizeof(err)) != 0) {
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
-            return;
-        }
-        channel_reply(ch, AMQP_QUEUE_BIND_OK, nowait);
-    } else {
-        (void)exchange_unbind(x, q, NULL, key, args);
-        channel_reply(ch, AMQP_QUEUE_UNBIND_OK, false);
+    if (exchange_bind(x, q, NULL, key, a->arguments, err, sizeof(err)) != 0) {
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
+        return;
     }
+    channel_reply(ch, AMQP_QUEUE_BIND_OK, a->nowait);
+}
+
+/*
+ * As RabbitMQ 3.10: unbinding what is not bound is unbind-ok, also when
+ * the queue or the exchange is gone (clients unbind in their cleanup,
+ * after an auto-delete); only an existing binding of another
+ * connection's exclusive queue is refused (405).
+ */
+static void
+unbind(struct channel *ch, const struct amqp_queue_unbind *a)
+{
+    struct vhost *vh = ch->conn->vh;
+    struct amqp_bytes qname = a->queue, key = a->routing_key;
+    struct queue *q;
+    struct exchange *x;
+
+    if (qname.len == 0)
+        qname = channel_last_queue(ch);
+    q = vhost_queue(vh, qname);
+    x = vhost_exchange(vh, a->exchange);
+    if (q != NULL && a->queue.len == 0 && key.len == 0) {
+        key.ptr = (const uint8_t *)q->name;
+        key.len = q->name_len;
+    }
+    if (q != NULL && x != NULL &&
+        exchange_is_bound(x, q, NULL, key, a->arguments)) {
+        if (channel_find_queue(ch, AMQP_QUEUE_UNBIND, qname) == NULL)
+            return;
+        (void)exchange_unbind(x, q, NULL, key, a->arguments);
+    }
+    channel_reply(ch, AMQP_QUEUE_UNBIND_OK, false);
 }
 
 static void
@@ -228,18 +255,12 @@ handle_queue(struct channel *ch, const struct amqp_method *m)
     case AMQP_QUEUE_DECLARE:
         declare(ch, &m->a.queue_declare);
         break;
-    case AMQP_QUEUE_BIND: {
-        const struct amqp_queue_bind *a = &m->a.queue_bind;
-        bind_or_unbind(ch, m->id, a->queue, a->exchange, a->routing_key,
-                       a->arguments, true, a->nowait);
+    case AMQP_QUEUE_BIND:
+        bind(ch, &m->a.queue_bind);
         break;
-    }
-    case AMQP_QUEUE_UNBIND: {
-        const struct amqp_queue_unbind *a = &m->a.queue_unbind;
-        bind_or_unbind(ch, m->id, a->queue, a->exchange, a->routing_key,
-                       a->arguments, false, false);
+    case AMQP_QUEUE_UNBIND:
+        unbind(ch, &m->a.queue_unbind);
         break;
-    }
     case AMQP_QUEUE_PURGE:
         purge(ch, &m->a.queue_purge);
         break;

@@ -106,10 +106,35 @@ log_close(void)
     log_path = NULL;
 }
 
+/*
+ * Append 'msg' to 'line' (holding 'n' of 'cap' bytes) with every control
+ * byte, DEL among them, written as \xNN: a name that reached a format
+ * without log_escape still cannot break the line or a terminal. The rest
+ * (log_escape's own "\x", UTF-8) is copied as it is. Returns the new
+ * length.
+ */
+static size_t
+append_safe(char *line, size_t n, size_t cap, const char *msg)
+{
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p >= 0x20 && *p != 0x7f) {
+            if (n + 1 >= cap)
+                break;
+            line[n++] = (char)*p;
+        } else {
+            if (n + 5 >= cap)
+                break;
+            n += (size_t)snprintf(line + n, cap - n, "\\x%02x", *p);
+        }
+    }
+    line[n] = '\0';
+    return n;
+}
+
 static void
 log_vwrite(enum log_level level, const char *fmt, va_list ap, int err)
 {
-    char line[2048];
+    char line[2048], msg[2048];
     struct timeval tv;
     struct tm tm;
     size_t n;
@@ -121,9 +146,8 @@ log_vwrite(enum log_level level, const char *fmt, va_list ap, int err)
     n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
     n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03dZ %-7s ",
                           (int)(tv.tv_usec / 1000), level_names[level]);
-    int k = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
-    if (k > 0)
-        n = n + (size_t)k < sizeof(line) ? n + (size_t)k : sizeof(line) - 1;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    n = append_safe(line, n, sizeof(line), msg);
     if (err)
         snprintf(line + n, sizeof(line) - n, ": %s", strerror(err));
     fprintf(log_fp ? log_fp : stderr, "%s\n", line);

@@ -45,6 +45,24 @@ broker_vhost(const char *name, size_t len)
     return hmap_get(&broker.vhosts, name, len);
 }
 
+const char *
+broker_node_name(void)
+{
+    static char node[300];
+    char host[256];
+
+    if (node[0] != '\0')
+        return node;
+    if (gethostname(host, sizeof(host)) != 0)
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    /* RabbitMQ's node names use the short host name. */
+    host[strcspn(host, ".")] = '\0';
+    snprintf(node, sizeof(node), "%s@%s",
+             broker.cfg.announce_rabbitmq ? "rabbit" : "roost", host);
+    return node;
+}
+
 static void
 usage(FILE *fp)
 {

@@ -155,24 +155,6 @@ mgmt_add_listener_addr(bool tls, const char *addr, int port)
     mgmt_add_listener(tls, host, port);
 }
 
-const char *
-mgmt_node(void)
-{
-    static char node[300];
-    char host[256];
-
-    if (node[0] != '\0')
-        return node;
-    if (gethostname(host, sizeof(host)) != 0)
-        snprintf(host, sizeof(host), "localhost");
-    host[sizeof(host) - 1] = '\0';
-    /* RabbitMQ's node names use the short host name. */
-    host[strcspn(host, ".")] = '\0';
-    snprintf(node, sizeof(node), "%s@%s",
-             broker.cfg.announce_rabbitmq ? "rabbit" : "roost", host);
-    return node;
-}
-
 json_t *
 mgmt_listeners_json(void)
 {
@@ -180,7 +162,7 @@ mgmt_listeners_json(void)
     for (size_t i = 0; i < n_amqp_listeners; i++) {
         const struct amqp_listener *l = &amqp_listeners[i];
         json_array_append_new(arr, json_pack(
-            "{s:s, s:s, s:s, s:i}", "node", mgmt_node(),
+            "{s:s, s:s, s:s, s:i}", "node", broker_node_name(),
             "protocol", l->tls ? "amqp/ssl" : "amqp", "ip_address", l->ip,
             "port", l->port));
     }
@@ -189,7 +171,7 @@ mgmt_listeners_json(void)
         if (s->http == NULL)
             continue;
         json_array_append_new(arr, json_pack(
-            "{s:s, s:s, s:s, s:i}", "node", mgmt_node(),
+            "{s:s, s:s, s:s, s:i}", "node", broker_node_name(),
             "protocol", s->tls ? "https" : "http", "ip_address", s->ip,
             "port", s->port));
     }
@@ -208,7 +190,7 @@ mgmt_contexts_json(void)
         /* RabbitMQ gives the port of a context as a string. */
         snprintf(port, sizeof(port), "%d", s->port);
         json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s}", "node",
-                              mgmt_node(), "description",
+                              broker_node_name(), "description",
                               "RabbitMQ Management", "path", "/", "ip",
                               s->ip, "port", port);
         if (s->tls)

@@ -122,8 +122,6 @@ json_t *mgmt_tags_json(const char *tags);
 int mgmt_tags_parse(const json_t *v, char *out, size_t cap, char *err,
                     size_t errlen);
 
-/* This broker's node name, as RabbitMQ's "rabbit@host". */
-const char *mgmt_node(void);
 
 /* ---- the handlers (one per resource) ---- */
 

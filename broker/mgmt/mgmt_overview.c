@@ -86,7 +86,7 @@ mgmt_overview(struct mgmt_req *r)
         exchange_types(), "product_version",
         rabbit ? ROOST_RABBITMQ_VERSION : ROOST_VERSION, "product_name",
         rabbit ? "RabbitMQ" : ROOST_PRODUCT, "rabbitmq_version",
-        ROOST_RABBITMQ_VERSION, "cluster_name", mgmt_node());
+        ROOST_RABBITMQ_VERSION, "cluster_name", broker_node_name());
     json_object_set_new(o, "queue_totals", json_pack(
         "{s:I, s:I, s:I}", "messages", (json_int_t)(t.ready + t.unacked),
         "messages_ready", (json_int_t)t.ready, "messages_unacknowledged",
@@ -97,7 +97,7 @@ mgmt_overview(struct mgmt_req *r)
         (json_int_t)ct.consumers, "exchanges", (json_int_t)t.exchanges,
         "queues", (json_int_t)t.queues));
     if (monitor) {
-        json_object_set_new(o, "node", json_string(mgmt_node()));
+        json_object_set_new(o, "node", json_string(broker_node_name()));
         json_object_set_new(o, "listeners", mgmt_listeners_json());
         json_object_set_new(o, "contexts", mgmt_contexts_json());
     }
@@ -117,11 +117,11 @@ mgmt_alarms(struct mgmt_req *r)
     if (alarm_memory_set())
         json_array_append_new(alarms, json_pack("{s:s, s:s}", "resource",
                                                 "memory", "node",
-                                                mgmt_node()));
+                                                broker_node_name()));
     if (alarm_disk_set())
         json_array_append_new(alarms, json_pack("{s:s, s:s}", "resource",
                                                 "disk", "node",
-                                                mgmt_node()));
+                                                broker_node_name()));
     mgmt_reply(r, 503, json_pack("{s:s, s:s, s:o}", "status", "failed",
                                  "reason",
                                  "There are alarms in effect in the cluster",

@@ -47,7 +47,7 @@ vhost_json(const struct vhost *vh)
         mgmt_str(vh->description), "tags", mgmt_tags_json(vh->tags),
         "default_queue_type", "undefined", "metadata", "description",
         mgmt_str(vh->description), "tags", mgmt_tags_json(vh->tags),
-        "tracing", 0, "cluster_state", mgmt_node(), "running", "messages",
+        "tracing", 0, "cluster_state", broker_node_name(), "running", "messages",
         (json_int_t)(ready + unacked), "messages_ready", (json_int_t)ready,
         "messages_unacknowledged", (json_int_t)unacked);
 }

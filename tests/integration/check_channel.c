@@ -111,6 +111,34 @@ START_TEST(methods_after_server_close_ignored)
 }
 END_TEST
 
+START_TEST(close_crossing_server_close)
+{
+    /* The client closes while the server closes the channel for an
+     * error: as RabbitMQ, the server answers the client's close with
+     * close-ok and ends the channel at the client's close-ok; the
+     * connection stays. */
+    struct rawsock rs;
+    struct rs_frame f;
+
+    raw_open(&rs, NULL);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    raw_declare_missing(&rs, 1);
+    ck_assert_int_eq(rs_send_method(&rs, 1, RS_CHANNEL_CLOSE,
+                                    "\x00\xc8\x00\x00\x00\x00\x00", 7),
+                     0);
+    ck_assert_int_eq(rs_expect_method(&rs, 1, RS_CHANNEL_CLOSE, 5000, NULL), 0);
+    ck_assert_int_eq(rs.close_code, 404);
+    ck_assert_msg(rs_expect_method(&rs, 1, RS_CHANNEL_CLOSE_OK, 5000, NULL) ==
+                      0,
+                  "no close-ok for the crossing close (connection.close %u "
+                  "\"%s\")", rs.close_code, rs.close_text);
+    ck_assert_int_eq(rs_send_method(&rs, 1, RS_CHANNEL_CLOSE_OK, NULL, 0), 0);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    ck_assert_int_eq(rs_read_frame(&rs, &f, 300), -1);
+    rs_close(&rs);
+}
+END_TEST
+
 START_TEST(second_open_is_504)
 {
     struct rawsock rs;
@@ -188,19 +216,65 @@ START_TEST(channel_max_negotiated_by_client)
 }
 END_TEST
 
-START_TEST(channel_number_above_max)
+START_TEST(channel_max_counts_open_channels)
 {
-    /* docs/compatibility.md: a channel number above channel_max is 530,
-     * even with few channels open (RabbitMQ counts channels instead). */
+    /* As RabbitMQ: channel_max bounds how many channels are open, not
+     * their numbers; the one beyond the count is 530. */
     struct rawsock rs;
-    struct rs_login lo = { .channel_max = 3 };
+    struct rs_login lo = { .channel_max = 2 };
     uint8_t reserved = 0;
 
-    SKIP_IF_REMOTE("documented difference: RabbitMQ opens the channel");
     raw_open(&rs, &lo);
-    ck_assert_int_eq(rs_send_method(&rs, 10, RS_CHANNEL_OPEN, &reserved, 1), 0);
-    expect_raw_conn_close(&rs, 530, "NOT_ALLOWED - ");
+    ck_assert_int_eq(rs_channel_open(&rs, 65535), 0);
+    ck_assert_int_eq(rs_channel_open(&rs, 7), 0);
+    ck_assert_int_eq(rs_send_method(&rs, 3, RS_CHANNEL_OPEN, &reserved, 1), 0);
+    expect_raw_conn_close(&rs, 530,
+                          "NOT_ALLOWED - number of channels opened (2) has "
+                          "reached the negotiated channel_max (2)");
+    ck_assert_uint_eq(rs.close_class, 0);
     rs_close(&rs);
+
+    /* A closed channel no longer counts. */
+    raw_open(&rs, &lo);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    ck_assert_int_eq(rs_channel_open(&rs, 2), 0);
+    ck_assert_int_eq(rs_send_method(&rs, 1, RS_CHANNEL_CLOSE,
+                                    "\x00\xc8\x00\x00\x00\x00\x00", 7),
+                     0);
+    ck_assert_int_eq(rs_expect_method(&rs, 1, RS_CHANNEL_CLOSE_OK, 5000, NULL),
+                     0);
+    ck_assert_int_eq(rs_channel_open(&rs, 3), 0);
+    rs_close(&rs);
+}
+END_TEST
+
+/* High channel numbers (kept in a map, not the array) work like low ones:
+ * open, publish, get, close, open again. */
+START_TEST(high_channel_numbers_work)
+{
+    amqp_connection_state_t c = h_connect(H);
+    static const amqp_channel_t nums[] = { 255, 256, 40000, 65535 };
+    char q[256];
+    struct h_event e;
+
+    DECLARE_QUEUE(c, 1, "", false, true, false, q);
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+            char body[32];
+            amqp_channel_open(c, nums[i]);
+            EXPECT_OK(c, "channel.open");
+            snprintf(body, sizeof(body), "on-%u", nums[i]);
+            PUBLISH(c, nums[i], "", q, body);
+            ck_assert_int_eq(GET(c, nums[i], q, true, &e), 1);
+            ck_assert_str_eq(e.body, body);
+            h_event_free(&e);
+        }
+        for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+            amqp_channel_close(c, nums[i], AMQP_REPLY_SUCCESS);
+            EXPECT_OK(c, "channel.close");
+        }
+    }
+    h_close(c);
 }
 END_TEST
 
@@ -477,13 +551,15 @@ main(void)
     tcase_add_test(tc, open_close_reopen);
     tcase_add_test(tc, close_by_server_then_reopen);
     tcase_add_test(tc, methods_after_server_close_ignored);
+    tcase_add_test(tc, close_crossing_server_close);
     tcase_add_test(tc, second_open_is_504);
     tcase_add_test(tc, unsolicited_close_ok_is_503);
     tcase_add_test(tc, server_only_method_503);
 
     tc = h_tcase(s, "channel_max", 20, true);
     tcase_add_test(tc, channel_max_negotiated_by_client);
-    tcase_add_test(tc, channel_number_above_max);
+    tcase_add_test(tc, channel_max_counts_open_channels);
+    tcase_add_test(tc, high_channel_numbers_work);
     tcase_add_test(tc, channel_max_configured);
 
     tc = h_tcase(s, "not open", 20, true);

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/integration/harness.h"
 #include "tests/integration/rawsock.h"
@@ -136,6 +137,31 @@ START_TEST(start_server_properties)
 }
 END_TEST
 
+START_TEST(start_cluster_name)
+{
+    /* RabbitMQ names a lone node's cluster after the node, NAME@host
+     * with the short host name; Roost's node (the management API's) is
+     * rabbit@host. */
+    amqp_connection_state_t c = h_connect(H);
+    const amqp_field_value_t *v =
+        find(amqp_get_server_properties(c), "cluster_name");
+    char host[256], got[512];
+
+    ck_assert_msg(v && v->kind == AMQP_FIELD_KIND_UTF8, "no cluster_name");
+    snprintf(got, sizeof(got), "%.*s", (int)v->value.bytes.len,
+             (const char *)v->value.bytes.bytes);
+    ck_assert_int_eq(gethostname(host, sizeof(host)), 0);
+    host[sizeof(host) - 1] = '\0';
+    host[strcspn(host, ".")] = '\0';
+    const char *at = strchr(got, '@');
+    ck_assert_msg(at != NULL && at > got && strcmp(at + 1, host) == 0,
+                  "cluster_name '%s' is not NAME@%s", got, host);
+    ck_assert_msg(harness_is_remote() || strncmp(got, "rabbit@", 7) == 0,
+                  "cluster_name '%s' is not rabbit@%s", got, host);
+    h_close(c);
+}
+END_TEST
+
 START_TEST(start_server_properties_own_name)
 {
     struct harness h;
@@ -165,7 +191,8 @@ START_TEST(start_capabilities_exact)
                                        "consumer_cancel_notify",
                                        "authentication_failure_close",
                                        "per_consumer_qos",
-                                       "connection.blocked" };
+                                       "connection.blocked",
+                                       "consumer_priorities" };
     amqp_connection_state_t c;
 
     SKIP_IF_REMOTE("Roost's own list (RabbitMQ implements more)");
@@ -589,6 +616,38 @@ START_TEST(heartbeat_silent_client_dropped)
 }
 END_TEST
 
+START_TEST(heartbeat_answering_client_stays)
+{
+    /* A client that only answers the server's heartbeats: RabbitMQ sends
+     * one every half interval, so with heartbeat=1 the client is never
+     * silent for two intervals, even when other output makes a beat
+     * skip. */
+    struct rawsock rs;
+    struct rs_login o = { .heartbeat = 1 };
+    int beats = 0;
+
+    raw_open(&rs, H, &o);
+    uint64_t end = h_now_ms() + 4000;
+    while (h_now_ms() < end) {
+        struct rs_frame f;
+        int r = rs_read_frame(&rs, &f, 1500);
+        ck_assert_msg(r != 0, "dropped after %d heartbeats although it "
+                              "answered each", beats);
+        ck_assert_msg(r == 1, "no heartbeat within 1.5 s with heartbeat=1");
+        ck_assert_msg(f.type == RS_FRAME_HEARTBEAT && f.channel == 0,
+                      "unexpected frame type %u on channel %u", f.type,
+                      f.channel);
+        rs_frame_free(&f);
+        beats++;
+        ck_assert_int_eq(rs_send_heartbeat(&rs), 0);
+    }
+    ck_assert_msg(beats >= 6, "only %d heartbeats in 4 s with heartbeat=1 "
+                              "(RabbitMQ sends one every 0.5 s)", beats);
+    ck_assert_int_eq(rs_channel_open(&rs, 1), 0);
+    rs_close(&rs);
+}
+END_TEST
+
 START_TEST(heartbeat_rabbitmq_c_client_stays)
 {
     /* rabbitmq-c beats while it waits; the connection survives 3 s idle. */
@@ -753,6 +812,107 @@ START_TEST(close_by_server_without_close_ok)
     ck_assert_msg(waited >= 0, "not dropped without close-ok");
     rs_close(&rs);
     harness_stop(&h);
+}
+END_TEST
+
+/* connection.open again, or a close-ok nobody asked for, on an open
+ * connection: RabbitMQ's 504, naming the method. */
+static void
+expect_running_504(uint32_t method, const void *args, size_t len)
+{
+    struct rawsock rs;
+
+    raw_open(&rs, H, NULL);
+    ck_assert_int_eq(rs_send_method(&rs, 0, method, args, len), 0);
+    ck_assert_int_eq(rs_expect_close(&rs, 5000), 504);
+    ck_assert_str_eq(rs.close_text, "CHANNEL_ERROR - unexpected method in "
+                                    "connection state running");
+    ck_assert_uint_eq(rs.close_class, method >> 16);
+    ck_assert_uint_eq(rs.close_method, method & 0xffff);
+    rs_close(&rs);
+}
+
+START_TEST(second_connection_open_504)
+{
+    struct rs_buf b;
+
+    rb_init(&b);
+    rb_shortstr(&b, "/");
+    rb_shortstr(&b, "");
+    rb_u8(&b, 0);
+    expect_running_504(RS_CONNECTION_OPEN, b.p, b.len);
+    rb_free(&b);
+}
+END_TEST
+
+START_TEST(unasked_close_ok_504)
+{
+    expect_running_504(RS_CONNECTION_CLOSE_OK, NULL, 0);
+}
+END_TEST
+
+START_TEST(handshake_method_when_open_504)
+{
+    struct rs_buf b;
+
+    rb_init(&b);
+    rb_u16(&b, 0);
+    rb_u32(&b, 131072);
+    rb_u16(&b, 0);
+    expect_running_504(RS_CONNECTION_TUNE_OK, b.p, b.len);
+    rb_free(&b);
+}
+END_TEST
+
+START_TEST(exclusive_redeclared_shared_405)
+{
+    /* The exclusive flag must match the queue's also on its own
+     * connection: RabbitMQ answers 405, as for the other way round. */
+    amqp_connection_state_t c = h_connect(H);
+    char q[256], name[64];
+
+    DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "excl-redeclare"), false,
+                  true, false, q);
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(q), 0, 0, 0, 0,
+                       amqp_empty_table);
+    EXPECT_CHANNEL_CLOSE(c, 1, 405,
+                         "RESOURCE_LOCKED - cannot obtain exclusive access "
+                         "to locked queue");
+    amqp_channel_open(c, 1);
+    EXPECT_OK(c, "channel.open");
+    /* Passive, and with the same flag, it is still there. */
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(q), 1, 0, 0, 0,
+                       amqp_empty_table);
+    EXPECT_OK(c, "passive declare");
+    DECLARE_QUEUE(c, 1, q, false, true, false, q);
+    h_close(c);
+}
+END_TEST
+
+START_TEST(log_escapes_del)
+{
+    /* A queue name reaches a log line (x-expires) as it was sent: its
+     * DEL (0x7f) is escaped there as every control byte is. */
+    amqp_connection_state_t c;
+    amqp_table_entry_t e = { .key = amqp_cstring_bytes("x-expires") };
+    char q[256], name[64], want[128];
+
+    SKIP_IF_REMOTE("reads roostd's log");
+    c = h_connect(H);
+    h_name(name, sizeof(name), "del\x7f" "q");
+    e.value.kind = AMQP_FIELD_KIND_I32;
+    e.value.value.i32 = 50;
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, name, false, false, false,
+                       h_table(&e, 1), q, NULL, NULL);
+    h_close(c);
+    snprintf(want, sizeof(want), "queue 't%d-del\\x7fq' in vhost '/' unused",
+             (int)getpid());
+    uint64_t end = h_now_ms() + 5000;
+    while (!harness_log_contains(H, want) && h_now_ms() < end)
+        h_sleep_ms(20);
+    ck_assert_msg(harness_log_contains(H, want), "no log line with \"%s\"",
+                  want);
+    ck_assert_msg(!harness_log_contains(H, "\x7f"), "a raw DEL is in the log");
 }
 END_TEST
 
@@ -921,6 +1081,7 @@ main(void)
 
     tc = h_tcase(s, "connection.start", 20, true);
     tcase_add_test(tc, start_server_properties);
+    tcase_add_test(tc, start_cluster_name);
     tcase_add_test(tc, start_server_properties_own_name);
     tcase_add_test(tc, start_capabilities_exact);
     tcase_add_test(tc, start_mechanisms);
@@ -949,6 +1110,7 @@ main(void)
     tc = h_tcase(s, "heartbeat", 20, true);
     tcase_add_test(tc, heartbeat_sent_by_server);
     tcase_add_test(tc, heartbeat_silent_client_dropped);
+    tcase_add_test(tc, heartbeat_answering_client_stays);
     tcase_add_test(tc, heartbeat_rabbitmq_c_client_stays);
 
     tc = h_tcase(s, "connection.open", 20, true);
@@ -964,6 +1126,11 @@ main(void)
     tcase_add_test(tc, close_by_server);
     tcase_add_test(tc, close_by_server_without_close_ok);
     tcase_add_test(tc, update_secret_ok);
+    tcase_add_test(tc, second_connection_open_504);
+    tcase_add_test(tc, unasked_close_ok_504);
+    tcase_add_test(tc, handshake_method_when_open_504);
+    tcase_add_test(tc, exclusive_redeclared_shared_405);
+    tcase_add_test(tc, log_escapes_del);
 
     tc = h_tcase(s, "loopback users", 20, true);
     tcase_add_test(tc, loopback_guest_from_loopback);

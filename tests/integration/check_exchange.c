@@ -1152,6 +1152,93 @@ START_TEST(auto_delete_after_e2e_unbind)
 }
 END_TEST
 
+/* ---- unbind of what is gone ---- */
+
+/* queue.unbind, expecting unbind-ok. */
+static void
+unbind_ok_at(const char *file, int line, amqp_connection_state_t c,
+             const char *q, const char *x, const char *key)
+{
+    amqp_queue_unbind(c, 1, amqp_cstring_bytes(q), amqp_cstring_bytes(x),
+                      amqp_cstring_bytes(key), amqp_empty_table);
+    h_expect_ok_at(file, line, amqp_get_rpc_reply(c), "queue.unbind");
+}
+#define UNBIND_OK(c, q, x, key) unbind_ok_at(__FILE__, __LINE__, c, q, x, key)
+
+START_TEST(queue_unbind_gone_is_ok)
+{
+    /* As RabbitMQ 3.10: unbinding what is not bound is unbind-ok, also
+     * when the queue or the exchange is gone (client libraries unbind
+     * in their cleanup). */
+    amqp_connection_state_t c = h_connect(H);
+    char q[256], q2[256], x[64], name[64];
+
+    UNBIND_OK(c, h_name(name, sizeof(name), "no-such-queue"), "amq.direct",
+              "k");
+    DECLARE_QUEUE(c, 1, "", false, true, false, q);
+    UNBIND_OK(c, q, h_name(x, sizeof(x), "no-such-exchange"), "k");
+    UNBIND_OK(c, q, "amq.direct", "never-bound");
+    /* The exchange auto-deleted with its last binding. */
+    h_declare_exchange_at(__FILE__, __LINE__, c, 1,
+                          h_name(x, sizeof(x), "unbind-ad"), "direct", false,
+                          true, false, amqp_empty_table);
+    BIND(c, 1, q, x, "k");
+    UNBIND_OK(c, q, x, "k");
+    UNBIND_OK(c, q, x, "k");
+    /* The queue deleted. */
+    DECLARE_QUEUE(c, 1, h_name(name, sizeof(name), "unbind-deleted"), false,
+                  false, false, q2);
+    BIND(c, 1, q2, "amq.direct", "k");
+    amqp_queue_delete(c, 1, amqp_cstring_bytes(q2), 0, 0);
+    EXPECT_OK(c, "queue.delete");
+    UNBIND_OK(c, q2, "amq.direct", "k");
+    h_close(c);
+}
+END_TEST
+
+START_TEST(queue_unbind_other_exclusive)
+{
+    /* Another connection's exclusive queue: nothing bound is still ok,
+     * an existing binding is 405 RESOURCE_LOCKED (as RabbitMQ). */
+    amqp_connection_state_t owner = h_connect(H), c = h_connect(H);
+    char q[256];
+
+    DECLARE_QUEUE(owner, 1, "", false, true, false, q);
+    BIND(owner, 1, q, "amq.direct", "k");
+    UNBIND_OK(c, q, "amq.direct", "other-key");
+    amqp_queue_unbind(c, 1, amqp_cstring_bytes(q),
+                      amqp_cstring_bytes("amq.direct"),
+                      amqp_cstring_bytes("k"), amqp_empty_table);
+    EXPECT_CHANNEL_CLOSE(c, 1, 405,
+                         "RESOURCE_LOCKED - cannot obtain exclusive access "
+                         "to locked queue");
+    h_close(c);
+    h_close(owner);
+}
+END_TEST
+
+START_TEST(exchange_unbind_gone_is_ok)
+{
+    amqp_connection_state_t c = h_connect(H);
+    char x[64];
+
+    h_name(x, sizeof(x), "no-such-exchange");
+    amqp_exchange_unbind(c, 1, amqp_cstring_bytes(x),
+                         amqp_cstring_bytes("amq.direct"),
+                         amqp_cstring_bytes("k"), amqp_empty_table);
+    EXPECT_OK(c, "exchange.unbind, destination gone");
+    amqp_exchange_unbind(c, 1, amqp_cstring_bytes("amq.direct"),
+                         amqp_cstring_bytes(x), amqp_cstring_bytes("k"),
+                         amqp_empty_table);
+    EXPECT_OK(c, "exchange.unbind, source gone");
+    amqp_exchange_unbind(c, 1, amqp_cstring_bytes("amq.direct"),
+                         amqp_cstring_bytes("amq.fanout"),
+                         amqp_cstring_bytes("never-bound"), amqp_empty_table);
+    EXPECT_OK(c, "exchange.unbind, not bound");
+    h_close(c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1228,6 +1315,11 @@ main(void)
     tcase_add_test(tc, auto_delete_after_last_unbind);
     tcase_add_test(tc, auto_delete_when_bound_queue_deleted);
     tcase_add_test(tc, auto_delete_after_e2e_unbind);
+
+    tc = h_tcase(s, "unbind of what is gone", 20, true);
+    tcase_add_test(tc, queue_unbind_gone_is_ok);
+    tcase_add_test(tc, queue_unbind_other_exclusive);
+    tcase_add_test(tc, exchange_unbind_gone_is_ok);
 
     return h_run(s);
 }

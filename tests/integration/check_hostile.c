@@ -275,6 +275,41 @@ START_TEST(socket_closed_after_frame_error)
 }
 END_TEST
 
+START_TEST(error_then_bad_frame_flushes_close)
+{
+    /* One write: basic.ack on unopened channel 3 (504), then a frame of
+     * type 0 (501). The connection.close queued for the first must still
+     * go out before the socket closes. RabbitMQ sends its 501 close
+     * instead (docs/compatibility.md); either way a close arrives. */
+    static const uint8_t both[] = {
+        0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x0d, 0x00, 0x3c, 0x00, 0x50,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0xce,
+        0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00,
+        0xce,
+    };
+    struct rs_frame f;
+
+    hostile_open();
+    send_raw(both, sizeof(both));
+    ck_assert_msg(rs_expect_method(&RS, 0, RS_CONNECTION_CLOSE, 5000, &f) == 0,
+                  "no connection.close before %s",
+                  RS.eof ? "EOF" : "the timeout");
+    rs_frame_free(&f);
+    if (harness_is_remote()) {
+        ck_assert_msg(RS.close_code == 501 || RS.close_code == 504,
+                      "connection.close %u", RS.close_code);
+    } else {
+        ck_assert_uint_eq(RS.close_code, 504);
+        ck_assert_str_eq(RS.close_text,
+                         "CHANNEL_ERROR - expected 'channel.open'");
+        ck_assert_uint_eq(RS.close_class, 60);
+        ck_assert_uint_eq(RS.close_method, 80);
+    }
+    rs_close(&RS);
+    good_check_and_close(&G);
+}
+END_TEST
+
 /* ---- methods ---- */
 
 START_TEST(unknown_class)
@@ -306,6 +341,106 @@ START_TEST(method_arguments_truncated)
     send_frame(RS_FRAME_METHOD, 1, b.p, b.len);
     rb_free(&b);
     EXPECT_CLOSE(501, "FRAME_ERROR - cannot decode");
+    /* As RabbitMQ: the close names queue.declare. */
+    ck_assert_uint_eq(RS.close_class, 50);
+    ck_assert_uint_eq(RS.close_method, 10);
+}
+END_TEST
+
+START_TEST(undecodable_on_unopened_channel_names_method)
+{
+    hostile_open();
+    send_frame(RS_FRAME_METHOD, 2, "\x00\x14\x00\x0a", 4);
+    EXPECT_CLOSE(501, "FRAME_ERROR - cannot decode");
+    ck_assert_uint_eq(RS.close_class, 20);
+    ck_assert_uint_eq(RS.close_method, 10);
+}
+END_TEST
+
+/* ---- names that are not UTF-8 ---- */
+
+/*
+ * RabbitMQ 3.10 decodes every shortstr of a method as UTF-8 (overlong
+ * forms refused, surrogates let through) except basic.publish's, and
+ * closes the connection with 501 naming no method.
+ */
+static const struct utf8_vec {
+    const char *name;
+    uint16_t cls, meth;
+    const char *before, *after; /* around the name: whole arguments */
+    size_t before_len, after_len;
+} utf8_vecs[] = {
+    { "queue.declare name", 50, 10, "\x00\x00", "\x08\x00\x00\x00\x00", 2, 5 },
+    { "exchange.declare name", 40, 10, "\x00\x00",
+      "\x06" "direct" "\x00\x00\x00\x00\x00", 2, 12 },
+    { "queue.bind routing key", 50, 20,
+      "\x00\x00\x03" "abc" "\x0a" "amq.direct", "\x00\x00\x00\x00\x00", 17,
+      5 },
+    { "basic.consume tag", 60, 20, "\x00\x00\x03" "abc",
+      "\x00\x00\x00\x00\x00", 6, 5 },
+    { "exchange.delete name", 40, 20, "\x00\x00", "\x00", 2, 1 },
+};
+
+START_TEST(name_not_utf8_refused)
+{
+    const struct utf8_vec *v = &utf8_vecs[_i];
+    static const char *const bad[] = { "q\xff", "q\xc0\x80", "q\xe2\x82",
+                                       "q\x80" };
+    struct rs_buf b;
+
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        hostile_open();
+        rb_init(&b);
+        rb_u16(&b, v->cls);
+        rb_u16(&b, v->meth);
+        rb_raw(&b, v->before, v->before_len);
+        rb_shortstr(&b, bad[k]);
+        rb_raw(&b, v->after, v->after_len);
+        send_frame(RS_FRAME_METHOD, 1, b.p, b.len);
+        rb_free(&b);
+        EXPECT_CLOSE(501, "FRAME_ERROR - Malformed UTF-8 in shortstr");
+        ck_assert_msg(RS.close_class == 0 && RS.close_method == 0,
+                      "%s: close names %u.%u", v->name, RS.close_class,
+                      RS.close_method);
+    }
+}
+END_TEST
+
+START_TEST(name_utf8_as_rabbitmq_accepted)
+{
+    /* Four-byte forms, and what RabbitMQ's decoder lets through too: a
+     * surrogate, a code point above U+10FFFF, NUL and DEL. */
+    static const char *const ok[] = { "q\xf0\x9f\x98\x80", "q\xed\xa0\x80",
+                                      "q\xf4\x90\x80\x80", "q\x7f" };
+    hostile_open();
+    for (size_t k = 0; k < sizeof(ok) / sizeof(ok[0]); k++) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s%zu", ok[k], k);
+        ck_assert_int_eq(rs_queue_declare(&RS, 1, name, false, true, false),
+                         0);
+        ck_assert_msg(rs_expect_method(&RS, 1, RS_QUEUE_DECLARE_OK, 5000,
+                                       NULL) == 0,
+                      "queue name %zu refused (close %u \"%s\")", k,
+                      RS.close_code, RS.close_text);
+    }
+    rs_close(&RS);
+    good_check_and_close(&G);
+}
+END_TEST
+
+START_TEST(publish_key_not_utf8_accepted)
+{
+    /* RabbitMQ takes basic.publish's exchange and routing key as they
+     * come: a routing key that is not UTF-8 is routed (nowhere). */
+    hostile_open();
+    ck_assert_int_eq(rs_basic_publish(&RS, 1, "", "k\xff", "x", 1), 0);
+    ck_assert_int_eq(rs_queue_declare(&RS, 1, "", false, true, false), 0);
+    ck_assert_msg(rs_expect_method(&RS, 1, RS_QUEUE_DECLARE_OK, 5000, NULL) ==
+                      0,
+                  "publish refused (close %u \"%s\")", RS.close_code,
+                  RS.close_text);
+    rs_close(&RS);
+    good_check_and_close(&G);
 }
 END_TEST
 
@@ -736,11 +871,13 @@ main(void)
     tcase_add_test(tc, method_frame_empty);
     tcase_add_test(tc, content_on_channel_0);
     tcase_add_test(tc, socket_closed_after_frame_error);
+    tcase_add_test(tc, error_then_bad_frame_flushes_close);
 
     tc = h_tcase(s, "methods", 20, true);
     tcase_add_test(tc, unknown_class);
     tcase_add_test(tc, unknown_method);
     tcase_add_test(tc, method_arguments_truncated);
+    tcase_add_test(tc, undecodable_on_unopened_channel_names_method);
     tcase_add_test(tc, method_trailing_bytes);
     tcase_add_test(tc, shortstr_past_the_end);
     tcase_add_test(tc, huge_table_length);
@@ -749,6 +886,12 @@ main(void)
     tcase_add_test(tc, table_nesting_16_accepted);
     tcase_add_test(tc, table_nesting_17_refused);
     tcase_add_test(tc, channel_0_method_of_another_class);
+
+    tc = h_tcase(s, "names not UTF-8", 30, true);
+    tcase_add_loop_test(tc, name_not_utf8_refused, 0,
+                        (int)(sizeof(utf8_vecs) / sizeof(utf8_vecs[0])));
+    tcase_add_test(tc, name_utf8_as_rabbitmq_accepted);
+    tcase_add_test(tc, publish_key_not_utf8_accepted);
 
     tc = h_tcase(s, "content", 20, true);
     tcase_add_test(tc, content_header_for_class_10);

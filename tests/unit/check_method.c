@@ -295,8 +295,11 @@ fill_method(struct amqp_method *m, const struct method_info *mi,
             len = f->type == FIELD_SHORTSTR ? shortstr_len(variant, i)
                                             : longstr_len(variant, i);
             p = scratch_alloc(s, len);
+            /* A shortstr must be UTF-8 (method_decode): printable ASCII. */
             for (size_t k = 0; k < len; k++)
-                p[k] = (uint8_t)(salt + k * 7);
+                p[k] = f->type == FIELD_SHORTSTR
+                           ? (uint8_t)(0x20 + (salt + k * 7) % 0x5f)
+                           : (uint8_t)(salt + k * 7);
             set_range(&m->a, f, p, len);
             break;
         case FIELD_TABLE:
