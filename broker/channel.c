@@ -1021,6 +1021,9 @@ header_frame(struct channel *ch, const struct frame *f)
                      ch->conn->user);
         return;
     }
+    if ((h.props.flags & AMQP_BASIC_HEADERS_FLAG) &&
+        !channel_check_cc_bcc(ch, h.props.headers))
+        return;
     bool lendable = h.body_size >= BODY_LEND_MIN &&
                     h.body_size <= ch->conn->frame_max;
     ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key, f->payload,

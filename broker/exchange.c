@@ -370,10 +370,18 @@ binding_free(struct binding *b)
 
 struct route_ctx {
     const struct msg *m;
+    struct amqp_bytes key;      /* the routing key of this pass */
     struct route_result *out;
-    uint64_t epoch;
+    uint64_t epoch;             /* queues: each once over every pass */
+    uint64_t xepoch;            /* exchanges: each once per pass */
     unsigned depth;
 };
+
+struct amqp_bytes
+route_key(const struct route_ctx *rc)
+{
+    return rc->key;
+}
 
 void
 route_result_init(struct route_result *r)
@@ -412,15 +420,13 @@ route_emit(struct route_ctx *rc, struct binding *b)
 static void
 route_into(struct route_ctx *rc, struct exchange *x)
 {
-    if (x->epoch == rc->epoch || rc->depth >= ROUTE_MAX_DEPTH)
+    if (x->epoch == rc->xepoch || rc->depth >= ROUTE_MAX_DEPTH)
         return;
-    x->epoch = rc->epoch;
+    x->epoch = rc->xepoch;
     rc->depth++;
     size_t before = rc->out->n;
     if (x->is_default) {
-        struct amqp_bytes name = { (const uint8_t *)msg_rkey(rc->m),
-                                   msg_rkey_len(rc->m) };
-        struct queue *q = vhost_queue(x->vh, name);
+        struct queue *q = vhost_queue(x->vh, rc->key);
         if (q && q->epoch != rc->epoch) {
             struct binding implicit = { .q = q };
             route_emit(rc, &implicit);
@@ -440,7 +446,23 @@ void
 exchange_route(struct exchange *x, const struct msg *m,
                struct route_result *out)
 {
-    struct route_ctx rc = { m, out, ++x->vh->route_epoch, 0 };
+    exchange_route_keys(x, m, NULL, 0, out);
+}
+
+void
+exchange_route_keys(struct exchange *x, const struct msg *m,
+                    const struct amqp_bytes *extra, size_t nextra,
+                    struct route_result *out)
+{
+    struct amqp_bytes key = { (const uint8_t *)msg_rkey(m), msg_rkey_len(m) };
+    uint64_t epoch = ++x->vh->route_epoch;
+    struct route_ctx rc = { m, key, out, epoch, epoch, 0 };
+
     out->n = 0;
     route_into(&rc, x);
+    for (size_t i = 0; i < nextra; i++) {
+        rc.key = extra[i];
+        rc.xepoch = ++x->vh->route_epoch;
+        route_into(&rc, x);
+    }
 }

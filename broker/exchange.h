@@ -141,6 +141,16 @@ void route_result_free(struct route_result *r);
 void exchange_route(struct exchange *x, const struct msg *m,
                     struct route_result *out);
 
+/* The same by its routing key and by each of 'extra' (CC and BCC): each
+ * queue once in 'out'. */
+void exchange_route_keys(struct exchange *x, const struct msg *m,
+                         const struct amqp_bytes *extra, size_t nextra,
+                         struct route_result *out);
+
+/* For the type indexes: the routing key being routed (the message's, or
+ * one of the extra keys). */
+struct amqp_bytes route_key(const struct route_ctx *rc);
+
 /* For the type indexes: report one matching binding. */
 void route_emit(struct route_ctx *rc, struct binding *b);
 

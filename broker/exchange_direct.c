@@ -81,7 +81,10 @@ direct_remove(void *index, struct binding *b)
 static void
 direct_route(void *index, const struct msg *m, struct route_ctx *rc)
 {
-    struct key_list *l = hmap_get(index, msg_rkey(m), msg_rkey_len(m));
+    struct amqp_bytes key = route_key(rc);
+    struct key_list *l = hmap_get(index, key.ptr, key.len);
+
+    (void)m;
     if (l == NULL)
         return;
     for (size_t i = 0; i < l->n; i++)

@@ -237,14 +237,16 @@ topic_route(void *index, const struct msg *m, struct route_ctx *rc)
 {
     struct topic *t = index;
     struct walk wk;
-    const char *p = msg_rkey(m), *end = msg_rkey(m) + msg_rkey_len(m);
-    struct cached *c = hmap_get(&t->cache, msg_rkey(m), msg_rkey_len(m));
+    struct amqp_bytes key = route_key(rc);
+    const char *p = (const char *)key.ptr, *end = p + key.len;
+    struct cached *c = hmap_get(&t->cache, key.ptr, key.len);
 
+    (void)m;
     if (c == NULL) {
         if (t->cache.count >= TOPIC_CACHE_MAX)
             cache_clear(t);
         c = xcalloc(1, sizeof(*c));
-        hmap_put(&t->cache, msg_rkey(m), msg_rkey_len(m), c);
+        hmap_put(&t->cache, key.ptr, key.len, c);
     } else {
         for (size_t k = 0; k < c->n; k++)
             route_emit(rc, c->v[k]);
@@ -254,7 +256,7 @@ topic_route(void *index, const struct msg *m, struct route_ctx *rc)
     wk.cap = 0;
     wk.epoch = ++t->epoch;
     wk.nw = 0;
-    for (; msg_rkey_len(m) > 0;) {
+    for (; key.len > 0;) {
         const char *dot = memchr(p, '.', (size_t)(end - p));
         size_t len = dot ? (size_t)(dot - p) : (size_t)(end - p);
         wk.w[wk.nw] = p;

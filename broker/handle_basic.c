@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "broker/alarm.h"
@@ -14,6 +15,7 @@
 #include "broker/handlers.h"
 #include "broker/msg.h"
 #include "broker/qargs.h"
+#include "broker/reheader.h"
 #include "broker/queue.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
@@ -162,6 +164,95 @@ publish(struct channel *ch, const struct amqp_basic_publish *a)
         conn_block(ch->conn, alarm_reason());
 }
 
+/* ---- sender-selected distribution (CC, BCC) ---- */
+
+static const char *const cc_bcc[] = { "CC", "BCC" };
+
+bool
+channel_check_cc_bcc(struct channel *ch, struct amqp_table headers)
+{
+    struct amqp_field v;
+    for (size_t i = 0; i < NELEMS(cc_bcc); i++)
+        if (table_get(headers, cc_bcc[i], &v) && v.kind != AMQP_FIELD_ARRAY) {
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, AMQP_BASIC_PUBLISH,
+                         "invalid message: {unacceptable_type_in_header,"
+                         "\"%s\",%s}", cc_bcc[i], qargs_type_atom(v.kind));
+            return false;
+        }
+    return true;
+}
+
+/* The headers without BCC (reheader.h). */
+static bool
+without_bcc(struct wire_wr *w, struct content_header *h, void *arg)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+    size_t outer = table_begin(w);
+
+    (void)arg;
+    table_iter_init(&it, h->props.headers);
+    while (table_next(&it, &k, &v)) {
+        if (amqp_bytes_eq(k, "BCC"))
+            continue;
+        (void)table_put_key(w, k);
+        field_put(w, &v);
+    }
+    table_end(w, outer);
+    return true;
+}
+
+/*
+ * Route 'm' by its routing key and the keys its CC and BCC headers list
+ * (their longstr entries, as RabbitMQ takes them), each queue once.
+ * Returns the message to enqueue: 'm', or a new reference to a copy
+ * without BCC, which no consumer may see (the slow path, reheader.h).
+ */
+static struct msg *
+sender_selected(struct exchange *x, struct msg *m, struct route_result *rr)
+{
+    struct amqp_table headers = msg_headers(m);
+    struct amqp_bytes *keys = NULL;
+    size_t n = 0, cap = 0;
+    struct amqp_field v, e;
+    struct table_iter it;
+    bool bcc = false;
+
+    for (size_t i = 0; i < NELEMS(cc_bcc); i++) {
+        if (!table_get(headers, cc_bcc[i], &v) || v.kind != AMQP_FIELD_ARRAY)
+            continue;
+        bcc |= i == 1;
+        array_iter_init(&it, v.v.array);
+        while (array_next(&it, &e)) {
+            if (e.kind != AMQP_FIELD_LONGSTR)
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 8;
+                keys = xrealloc(keys, cap * sizeof(*keys));
+            }
+            keys[n++] = e.v.str;
+        }
+    }
+    exchange_route_keys(x, m, keys, n, rr);
+    free(keys);
+    if (!bcc || rr->n == 0)
+        return m;
+    size_t len;
+    uint8_t *hdr = reheader(m, without_bcc, NULL, &len);
+    if (hdr == NULL)
+        return m;   /* cannot happen: a table only shrinks */
+    struct content_header h;
+    (void)content_header_decode(hdr, len, &h);
+    struct amqp_bytes rk = { (const uint8_t *)msg_rkey(m), msg_rkey_len(m) };
+    struct amqp_bytes xn = { (const uint8_t *)msg_exchange(m),
+                             msg_exchange_len(m) };
+    struct msg *copy = msg_new(xn, rk, hdr, len, &h, false, NULL);
+    msg_body_copy_from(copy, m);
+    free(hdr);
+    return copy;
+}
+
 void
 channel_route(struct channel *ch, struct msg *m, bool mandatory)
 {
@@ -174,7 +265,12 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
     uint64_t seq = ch->confirm ? ++ch->pub_seq : 0;
 
     rr.n = 0;
-    if (x)   /* NULL if deleted while the content arrived */
+    struct msg *out = m;
+    if (x == NULL)
+        ;   /* deleted while the content arrived */
+    else if (msg_cc_bcc(m))
+        out = sender_selected(x, m, &rr);
+    else
         exchange_route(x, m, &rr);
     if (rr.n == 0 && mandatory) {
         /* As RabbitMQ: the return goes out before the confirm. */
@@ -188,7 +284,7 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
     }
     bool refused = false, stored = false;
     for (size_t i = 0; i < rr.n; i++) {
-        int r = queue_push(rr.qs[i], m);
+        int r = queue_push(rr.qs[i], out);
         refused |= r < 0;
         stored |= r > 0;
         if (queue_is_backed_up(rr.qs[i]))
@@ -199,7 +295,9 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
     if (seq && refused)
         channel_confirm_nack(ch, seq);
     else if (seq)
-        channel_confirm(ch, seq, stored ? store_open_batch() : 0, m);
+        channel_confirm(ch, seq, stored ? store_open_batch() : 0, out);
+    if (out != m)
+        msg_unref(out);
     alarm_check_memory();
 }
 

@@ -83,6 +83,10 @@ uint64_t channel_track(struct channel *ch, struct queue *q,
  * transaction, or routed now (and confirmed in confirm mode). */
 void channel_publish(struct channel *ch, struct msg *msg, bool mandatory);
 
+/* Whether the CC and BCC headers, if any, are arrays (RabbitMQ's rule);
+ * otherwise the channel is closed with 406. */
+bool channel_check_cc_bcc(struct channel *ch, struct amqp_table headers);
+
 /* Route a message through its exchange now. */
 void channel_route(struct channel *ch, struct msg *msg, bool mandatory);
 

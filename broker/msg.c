@@ -4,6 +4,7 @@
  * is lent by an input block or too large for one frame, the body.
  */
 #include "broker/msg.h"
+#include "amqp/table.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -187,8 +188,11 @@ env_fill(struct msg_env *e, struct amqp_bytes exchange, struct amqp_bytes rkey,
     }
     /* The decoded headers point into 'hdr': keep where. */
     if (pr->flags & AMQP_BASIC_HEADERS_FLAG) {
+        struct amqp_field v;
         e->headers_off = (uint32_t)(pr->headers.ptr - hdr);
         e->headers_len = (uint32_t)pr->headers.len;
+        e->cc_bcc = table_get(pr->headers, "CC", &v) ||
+                    table_get(pr->headers, "BCC", &v);
     }
     if (pr->flags & AMQP_BASIC_DELIVERY_MODE_FLAG)
         e->persistent = pr->delivery_mode == 2;

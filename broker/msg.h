@@ -51,7 +51,8 @@ struct msg_env {
     uint8_t rkey_len;
     bool persistent;            /* delivery-mode 2 */
     uint8_t priority;
-    uint32_t unused;
+    bool cc_bcc;                /* its headers have CC or BCC */
+    uint8_t unused[3];
 };
 
 struct msg {
@@ -149,6 +150,14 @@ static inline bool
 msg_persistent(const struct msg *m)
 {
     return m->env->persistent;
+}
+
+/* Whether its headers name more routing keys (CC, BCC): the sender-
+ * selected distribution's slow path (handle_basic.c). */
+static inline bool
+msg_cc_bcc(const struct msg *m)
+{
+    return m->env->cc_bcc;
 }
 
 /* The headers table of its properties (empty if there is none). */

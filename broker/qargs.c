@@ -38,9 +38,8 @@ qargs_kind_name(enum amqp_field_kind k)
     }
 }
 
-/* RabbitMQ's name of a field's type, as in {unacceptable_type,T}. */
-static const char *
-type_atom(enum amqp_field_kind k)
+const char *
+qargs_type_atom(enum amqp_field_kind k)
 {
     switch (k) {
     case AMQP_FIELD_I8: return "byte";
@@ -121,7 +120,7 @@ bool_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
     char why[300];
     if (v->kind != AMQP_FIELD_BOOL) {
         snprintf(why, sizeof(why), "{unacceptable_type,%s}",
-                 type_atom(v->kind));
+                 qargs_type_atom(v->kind));
         return invalid(err, errlen, k, what, why);
     }
     *out = v->v.b;
@@ -164,7 +163,7 @@ one_of_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
     char why[400];
     if (v->kind != AMQP_FIELD_LONGSTR) {
         snprintf(why, sizeof(why), "{unacceptable_type,%s}",
-                 type_atom(v->kind));
+                 qargs_type_atom(v->kind));
         return invalid(err, errlen, k, what, why);
     }
     for (const char *const *p = values; *p != NULL; p++)

@@ -56,6 +56,9 @@ extern const char *const qargs_equivalence_keys[];
  * is not an integer. */
 bool qargs_as_int(const struct amqp_field *v, int64_t *out);
 
+/* RabbitMQ's name of a field's type, as in {unacceptable_type,T}. */
+const char *qargs_type_atom(enum amqp_field_kind k);
+
 /* The name RabbitMQ gives a field's type in "expected integer, got T". */
 const char *qargs_kind_name(enum amqp_field_kind k);
 

@@ -428,6 +428,131 @@ END_TEST
 
 /* ---- the default exchange ---- */
 
+/* ---- sender-selected distribution: CC and BCC ---- */
+
+/* Publish 'body' to 'x' with 'key' and headers CC (cc, n of them) and
+ * BCC (bcc, m of them), and traceparent first. */
+static void
+publish_cc(amqp_connection_state_t c, const char *x, const char *key,
+           const char *body, const char *const *cc, int n,
+           const char *const *bcc, int m, bool mandatory)
+{
+    amqp_field_value_t ccv[8], bccv[8];
+    amqp_table_entry_t e[3];
+    int ne = 0;
+    amqp_basic_properties_t p = { 0 };
+
+    e[ne++] = h_entry_str("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+    for (int i = 0; i < n; i++) {
+        ccv[i].kind = AMQP_FIELD_KIND_UTF8;
+        ccv[i].value.bytes = amqp_cstring_bytes(cc[i]);
+    }
+    for (int i = 0; i < m; i++) {
+        bccv[i].kind = AMQP_FIELD_KIND_UTF8;
+        bccv[i].value.bytes = amqp_cstring_bytes(bcc[i]);
+    }
+    if (n) {
+        e[ne].key = amqp_cstring_bytes("CC");
+        e[ne].value.kind = AMQP_FIELD_KIND_ARRAY;
+        e[ne].value.value.array.num_entries = n;
+        e[ne].value.value.array.entries = ccv;
+        ne++;
+    }
+    if (m) {
+        e[ne].key = amqp_cstring_bytes("BCC");
+        e[ne].value.kind = AMQP_FIELD_KIND_ARRAY;
+        e[ne].value.value.array.num_entries = m;
+        e[ne].value.value.array.entries = bccv;
+        ne++;
+    }
+    p._flags = AMQP_BASIC_HEADERS_FLAG;
+    p.headers = h_table(e, ne);
+    h_publish_at(__FILE__, __LINE__, c, 1, x, key, body, strlen(body),
+                 mandatory, &p);
+}
+
+/* What 'q' holds: one message with 'body' and 'nheaders' headers, the
+ * first traceparent. */
+static void
+expect_one(amqp_connection_state_t c, const char *q, const char *body,
+           int nheaders)
+{
+    struct h_event g;
+    ck_assert_msg(GET(c, 1, q, true, &g) == 1, "queue %s is empty", q);
+    ck_assert_str_eq(g.body, body);
+    ck_assert_int_eq(g.nheaders, nheaders);
+    ck_assert_str_eq(g.header0, "traceparent");
+    h_event_free(&g);
+    ck_assert_int_eq(GET(c, 1, q, true, &g), 0);
+}
+
+START_TEST(cc_bcc_default_exchange)
+{
+    amqp_connection_state_t c = h_connect(H);
+    char a[256], b[256], d[256];
+
+    DECLARE_QUEUE(c, 1, "", false, true, false, a);
+    DECLARE_QUEUE(c, 1, "", false, true, false, b);
+    DECLARE_QUEUE(c, 1, "", false, true, false, d);
+    const char *cc[] = { b, a }, *bcc[] = { d };
+    /* 'a' by the key and by CC: one copy. BCC is gone from every copy;
+     * traceparent and CC stay. */
+    publish_cc(c, "", a, "m", cc, 2, bcc, 1, false);
+    SYNC(c, 1, NULL, 0);
+    expect_one(c, a, "m", 2);
+    expect_one(c, b, "m", 2);
+    expect_one(c, d, "m", 2);
+    h_close(c);
+}
+END_TEST
+
+START_TEST(cc_topic_and_mandatory)
+{
+    amqp_connection_state_t c = h_connect(H);
+    char x[64], q1[256], q2[256];
+    struct h_event e;
+
+    h_name(x, sizeof(x), "cc-topic");
+    DECLARE_EXCHANGE(c, 1, x, "topic");
+    DECLARE_QUEUE(c, 1, "", false, true, false, q1);
+    DECLARE_QUEUE(c, 1, "", false, true, false, q2);
+    BIND(c, 1, q1, x, "orders.*");
+    BIND(c, 1, q2, x, "audit.#");
+    const char *cc[] = { "audit.eu.orders" };
+    publish_cc(c, x, "nothing.here", "t", cc, 1, NULL, 0, true);
+    SYNC(c, 1, NULL, 0);
+    expect_one(c, q2, "t", 2);
+    ck_assert_int_eq(GET(c, 1, q1, true, &e), 0);
+    /* Routed by a CC key only: not returned. Neither key matching:
+     * returned. */
+    const char *none[] = { "no.match" };
+    publish_cc(c, x, "nothing", "r", none, 1, NULL, 0, true);
+    EXPECT_METHOD(c, AMQP_BASIC_RETURN_METHOD, &e);
+    ck_assert_int_eq(e.code, 312);
+    h_event_free(&e);
+    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
+    EXPECT_OK(c, "exchange.delete");
+    h_close(c);
+}
+END_TEST
+
+START_TEST(cc_not_an_array_406)
+{
+    amqp_connection_state_t c = h_connect(H);
+    amqp_table_entry_t e = h_entry_str("CC", "some-queue");
+    amqp_basic_properties_t p = { 0 };
+
+    p._flags = AMQP_BASIC_HEADERS_FLAG;
+    p.headers = h_table(&e, 1);
+    h_publish_at(__FILE__, __LINE__, c, 1, "", "k", "x", 1, false, &p);
+    EXPECT_ASYNC_CHANNEL_CLOSE(c, 1, 406,
+                               "PRECONDITION_FAILED - invalid message: "
+                               "{unacceptable_type_in_header,\"CC\","
+                               "longstr}");
+    h_close(c);
+}
+END_TEST
+
 START_TEST(default_routes_by_queue_name)
 {
     amqp_connection_state_t c = h_connect(H);
@@ -1272,6 +1397,9 @@ main(void)
     tcase_add_test(tc, default_delete_refused);
     tcase_add_test(tc, default_declare_refused);
     tcase_add_test(tc, default_passive_declare_refused);
+    tcase_add_test(tc, cc_bcc_default_exchange);
+    tcase_add_test(tc, cc_topic_and_mandatory);
+    tcase_add_test(tc, cc_not_an_array_406);
 
     tc = h_tcase(s, "amq.*", 20, true);
     tcase_add_test(tc, amq_exchanges_exist);

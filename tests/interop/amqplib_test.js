@@ -161,6 +161,25 @@ async function priorities(conn, pfx) {
   await ch.close();
 }
 
+// CC and BCC headers route to more queues; BCC never reaches one.
+async function ccBcc(conn, pfx) {
+  const ch = await conn.createConfirmChannel();
+  const [a, b, d] = ['a', 'b', 'd'].map((x) => `${pfx}.cc-${x}`);
+  for (const q of [a, b, d]) await ch.assertQueue(q, { durable: false, autoDelete: true });
+  ch.sendToQueue(a, Buffer.from('sel'), { headers: { CC: [b], BCC: [d], traceparent: '00-abc-01' } });
+  await ch.waitForConfirms();
+  const got = [];
+  for (const q of [a, b, d]) {
+    const m = await ch.get(q, { noAck: true });
+    got.push(m ? `${m.content}:${JSON.stringify(m.properties.headers)}` : 'none');
+  }
+  const want = `sel:${JSON.stringify({ CC: [b], traceparent: '00-abc-01' })}`;
+  if (got.some((g) => g !== want)) fail(`CC/BCC: ${got}`);
+  else ok('CC and BCC route to their queues; BCC is removed, the rest kept');
+  for (const q of [a, b, d]) await ch.deleteQueue(q);
+  await ch.close();
+}
+
 async function main() {
   const port = Number(process.argv[2]);
   if (!Number.isInteger(port) || port <= 0) {
@@ -337,6 +356,7 @@ async function main() {
 
   await closeWithAcksInFlight(port);
   await priorities(conn, pfx);
+  await ccBcc(conn, pfx);
 
   for (const name of queues) await ch.deleteQueue(name);
   for (const t of Object.keys(ex)) await ch.deleteExchange(ex[t]);

@@ -266,6 +266,29 @@ def error_replies(conn, params, pfx):
     other.close()
 
 
+def cc_bcc(conn, pfx):
+    """CC and BCC headers route to more queues; BCC never reaches one."""
+    ch = conn.channel()
+    a, b, d = pfx + ".cc-a", pfx + ".cc-b", pfx + ".cc-d"
+    for q in (a, b, d):
+        ch.queue_declare(q, auto_delete=True)
+    ch.confirm_delivery()
+    ch.basic_publish("", a, b"sel", pika.BasicProperties(
+        headers={"CC": [b], "BCC": [d], "traceparent": "00-abc-01"}))
+    got = {}
+    for q in (a, b, d):
+        m, p, body = ch.basic_get(q, auto_ack=True)
+        got[q] = (body, p.headers if m else None)
+    want = (b"sel", {"CC": [b], "traceparent": "00-abc-01"})
+    if any(v != want for v in got.values()):
+        fail("CC/BCC: %r" % got)
+    else:
+        ok("CC and BCC route to their queues; BCC is removed, the rest kept")
+    for q in (a, b, d):
+        ch.queue_delete(q)
+    ch.close()
+
+
 def priorities(conn, pfx):
     """x-priority: the higher consumer gets every message while it has
     room; x-single-active-consumer: one consumer gets them all, the next
@@ -446,6 +469,7 @@ def main():
     requeue_on_close(conn, params, pfx)
     cancel_notify(conn, pfx)
     priorities(conn, pfx)
+    cc_bcc(conn, pfx)
     error_replies(conn, params, pfx)
 
     for name in queues:
