@@ -10,6 +10,7 @@
 #include "broker/channel.h"
 #include "broker/conn.h"
 #include "broker/handlers.h"
+#include "broker/reply_to.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
@@ -18,6 +19,8 @@ enum {
     R_LAST_QUEUE = 2,       /* an empty name is the channel's last queue */
     R_SERVER_NAMED = 4,     /* an empty name: the handler checks the name
                              * it makes */
+    R_REPLY_FREE = 8,       /* the direct reply-to pseudo-queue needs
+                             * nothing (RabbitMQ checks none) */
 };
 
 /* Besides permissions, two refusals RabbitMQ makes among them, in its
@@ -42,7 +45,7 @@ static const struct rule {
     PERM(AMQP_BASIC_PUBLISH, PERM_WRITE, RES_EXCHANGE,
          ARG(basic_publish, exchange), 0),
     PERM(AMQP_BASIC_CONSUME, PERM_READ, RES_QUEUE,
-         ARG(basic_consume, queue), R_LAST_QUEUE),
+         ARG(basic_consume, queue), R_LAST_QUEUE | R_REPLY_FREE),
     PERM(AMQP_BASIC_GET, PERM_READ, RES_QUEUE,
          ARG(basic_get, queue), R_LAST_QUEUE),
     /* Even a passive declare of the default exchange is refused. */
@@ -187,6 +190,8 @@ access_method(struct channel *ch, const struct amqp_method *m)
             continue;
         }
         if (name.len == 0 && (r->flags & R_SERVER_NAMED))
+            continue;
+        if ((r->flags & R_REPLY_FREE) && reply_to_is_pseudo(name))
             continue;
         if (name.len == 0 && (r->flags & R_LAST_QUEUE))
             name = channel_last_queue(ch);

@@ -26,6 +26,7 @@
 #include "broker/qargs.h"
 #include "broker/queue.h"
 #include "broker/reheader.h"
+#include "broker/reply_to.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
@@ -74,6 +75,7 @@ cancel_all_consumers(struct channel *ch)
 static void
 channel_release(struct channel *ch)
 {
+    reply_to_channel_gone(ch);
     queue_get_unwait(&ch->get_w);
     cancel_all_consumers(ch);
     channel_tx_rollback(ch);
@@ -1026,8 +1028,22 @@ header_frame(struct channel *ch, const struct frame *f)
         return;
     bool lendable = h.body_size >= BODY_LEND_MIN &&
                     h.body_size <= ch->conn->frame_max;
-    ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key, f->payload,
-                          f->size, &h, lendable, &ch->envs);
+    /* Direct reply-to: reply_to names the channel's address instead. */
+    if ((h.props.flags & AMQP_BASIC_REPLY_TO_FLAG) &&
+        reply_to_is_pseudo(h.props.reply_to)) {
+        uint8_t *hdr;
+        size_t len;
+        struct content_header nh;
+        if (!reply_to_rewrite(ch, &h, f->payload, f->size, &hdr, &len))
+            return;
+        (void)content_header_decode(hdr, len, &nh);
+        ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key, hdr, len,
+                              &nh, lendable, NULL);
+        free(hdr);
+    } else {
+        ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key,
+                              f->payload, f->size, &h, lendable, &ch->envs);
+    }
     ch->pub_filled = 0;
     ch->content = CA_AWAIT_BODY;
     if (h.body_size == 0) {

@@ -107,6 +107,10 @@ struct channel {
     /* the last queue declared, for methods that name no queue */
     char last_queue[256];
     size_t last_queue_len;
+    /* direct reply-to (reply_to.c): the reply consumer's tag (NULL:
+     * none) and the channel's address */
+    char *reply_tag;
+    char reply_addr[64];
     /* the last resource a permission allowed (access.c) */
     struct access_memo {
         unsigned epoch;             /* perm_epoch + 1 when it was; 0: none */

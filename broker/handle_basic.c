@@ -16,6 +16,7 @@
 #include "broker/msg.h"
 #include "broker/qargs.h"
 #include "broker/reheader.h"
+#include "broker/reply_to.h"
 #include "broker/queue.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
@@ -58,6 +59,10 @@ consume(struct channel *ch, const struct amqp_basic_consume *a)
     struct amqp_bytes tag = a->consumer_tag;
     char gen[64], esc[300];
 
+    if (reply_to_is_pseudo(a->queue)) {
+        reply_to_consume(ch, a);
+        return;
+    }
     if ((q = channel_find_queue(ch, mid, a->queue)) == NULL)
         return;
     if (tag.len == 0) {
@@ -121,7 +126,8 @@ cancel(struct channel *ch, const struct amqp_basic_cancel *a)
     uint8_t tag[256];
     size_t len = a->consumer_tag.len;
     memcpy(tag, a->consumer_tag.ptr, len);
-    (void)channel_cancel_consumer(ch, a->consumer_tag);
+    if (!reply_to_cancel(ch, a->consumer_tag))
+        (void)channel_cancel_consumer(ch, a->consumer_tag);
     if (a->nowait)
         return;
     struct amqp_method m = { .id = AMQP_BASIC_CANCEL_OK };
@@ -266,6 +272,13 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
 
     rr.n = 0;
     struct msg *out = m;
+    struct amqp_bytes rkey = { (const uint8_t *)msg_rkey(m), msg_rkey_len(m) };
+    if (x && x->is_default && reply_to_is_address(rkey)) {
+        /* A reply: straight to its requester, or nowhere. As RabbitMQ,
+         * a mandatory one comes back as unroutable either way. */
+        (void)reply_to_deliver(rkey, m);
+        x = NULL;
+    }
     if (x == NULL)
         ;   /* deleted while the content arrived */
     else if (msg_cc_bcc(m))

@@ -45,6 +45,7 @@ conn_send_start(struct conn *c)
     (void)table_put_bool(&w, "consumer_cancel_notify", true);
     (void)table_put_bool(&w, "connection.blocked", true);
     (void)table_put_bool(&w, "consumer_priorities", true);
+    (void)table_put_bool(&w, "direct_reply_to", true);
     (void)table_put_bool(&w, "authentication_failure_close", true);
     (void)table_put_bool(&w, "per_consumer_qos", true);
     table_end(&w, caps);

@@ -12,6 +12,7 @@
 #include "broker/exchange.h"
 #include "broker/handlers.h"
 #include "broker/queue.h"
+#include "broker/reply_to.h"
 #include "broker/vhost.h"
 
 static const char *
@@ -35,6 +36,20 @@ declare_ok(struct channel *ch, struct queue *q, bool nowait)
     channel_send(ch, &m);
 }
 
+/* As RabbitMQ answers a passive declare of the reply-to pseudo-queue or
+ * an address: no messages, one consumer. */
+static void
+reply_to_declare_ok(struct channel *ch, struct amqp_bytes name, bool nowait)
+{
+    if (nowait)
+        return;
+    struct amqp_method m = { .id = AMQP_QUEUE_DECLARE_OK };
+    m.a.queue_declare_ok.queue = name;
+    m.a.queue_declare_ok.message_count = 0;
+    m.a.queue_declare_ok.consumer_count = 1;
+    channel_send(ch, &m);
+}
+
 static void
 declare(struct channel *ch, const struct amqp_queue_declare *a)
 {
@@ -46,6 +61,10 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
     struct qargs qa;
 
     if (a->passive) {
+        if (reply_to_exists(name)) {
+            reply_to_declare_ok(ch, name, a->nowait);
+            return;
+        }
         if ((q = channel_find_queue(ch, mid, name)) != NULL)
             declare_ok(ch, q, a->nowait);
         return;

@@ -13,15 +13,24 @@
 uint8_t *
 reheader(const struct msg *m, reheader_fn fn, void *arg, size_t *len)
 {
+    return reheader_bytes(msg_hdr(m), msg_hdr_len(m), fn, arg, len);
+}
+
+uint8_t *
+reheader_bytes(const uint8_t *hdr, size_t hdr_len, reheader_fn fn,
+               void *arg, size_t *len)
+{
     struct content_header h, check;
     struct wire_wr w;
-    size_t cap = msg_hdr_len(m) + 256;
+    size_t cap = hdr_len + 256;
     uint8_t *table = NULL, *out = NULL;
+    bool had_headers;
 
     for (;;) {
         /* Decoded anew each pass: 'fn' may have changed the properties. */
-        if (content_header_decode(msg_hdr(m), msg_hdr_len(m), &h) != AMQP_OK)
+        if (content_header_decode(hdr, hdr_len, &h) != AMQP_OK)
             goto fail;   /* cannot happen: it was checked at publish */
+        had_headers = h.props.flags & AMQP_BASIC_HEADERS_FLAG;
         table = xrealloc(table, cap);
         wire_wr_init(&w, table, cap);
         if (!fn(&w, &h, arg))
@@ -33,8 +42,10 @@ reheader(const struct msg *m, reheader_fn fn, void *arg, size_t *len)
     /* 'table' holds a length-prefixed table: point the headers at it. */
     h.props.headers.ptr = table + 4;
     h.props.headers.len = w.len - 4;
-    h.props.flags |= AMQP_BASIC_HEADERS_FLAG;
-    size_t ocap = msg_hdr_len(m) + w.len + 64;
+    /* No headers before and none now: none, not an empty table. */
+    if (had_headers || w.len > 4)
+        h.props.flags |= AMQP_BASIC_HEADERS_FLAG;
+    size_t ocap = hdr_len + w.len + 64;
     for (;;) {
         out = xrealloc(out, ocap);
         wire_wr_init(&w, out, ocap);
@@ -48,7 +59,7 @@ reheader(const struct msg *m, reheader_fn fn, void *arg, size_t *len)
     /* What the codec would refuse to read (a table over 16 MiB), no one
      * is sent. */
     if (content_header_decode(out, w.len, &check) != AMQP_OK ||
-        check.body_size != m->body_len)
+        check.body_size != h.body_size)
         goto fail;
     free(table);
     *len = w.len;

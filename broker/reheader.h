@@ -1,9 +1,10 @@
 /*
  * The one slow path that changes a message's content header: its
  * properties decoded, its headers table rewritten, the header encoded
- * again. Dead-lettering (x-death) and x-delivery-count on deliveries
- * from a queue with a delivery limit take it; every other message goes
- * out with the header it came with, byte for byte.
+ * again. Dead-lettering (x-death), x-delivery-count on deliveries from
+ * a queue with a delivery limit, BCC removed at publish and reply_to
+ * rewritten for direct reply-to take it; every other message goes out
+ * with the header it came with, byte for byte.
  */
 #ifndef ROOST_BROKER_REHEADER_H
 #define ROOST_BROKER_REHEADER_H
@@ -33,5 +34,9 @@ typedef bool (*reheader_fn)(struct wire_wr *w, struct content_header *h,
  */
 uint8_t *reheader(const struct msg *m, reheader_fn fn, void *arg,
                   size_t *len);
+
+/* The same for an encoded content header not yet in a message. */
+uint8_t *reheader_bytes(const uint8_t *hdr, size_t hdr_len, reheader_fn fn,
+                        void *arg, size_t *len);
 
 #endif

@@ -283,6 +283,91 @@ START_TEST(sac_compared_on_redeclare)
 }
 END_TEST
 
+/* ---- direct reply-to ---- */
+
+START_TEST(reply_to_refusals)
+{
+    amqp_connection_state_t c = h_connect(H);
+    amqp_basic_properties_t p = { 0 };
+
+    /* A request naming the pseudo-queue needs a reply consumer first. */
+    p._flags = AMQP_BASIC_REPLY_TO_FLAG;
+    p.reply_to = amqp_cstring_bytes("amq.rabbitmq.reply-to");
+    h_publish_at(__FILE__, __LINE__, c, 1, "", "nowhere", "q", 1, false, &p);
+    EXPECT_ASYNC_CHANNEL_CLOSE(c, 1, 406, "PRECONDITION_FAILED - fast reply "
+                               "consumer does not exist");
+    amqp_channel_open(c, 1);
+    EXPECT_OK(c, "channel.open");
+    amqp_basic_consume(c, 1, amqp_cstring_bytes("amq.rabbitmq.reply-to"),
+                       amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+    EXPECT_CHANNEL_CLOSE(c, 1, 406, "PRECONDITION_FAILED - reply consumer "
+                         "cannot acknowledge");
+    amqp_channel_open(c, 1);
+    EXPECT_OK(c, "channel.open");
+    consume_with(c, 1, "amq.rabbitmq.reply-to", "r", true, amqp_empty_table);
+    amqp_basic_consume(c, 1, amqp_cstring_bytes("amq.rabbitmq.reply-to"),
+                       amqp_cstring_bytes("r2"), 0, 1, 0, amqp_empty_table);
+    EXPECT_CHANNEL_CLOSE(c, 1, 406, "PRECONDITION_FAILED - reply consumer "
+                         "already set");
+    h_close(c);
+}
+END_TEST
+
+START_TEST(reply_to_round_trip)
+{
+    amqp_connection_state_t c = h_connect(H), s = h_connect(H);
+    amqp_basic_properties_t p = { 0 };
+    char srv[256], addr[256];
+    uint32_t consumers = 0;
+    struct h_event e;
+
+    DECLARE_QUEUE(c, 1, "", false, false, true, srv);
+    h_queue_count_at(__FILE__, __LINE__, c, 1, "amq.rabbitmq.reply-to",
+                     &consumers);
+    ck_assert_uint_eq(consumers, 1);   /* as RabbitMQ answers it */
+    consume_with(c, 1, "amq.rabbitmq.reply-to", "replies", true,
+                 amqp_empty_table);
+    p._flags = AMQP_BASIC_REPLY_TO_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG;
+    p.reply_to = amqp_cstring_bytes("amq.rabbitmq.reply-to");
+    p.correlation_id = amqp_cstring_bytes("c1");
+    h_publish_at(__FILE__, __LINE__, c, 1, "", srv, "req", 3, false, &p);
+    WAIT_COUNT(s, 1, srv, 1);
+    /* The server reads the rewritten reply_to. */
+    amqp_rpc_reply_t r = amqp_basic_get(s, 1, amqp_cstring_bytes(srv), 1);
+    ck_assert_int_eq(r.reply_type, AMQP_RESPONSE_NORMAL);
+    amqp_message_t msg;
+    ck_assert_int_eq(amqp_read_message(s, 1, &msg, 0).reply_type,
+                     AMQP_RESPONSE_NORMAL);
+    ck_assert(msg.properties._flags & AMQP_BASIC_REPLY_TO_FLAG);
+    snprintf(addr, sizeof(addr), "%.*s", (int)msg.properties.reply_to.len,
+             (const char *)msg.properties.reply_to.bytes);
+    amqp_destroy_message(&msg);
+    ck_assert_msg(strncmp(addr, "amq.rabbitmq.reply-to.", 22) == 0 &&
+                      strlen(addr) > 22, "reply_to is '%s'", addr);
+    /* The reply, and a mandatory one: both delivered, the mandatory one
+     * also returned (RabbitMQ's rule). */
+    amqp_basic_properties_t rp = { 0 };
+    rp._flags = AMQP_BASIC_CORRELATION_ID_FLAG;
+    rp.correlation_id = amqp_cstring_bytes("c1");
+    h_publish_at(__FILE__, __LINE__, s, 1, "", addr, "resp", 4, false, &rp);
+    h_publish_at(__FILE__, __LINE__, s, 1, "", addr, "resp2", 5, true, &rp);
+    EXPECT_DELIVERY(c, "resp", &e);
+    ck_assert_str_eq(e.ctag, "replies");
+    ck_assert_str_eq(e.correlation_id, "c1");
+    h_event_free(&e);
+    EXPECT_DELIVERY(c, "resp2", &e);
+    h_event_free(&e);
+    EXPECT_METHOD(s, AMQP_BASIC_RETURN_METHOD, &e);
+    ck_assert_int_eq(e.code, 312);
+    h_event_free(&e);
+    /* The requester gone: the reply is dropped, the server unharmed. */
+    h_close(c);
+    h_publish_at(__FILE__, __LINE__, s, 1, "", addr, "late", 4, false, &rp);
+    SYNC(s, 1, NULL, 0);
+    h_close(s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -301,6 +386,10 @@ main(void)
     tcase_add_test(tc, sac_takeover_on_connection_death_keeps_order);
     tcase_add_test(tc, sac_not_a_bool_406);
     tcase_add_test(tc, sac_compared_on_redeclare);
+
+    tc = h_tcase(s, "direct reply-to", 20, true);
+    tcase_add_test(tc, reply_to_refusals);
+    tcase_add_test(tc, reply_to_round_trip);
 
     return h_run(s);
 }

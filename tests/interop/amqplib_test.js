@@ -180,6 +180,35 @@ async function ccBcc(conn, pfx) {
   await ch.close();
 }
 
+// RPC over amq.rabbitmq.reply-to: the reply reaches the requester's
+// no-ack consumer with the request's correlation id.
+async function directReplyTo(conn, pfx) {
+  const ch = await conn.createChannel();
+  const srv = `${pfx}.rpc`;
+  await ch.assertQueue(srv, { durable: false, autoDelete: true });
+  const replies = [];
+  await ch.consume('amq.rabbitmq.reply-to',
+                   (m) => replies.push(`${m.properties.correlationId}:${m.content}`),
+                   { noAck: true });
+  ch.sendToQueue(srv, Buffer.from('2+2'), { replyTo: 'amq.rabbitmq.reply-to', correlationId: 'r1' });
+  const sch = await conn.createChannel();
+  let req = false;
+  for (let i = 0; i < 100 && !req; i++) {
+    req = await sch.get(srv, { noAck: true });
+    if (!req) await sleep(20);
+  }
+  if (!req || !req.properties.replyTo.startsWith('amq.rabbitmq.reply-to.')) {
+    fail(`direct reply-to: request ${req && req.properties.replyTo}`);
+    return;
+  }
+  sch.sendToQueue(req.properties.replyTo, Buffer.from('4'), { correlationId: req.properties.correlationId });
+  await waitFor(() => replies.length > 0, 5000);
+  if (replies.join() !== 'r1:4') fail(`direct reply-to: replies ${replies}`);
+  else ok("direct reply-to: the reply reaches the requester's consumer");
+  await sch.close();
+  await ch.close();
+}
+
 async function main() {
   const port = Number(process.argv[2]);
   if (!Number.isInteger(port) || port <= 0) {
@@ -357,6 +386,7 @@ async function main() {
   await closeWithAcksInFlight(port);
   await priorities(conn, pfx);
   await ccBcc(conn, pfx);
+  await directReplyTo(conn, pfx);
 
   for (const name of queues) await ch.deleteQueue(name);
   for (const t of Object.keys(ex)) await ch.deleteExchange(ex[t]);

@@ -289,6 +289,45 @@ def cc_bcc(conn, pfx):
     ch.close()
 
 
+def direct_reply_to(conn, params, pfx):
+    """RPC over amq.rabbitmq.reply-to: the server's reply reaches the
+    requester's no-ack consumer with the request's correlation id; a
+    reply to a requester that is gone is dropped."""
+    ch = conn.channel()
+    srv = pfx + ".rpc"
+    ch.queue_declare(srv, auto_delete=True)
+    replies = []
+    ch.basic_consume("amq.rabbitmq.reply-to",
+                     lambda c, m, p, b: replies.append((p.correlation_id, b)),
+                     auto_ack=True)
+    ch.basic_publish("", srv, b"2+2", pika.BasicProperties(
+        reply_to="amq.rabbitmq.reply-to", correlation_id="r1"))
+    server = pika.BlockingConnection(params)
+    sch = server.channel()
+    m, p, b = None, None, None
+    for _ in range(100):
+        m, p, b = sch.basic_get(srv, auto_ack=True)
+        if m is not None:
+            break
+        conn.process_data_events(0.02)
+    if m is None or not p.reply_to.startswith("amq.rabbitmq.reply-to."):
+        fail("direct reply-to: request %r reply_to %r" % (b, p and p.reply_to))
+        return
+    sch.basic_publish("", p.reply_to, b"4",
+                      pika.BasicProperties(correlation_id=p.correlation_id))
+    wait_for(conn, lambda: replies)
+    if replies != [("r1", b"4")]:
+        fail("direct reply-to: replies %r" % replies)
+    else:
+        ok("direct reply-to: the reply reaches the requester's consumer")
+    address = p.reply_to
+    ch.close()
+    sch.confirm_delivery()
+    sch.basic_publish("", address, b"late")   # the requester is gone
+    ok("a reply to a closed requester is dropped (confirmed, no error)")
+    server.close()
+
+
 def priorities(conn, pfx):
     """x-priority: the higher consumer gets every message while it has
     room; x-single-active-consumer: one consumer gets them all, the next
@@ -469,6 +508,7 @@ def main():
     requeue_on_close(conn, params, pfx)
     cancel_notify(conn, pfx)
     priorities(conn, pfx)
+    direct_reply_to(conn, params, pfx)
     cc_bcc(conn, pfx)
     error_replies(conn, params, pfx)
 
