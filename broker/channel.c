@@ -6,6 +6,7 @@
 #include "broker/channel.h"
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -108,6 +109,8 @@ channel_free(struct channel *ch)
         msg_unref(pend_at(ch, i)->m);
     free(ch->pend);
     free(ch->unacked);
+    if (ch->cto_timer != NULL)
+        event_free(ch->cto_timer);
     msg_env_cache_clear(&ch->envs);
     hmap_destroy(&ch->consumers);
     free(ch);
@@ -242,6 +245,101 @@ ua_at(const struct channel *ch, size_t i)
     return &ch->unacked[(ch->ua_head + i) & (ch->ua_cap - 1)];
 }
 
+/*
+ * The consumer timeout. As in RabbitMQ, a delivery that waits for its
+ * ack longer than its queue's x-consumer-timeout, or else than
+ * consumer_timeout, closes its channel with 406 (closing requeues every
+ * unacked message), and only the channel's oldest unacked delivery is
+ * looked at. RabbitMQ looks once a minute; Roost keeps one timer per
+ * channel, armed for the oldest delivery's deadline, and so closes the
+ * channel within a few milliseconds of it. Acks leave the timer alone:
+ * when it fires after its delivery was settled, it is armed again for
+ * the delivery that is now the oldest, or not at all if none is left.
+ * A delivery thus costs a timestamp, and one evtimer_add when the timer
+ * is idle; an ack costs nothing.
+ */
+
+/* The timeout of deliveries from 'q' in ms; 0: none. */
+static uint64_t
+cto_of(const struct queue *q)
+{
+    int64_t t = q->qa.consumer_timeout >= 0 ? q->qa.consumer_timeout
+                                            : broker.cfg.consumer_timeout;
+    return t > 0 ? (uint64_t)t : 0;
+}
+
+static void cto_fire(evutil_socket_t fd, short what, void *arg);
+
+static void
+cto_arm(struct channel *ch, uint64_t ms)
+{
+    if (broker.base == NULL)
+        return;             /* unit tests without an event loop */
+    if (ms > 86400000)
+        ms = 86400000;      /* a longer timeout is looked at again daily */
+    if (ch->cto_timer == NULL)
+        ch->cto_timer = evtimer_new(broker.base, cto_fire, ch);
+    struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
+                          .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+    evtimer_add(ch->cto_timer, &tv);
+    ch->cto_armed = true;
+}
+
+/* The oldest delivery still waiting: the front of the ring, past those
+ * an open transaction has settled (RabbitMQ takes them off at once). */
+static struct unacked *
+cto_oldest(const struct channel *ch)
+{
+    for (size_t i = 0; i < ch->ua_len; i++) {
+        struct unacked *u = ua_at(ch, i);
+        if (u->e.m != NULL && u->tx_op == TX_NONE)
+            return u;
+    }
+    return NULL;
+}
+
+static void
+cto_fire(evutil_socket_t fd, short what, void *arg)
+{
+    struct channel *ch = arg;
+    (void)fd;
+    (void)what;
+
+    ch->cto_armed = false;
+    if (ch->state != CH_OPEN)
+        return;
+    struct unacked *u = cto_oldest(ch);
+    if (u == NULL)
+        return;
+    uint64_t t = cto_of(u->q), waited = now_ms() - u->at;
+    if (t == 0) {
+        /* Its queue has no timeout: it shields the younger ones, as the
+         * oldest does in RabbitMQ, until it is settled; look again in a
+         * second. */
+        cto_arm(ch, 1000);
+        return;
+    }
+    if (waited < t) {
+        cto_arm(ch, t - waited);
+        return;
+    }
+    char tag[300], qname[300];
+    log_warnx("conn=%016" PRIx64 " channel %u: %s%s%s on queue '%s' has "
+              "timed out waiting for delivery acknowledgement (%" PRIu64
+              " ms)", ch->conn->id, ch->number,
+              u->c ? "consumer '" : "basic.get",
+              u->c ? log_escape(tag, sizeof(tag), u->c->tag, u->c->tag_len)
+                   : "", u->c ? "'" : "",
+              log_escape(qname, sizeof(qname), u->q->name, u->q->name_len),
+              t);
+    /* RabbitMQ's text (rabbit_channel.erl), with no class or method. */
+    channel_fail(ch, AMQP_PRECONDITION_FAILED, 0,
+                 "delivery acknowledgement on channel %u timed out. Timeout "
+                 "value used: %" PRIu64 " ms. This timeout value can be "
+                 "configured, see consumers doc guide to learn more",
+                 ch->number, t);
+}
+
 uint64_t
 channel_track(struct channel *ch, struct queue *q, struct consumer *c,
               struct qentry e)
@@ -257,11 +355,17 @@ channel_track(struct channel *ch, struct queue *q, struct consumer *c,
     u->e = e;
     u->q = queue_ref(q);
     u->c = c;
+    u->at = now_ms();
     if (c) {
         c->refs++;
         c->unacked++;
     }
     ch->ua_live++;
+    if (!ch->cto_armed) {
+        uint64_t t = cto_of(q);
+        if (t != 0)
+            cto_arm(ch, t);
+    }
     return tag;
 }
 

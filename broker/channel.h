@@ -18,6 +18,7 @@
 #include "broker/store/store.h"
 
 struct conn;
+struct event;
 struct frame;
 struct msg;
 
@@ -45,6 +46,8 @@ struct unacked {
     struct qentry e;            /* message, sequence, redelivered */
     struct queue *q;            /* a reference */
     struct consumer *c;         /* a reference; NULL for basic.get */
+    uint64_t at;                /* now_ms() when delivered: the consumer
+                                 * timeout counts from it */
 };
 
 /* A publish in the confirm ring: it waits until store batch 'batch' is
@@ -83,6 +86,10 @@ struct channel {
     struct unacked *unacked;
     size_t ua_cap, ua_head, ua_len;
     uint32_t ua_live;               /* entries not yet acked */
+    /* the consumer timeout: one timer, armed for the deadline of the
+     * oldest unacked delivery (channel.c, "The consumer timeout") */
+    struct event *cto_timer;        /* created when first needed */
+    bool cto_armed;
     /* publisher confirms: every publish gets the next sequence number.
      * Acks go out batched with multiple=true up to the first publish
      * still waiting for the store; a publish that needs no disk behind

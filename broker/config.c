@@ -158,6 +158,12 @@ const struct opt_def config_opts[] = {
         "consumers one channel may have; basic.consume beyond it gets 530"),
     OPT("max_queues", OPT_INT64, "1000000", 1, 100000000, false, max_queues,
         "queues a vhost may hold; queue.declare beyond it gets 406"),
+    OPT("consumer_timeout", OPT_INT64, "1800000", 0, INT64_C(1) << 50,
+        false, consumer_timeout,
+        "milliseconds a delivery may stay unacknowledged before its "
+        "channel is closed with 406 and its messages requeued (as "
+        "RabbitMQ; checked to the millisecond, not once a minute); a "
+        "queue's x-consumer-timeout wins; 0: no timeout"),
     OPT("vm_memory_high_watermark.relative", OPT_DOUBLE, "0.4", 0, 1, false,
         mem_high_watermark_relative,
         "fraction of RAM above which publishers are blocked (as RabbitMQ)"),

@@ -192,6 +192,7 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
     out->message_ttl = -1;
     out->max_length = -1;
     out->max_length_bytes = -1;
+    out->consumer_timeout = -1;
     table_iter_init(&it, args);
     while (r == QARGS_OK && table_next(&it, &k, &v)) {
         if (amqp_bytes_eq(k, "x-message-ttl"))
@@ -202,6 +203,11 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             r = int_arg(&v, k, what, false, &out->max_length, err, errlen);
         else if (amqp_bytes_eq(k, "x-max-length-bytes"))
             r = int_arg(&v, k, what, false, &out->max_length_bytes, err,
+                        errlen);
+        else if (amqp_bytes_eq(k, "x-consumer-timeout"))
+            /* RabbitMQ 3.12 takes any value here unchecked; its later
+             * releases check a non-negative integer, as Roost does. */
+            r = int_arg(&v, k, what, false, &out->consumer_timeout, err,
                         errlen);
         else if (amqp_bytes_eq(k, "x-queue-mode"))
             r = one_of_arg(&v, k, what, queue_modes, "unsupported queue mode",

@@ -5,8 +5,8 @@
  * x-dead-letter-exchange, x-dead-letter-routing-key, x-queue-mode
  * (default, lazy), x-queue-version (1, 2), x-queue-master-locator (no
  * effect on one node), x-single-active-consumer, x-delivery-limit (on
- * every queue: Roost's extension for classic ones) and
- * x-queue-type=classic. Any other "x-"
+ * every queue: Roost's extension for classic ones), x-consumer-timeout
+ * (RabbitMQ 3.12's) and x-queue-type=classic. Any other "x-"
  * argument is refused with 540 NOT_IMPLEMENTED.
  */
 #ifndef ROOST_BROKER_QARGS_H
@@ -36,6 +36,9 @@ struct qargs {
     bool single_active;         /* x-single-active-consumer */
     bool delivery_limited;      /* x-delivery-limit given: */
     int64_t delivery_limit;     /* returns allowed (negative: none) */
+    int64_t consumer_timeout;   /* x-consumer-timeout, ms; 0: none for
+                                 * this queue; -1: not given (the global
+                                 * consumer_timeout applies) */
 };
 
 enum qargs_result { QARGS_OK, QARGS_INVALID, QARGS_NOT_IMPLEMENTED };
