@@ -611,10 +611,10 @@ void
 channel_send_entry(struct channel *ch, const struct amqp_method *m,
                    const struct queue *q, const struct qentry *e)
 {
-    /* A queue with a delivery limit shows how often the message came
-     * back, as RabbitMQ's quorum queues do (0 the first time): the one
-     * delivery path that re-encodes the header. */
-    if (q->qa.delivery_limited) {
+    /* A quorum queue, or one with a delivery limit, shows how often the
+     * message came back, as RabbitMQ's quorum queues do (0 the first
+     * time): the one delivery path that re-encodes the header. */
+    if (q->qa.delivery_limited || q->ops->counts_deliveries) {
         int64_t returns = e->deliveries > 0 ? (int64_t)e->deliveries - 1 : 0;
         size_t len;
         uint8_t *hdr = reheader(e->m, count_headers, &returns, &len);

@@ -89,6 +89,17 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
         conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "%s", err);
         return;
     }
+    /* A quorum queue is durable, shared and kept, as RabbitMQ wants it. */
+    if (qa.type == &queue_quorum_ops &&
+        (!a->durable || a->exclusive || a->auto_delete)) {
+        qargs_free(&qa);
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                     "invalid property '%s' for %s",
+                     !a->durable ? "non-durable"
+                     : a->exclusive ? "exclusive-owner" : "auto-delete",
+                     what);
+        return;
+    }
     q = vhost_queue(vh, name);
     if (q) {
         /* As RabbitMQ: another connection's exclusive queue, or an
@@ -114,6 +125,17 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
                          "received '%s' but current is '%s'",
                          dur ? "durable" : "auto_delete", esc, vh->name,
                          yes_no(got), yes_no(!got));
+            return;
+        }
+        /* The type, with no x-queue-type meaning classic (RabbitMQ's
+         * rule; the text as when one side is missing). */
+        const struct queue_ops *type = qa.type ? qa.type : &queue_classic_ops;
+        static const char *const type_key[] = { "x-queue-type", NULL };
+        if (type != q->ops &&
+            !args_equivalent(q->args, a->arguments, type_key, what, err,
+                             sizeof(err))) {
+            qargs_free(&qa);
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
             return;
         }
         /* As RabbitMQ, only the arguments Roost implements are compared. */

@@ -169,7 +169,57 @@ one_of_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
     for (const char *const *p = values; *p != NULL; p++)
         if (amqp_bytes_eq(v->v.str, *p))
             return QARGS_OK;
+    if (unsupported == NULL)
+        return invalid(err, errlen, k, what, "invalid_dlx_strategy");
     snprintf(why, sizeof(why), "\"%s '%.*s'\"", unsupported,
+             (int)(v->v.str.len > 200 ? 200 : v->v.str.len),
+             (const char *)v->v.str.ptr);
+    return invalid(err, errlen, k, what, why);
+}
+
+/* x-dead-letter-strategy, a quorum queue's: either is the same on one
+ * node, where dead-lettering never loses a message to a failover. */
+static const char *const dlx_strategies[] = {
+    "at-most-once", "at-least-once", NULL,
+};
+
+/* A quorum queue's integer arguments that change nothing on one node. */
+static const char *const quorum_int_args[] = {
+    "x-quorum-initial-group-size", "x-max-in-memory-length",
+    "x-max-in-memory-bytes", NULL,
+};
+
+/* The entry of 'keys' that 'k' is, or NULL. */
+static const char *
+key_in(struct amqp_bytes k, const char *const *keys)
+{
+    for (; *keys != NULL; keys++)
+        if (amqp_bytes_eq(k, *keys))
+            return *keys;
+    return NULL;
+}
+
+/* x-queue-type: classic or quorum; stream is RabbitMQ's but not Roost's
+ * (540), anything else RabbitMQ's 406. */
+static enum qargs_result
+queue_type_arg(const struct amqp_field *v, struct amqp_bytes k,
+               const char *what, const struct queue_ops **out, char *err,
+               size_t errlen)
+{
+    char why[300];
+    if (v->kind == AMQP_FIELD_LONGSTR &&
+        (*out = queue_ops_find(v->v.str)) != NULL)
+        return QARGS_OK;
+    if (v->kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v->v.str, "stream")) {
+        snprintf(err, errlen, "queue type 'stream' is not implemented");
+        return QARGS_NOT_IMPLEMENTED;
+    }
+    if (v->kind != AMQP_FIELD_LONGSTR) {
+        snprintf(why, sizeof(why), "{unacceptable_type,%s}",
+                 qargs_type_atom(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    snprintf(why, sizeof(why), "\"unsupported queue type '%.*s'\"",
              (int)(v->v.str.len > 200 ? 200 : v->v.str.len),
              (const char *)v->v.str.ptr);
     return invalid(err, errlen, k, what, why);
@@ -187,6 +237,9 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
     struct amqp_bytes k;
     struct amqp_field v;
     enum qargs_result r = QARGS_OK;
+    const char *classic_only = NULL;    /* seen, and not for quorum */
+    bool max_priority = false;
+    const char *name;
 
     memset(out, 0, sizeof(*out));
     out->message_ttl = -1;
@@ -209,14 +262,18 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
              * releases check a non-negative integer, as Roost does. */
             r = int_arg(&v, k, what, false, &out->consumer_timeout, err,
                         errlen);
-        else if (amqp_bytes_eq(k, "x-queue-mode"))
+        else if (amqp_bytes_eq(k, "x-queue-mode")) {
+            classic_only = "x-queue-mode";
             r = one_of_arg(&v, k, what, queue_modes, "unsupported queue mode",
                            err, errlen);
-        else if (amqp_bytes_eq(k, "x-queue-version"))
+        } else if (amqp_bytes_eq(k, "x-queue-version")) {
+            classic_only = "x-queue-version";
             r = queue_version_arg(&v, k, what, err, errlen);
-        else if (amqp_bytes_eq(k, "x-queue-master-locator"))
+        } else if (amqp_bytes_eq(k, "x-queue-master-locator")) {
+            classic_only = "x-queue-master-locator";
             r = one_of_arg(&v, k, what, master_locators,
                            "unsupported queue master locator", err, errlen);
+        }
         else if (amqp_bytes_eq(k, "x-delivery-limit")) {
             /* Any integer, as RabbitMQ 3.10's quorum queues take it (a
              * negative one lets no return through). */
@@ -247,20 +304,40 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
                 r = invalid(err, errlen, k, what,
                             "invalid_overflow");
         } else if (amqp_bytes_eq(k, "x-queue-type")) {
-            if (v.kind != AMQP_FIELD_LONGSTR ||
-                (out->type = queue_ops_find(v.v.str)) == NULL) {
-                snprintf(err, errlen, "queue type '%.*s' is not implemented; "
-                         "only 'classic'",
-                         v.kind == AMQP_FIELD_LONGSTR ? (int)v.v.str.len : 1,
-                         v.kind == AMQP_FIELD_LONGSTR
-                             ? (const char *)v.v.str.ptr : "?");
-                r = QARGS_NOT_IMPLEMENTED;
-            }
+            r = queue_type_arg(&v, k, what, &out->type, err, errlen);
+        } else if (amqp_bytes_eq(k, "x-dead-letter-strategy")) {
+            out->quorum_only = "x-dead-letter-strategy";
+            r = one_of_arg(&v, k, what, dlx_strategies, NULL, err, errlen);
+        } else if ((name = key_in(k, quorum_int_args)) != NULL) {
+            /* One node: nothing to size, all in memory as it fits. */
+            int64_t unused;
+            out->quorum_only = name;
+            r = int_arg(&v, k, what, false, &unused, err, errlen);
+        } else if (amqp_bytes_eq(k, "x-max-priority")) {
+            /* Not implemented (540), but a quorum queue refuses it first,
+             * as RabbitMQ does (406). */
+            classic_only = "x-max-priority";
+            max_priority = true;
         } else if (k.len >= 2 && memcmp(k.ptr, "x-", 2) == 0) {
             snprintf(err, errlen, "queue argument '%.*s' is not implemented",
                      (int)k.len, (const char *)k.ptr);
             r = QARGS_NOT_IMPLEMENTED;
         }
+    }
+    /* What one type of queue does not take, as RabbitMQ 3.10 refuses
+     * it: "invalid arg 'K' for queue 'Q' in vhost 'V' of queue type T". */
+    const struct queue_ops *type = out->type ? out->type : &queue_classic_ops;
+    const char *wrong = type == &queue_quorum_ops ? classic_only
+                                                  : out->quorum_only;
+    if (r == QARGS_OK && wrong != NULL) {
+        snprintf(err, errlen, "invalid arg '%s' for %s of queue type %s",
+                 wrong, what, type->rabbit_name);
+        r = QARGS_INVALID;
+    }
+    if (r == QARGS_OK && max_priority) {
+        snprintf(err, errlen, "queue argument 'x-max-priority' is not "
+                 "implemented");
+        r = QARGS_NOT_IMPLEMENTED;
     }
     if (r == QARGS_OK && out->dlrk && !out->dlx) {
         /* As RabbitMQ: a routing key without an exchange is meaningless. */

@@ -34,6 +34,7 @@ struct qargs {
     char *dlx;                  /* dead-letter exchange, or NULL */
     char *dlrk;                 /* dead-letter routing key, or NULL */
     bool single_active;         /* x-single-active-consumer */
+    const char *quorum_only;    /* a quorum queue's argument seen */
     bool delivery_limited;      /* x-delivery-limit given: */
     int64_t delivery_limit;     /* returns allowed (negative: none) */
     int64_t consumer_timeout;   /* x-consumer-timeout, ms; 0: none for

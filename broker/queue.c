@@ -20,9 +20,19 @@
 #include "broker/util.h"
 #include "broker/vhost.h"
 
-const struct queue_ops queue_classic_ops = { "classic", true };
+const struct queue_ops queue_classic_ops = {
+    "classic", true, false, false, "rabbit_classic_queue",
+};
 
-static const struct queue_ops *const queue_types[] = { &queue_classic_ops };
+/* On one node: a durable queue that stores every message, transient or
+ * not, and counts deliveries (docs/compatibility.md, "Quorum queues"). */
+const struct queue_ops queue_quorum_ops = {
+    "quorum", true, true, true, "rabbit_quorum_queue",
+};
+
+static const struct queue_ops *const queue_types[] = {
+    &queue_classic_ops, &queue_quorum_ops,
+};
 
 const struct queue_ops *
 queue_ops_find(struct amqp_bytes name)

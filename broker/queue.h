@@ -61,9 +61,15 @@ struct queue_ops {
     const char *type;
     /* whether its durable queues keep persistent messages in the store */
     bool stores_messages;
+    /* and transient ones too (a quorum queue keeps every message) */
+    bool stores_transient;
+    /* every delivery carries x-delivery-count, limit or not */
+    bool counts_deliveries;
+    /* RabbitMQ's name, in "of queue type T" */
+    const char *rabbit_name;
 };
 
-extern const struct queue_ops queue_classic_ops;
+extern const struct queue_ops queue_classic_ops, queue_quorum_ops;
 
 /* The type called 'name', or NULL if Roost has none. */
 const struct queue_ops *queue_ops_find(struct amqp_bytes name);

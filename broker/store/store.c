@@ -299,7 +299,8 @@ store_enqueue(struct queue *q, const struct qentry *e)
     struct msg *m = e->m;
 
     if (!st.open || st.closing || q->sid == 0 || q->store_gone ||
-        !msg_persistent(m) || !q->ops->stores_messages)
+        !(msg_persistent(m) || q->ops->stores_transient) ||
+        !q->ops->stores_messages)
         return false;
     if (m->store_id == 0) {
         m->store_id = st.next_msg_id++;

@@ -59,7 +59,7 @@ def before(port):
     c = pika.BlockingConnection(pika.ConnectionParameters(
         "127.0.0.1", port, connection_attempts=1))
     ch = c.channel()
-    fresh(ch, "pz-q", "pz-dead", "pz-drop", "pz-gone", "pz-durable")
+    fresh(ch, "pz-q", "pz-dead", "pz-drop", "pz-gone", "pz-durable", "pz-qq")
     ch.exchange_declare("pz-dlx", "fanout", durable=True)
     ch.queue_declare("pz-dead", durable=True)
     ch.queue_bind("pz-dead", "pz-dlx")
@@ -129,6 +129,12 @@ def before(port):
               "'x-delivery-limit' for queue 'pz-bad' in vhost '/': "
               "\"expected integer, got longstr\"", why)
 
+    # A quorum queue keeps even a transient message across a restart.
+    ch.queue_declare("pz-qq", durable=True,
+                     arguments={"x-queue-type": "quorum"})
+    ch.basic_publish("", "pz-qq", b"transient", pika.BasicProperties(
+        delivery_mode=1))
+
     # Left for after the restart: a persistent message returned once.
     ch = c.channel()
     ch.queue_declare("pz-durable", durable=True, arguments=qargs(2, "pz-dlx"))
@@ -169,7 +175,11 @@ def after(port):
     check("... and the third return dead-letters it", m is None, m)
     m, _, b = get(ch, "pz-dead", ack=True)
     check("... into the DLX's queue", b == b"kept", b)
-    fresh(ch, "pz-q", "pz-dead", "pz-drop", "pz-gone", "pz-durable")
+    m, p, b = get(ch, "pz-qq", ack=True)
+    check("a quorum queue's transient message is kept, with its count",
+          b == b"transient" and p.headers.get("x-delivery-count") == 0,
+          (b, p and p.headers))
+    fresh(ch, "pz-q", "pz-dead", "pz-drop", "pz-gone", "pz-durable", "pz-qq")
     ch.exchange_delete("pz-dlx")
     c.close()
 
