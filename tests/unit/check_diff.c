@@ -72,6 +72,9 @@
 #define PROP_CHUNK 1024          /* flag combinations per check */
 
 static uint8_t pattern[BIG_STR + 1024];
+/* Shortstrs must be UTF-8 (method_decode refuses others): printable
+ * ASCII of the same shape. */
+static uint8_t ascii_pattern[1024];
 static uint8_t rbuf[BUF_CAP]; /* rabbitmq-c's encodings */
 static uint8_t obuf[BUF_CAP]; /* ours */
 static uint8_t arena_mem[4u << 20];
@@ -499,6 +502,8 @@ fixtures_init(void)
         return;
     for (size_t i = 0; i < sizeof(pattern); i++)
         pattern[i] = (uint8_t)(i * 7 + 3);
+    for (size_t i = 0; i < sizeof(ascii_pattern); i++)
+        ascii_pattern[i] = (uint8_t)(0x20 + (i * 7 + 3) % 0x5f);
 
     build_chain(deep_nodes, DEEP_LEVELS);
     build_chain(too_deep_nodes, DEEP_LEVELS + 1);
@@ -818,7 +823,7 @@ make_values(const struct rmq_field *fields, size_t n, unsigned k,
         case DV_TIMESTAMP: v.u = longlongs[c % NCHOICES]; break;
         case DV_BIT: v.u = bits >> bit++ & 1; break;
         case DV_SHORTSTR:
-            v.ptr = text_at;
+            v.ptr = ascii_pattern + (text_at - pattern);
             v.len = short_lens[c % NCHOICES];
             break;
         case DV_LONGSTR:

@@ -613,6 +613,11 @@ gen_fields(struct gen *g, const struct codec_field *f, size_t n,
             len = rng_len(g->r, f[i].type == FIELD_SHORTSTR ? 255 : 1000);
             p = arena_alloc(g->a, len);
             rng_fill(g->r, p, len);
+            /* A shortstr must be UTF-8 (method_decode refuses others):
+             * printable ASCII. Longstrs stay any bytes. */
+            if (f[i].type == FIELD_SHORTSTR)
+                for (size_t k = 0; k < len; k++)
+                    p[k] = (uint8_t)(0x20 + p[k] % 0x5f);
             set_range(base, &f[i], p, len);
             break;
         case FIELD_TABLE:

@@ -687,6 +687,7 @@ static const struct status_vec {
       "field runs past the end of the frame" },
     { AMQP_E_TRAILING, "AMQP_E_TRAILING", 501,
       "bytes left over after the last field" },
+    { AMQP_E_UTF8, "AMQP_E_UTF8", 501, "Malformed UTF-8 in shortstr" },
     { AMQP_E_FIELD_TYPE, "AMQP_E_FIELD_TYPE", 501,
       "unknown field value type" },
     { AMQP_E_TABLE_DEPTH, "AMQP_E_TABLE_DEPTH", 501,
@@ -742,7 +743,7 @@ END_TEST
 
 START_TEST(status_out_of_range)
 {
-    static const unsigned bad[] = { 23, 24, 100, 999, 65535 };
+    static const unsigned bad[] = { 24, 25, 100, 999, 65535 };
 
     for (size_t i = 0; i < NELEMS(bad); i++) {
         enum amqp_status s = (enum amqp_status)bad[i];
