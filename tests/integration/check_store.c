@@ -472,6 +472,7 @@ struct cl {
     /* acked ones back with redelivered=false, over all rounds */
     int unmarked;
     char unmarked_first[64];
+    uint8_t mode;       /* the messages' delivery mode */
 };
 
 /* Wait up to 'ms' for a frame; 1, 0 on timeout, -1 when gone. */
@@ -492,7 +493,7 @@ static void *
 cl_producer(void *arg)
 {
     struct cl *s = arg;
-    amqp_basic_properties_t p = mode_props(2);
+    amqp_basic_properties_t p = mode_props(s->mode);
     char body[BODY_MAX];
     uint64_t floor = 0;
     uint8_t *tagacked = calloc(CL_MAX_IDS + 1, 1);
@@ -714,9 +715,11 @@ cl_check(struct cl *s, int round, uint64_t the_seed)
     h_close(c);
 }
 
+/* 'quorum': the queue is a quorum queue and the messages transient,
+ * which such a queue keeps all the same. */
 static void
 crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
-                int lag_us, int max_backlog)
+                int lag_us, int max_backlog, bool quorum)
 {
     enum { MIN_ROUNDS = 20, MAX_ROUNDS = 30, BUDGET_MS = 40000 };
     struct cl s;
@@ -729,6 +732,7 @@ crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
     s.name = name;
     s.lag_us = lag_us;
     s.max_backlog = max_backlog;
+    s.mode = quorum ? 1 : 2;
     s.q = h_name(q, sizeof(q), "crash");
     s.pub = calloc(CL_MAX_IDS, 1);
     s.conf = calloc(CL_MAX_IDS, 1);
@@ -739,7 +743,10 @@ crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
 
     harness_start(H, args);
     amqp_connection_state_t c = h_connect(H);
-    DECLARE_QUEUE(c, 1, q, true, false, false, out);
+    amqp_table_entry_t qt = h_entry_str("x-queue-type", "quorum");
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, q, true, false, false,
+                       quorum ? h_table(&qt, 1) : amqp_empty_table, out, NULL,
+                       NULL);
     h_close(c);
 
     /* ROOST_CRASH_ROUNDS=N: exactly N rounds (scripts/crash-soak.sh). */
@@ -811,7 +818,18 @@ START_TEST(crash_loop)
 {
     SKIP_IF_REMOTE("kills roostd");
     crash_loop_with("crash_loop", ARGS("--set", "store.segment_size=65536"),
-                    20261201, 0, 0);
+                    20261201, 0, 0, false);
+}
+END_TEST
+
+/* The same on a quorum queue with transient messages: it keeps every
+ * message, so nothing confirmed may be lost either. */
+START_TEST(crash_loop_quorum)
+{
+    SKIP_IF_REMOTE("kills roostd");
+    crash_loop_with("crash_loop_quorum",
+                    ARGS("--set", "store.segment_size=65536"), 20261203, 0, 0,
+                    true);
 }
 END_TEST
 
@@ -824,7 +842,7 @@ START_TEST(crash_loop_paged)
     SKIP_IF_REMOTE("kills roostd");
     crash_loop_with("crash_loop_paged",
                     ARGS("--set", "store.segment_size=65536", "--set",
-                         "paging.window=16"), 20261202, 200, 4000);
+                         "paging.window=16"), 20261202, 200, 4000, false);
 }
 END_TEST
 
@@ -1655,6 +1673,7 @@ main(void)
     tc = h_tcase(s, "crash_loop", 120, false);
     tcase_add_test(tc, crash_loop);
     tcase_add_test(tc, crash_loop_paged);
+    tcase_add_test(tc, crash_loop_quorum);
     tc = h_tcase(s, "power_cut", 120, false);
     tcase_add_test(tc, power_cut);
     tcase_add_test(tc, large_batch_split);
