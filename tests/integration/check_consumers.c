@@ -17,16 +17,6 @@
 #include "tests/integration/harness.h"
 
 static amqp_table_entry_t
-int_entry(const char *key, int32_t v)
-{
-    amqp_table_entry_t e;
-    e.key = amqp_cstring_bytes(key);
-    e.value.kind = AMQP_FIELD_KIND_I32;
-    e.value.value.i32 = v;
-    return e;
-}
-
-static amqp_table_entry_t
 bool_entry(const char *key, bool v)
 {
     amqp_table_entry_t e;
@@ -81,7 +71,7 @@ START_TEST(priority_served_first)
 {
     amqp_connection_state_t c = h_connect(H);
     char name[64], q[256], order[512];
-    amqp_table_entry_t hi = int_entry("x-priority", 10);
+    amqp_table_entry_t hi = h_entry_int("x-priority", 10);
     int a = 0, b = 0;
 
     h_name(name, sizeof(name), "prio");
@@ -102,7 +92,7 @@ START_TEST(priority_blocked_lets_lower_have_it)
 {
     amqp_connection_state_t c = h_connect(H);
     char name[64], q[256], order[512];
-    amqp_table_entry_t hi = int_entry("x-priority", 5);
+    amqp_table_entry_t hi = h_entry_int("x-priority", 5);
     int a = 0, b = 0;
 
     h_name(name, sizeof(name), "prio-blocked");
@@ -125,7 +115,7 @@ START_TEST(priority_round_robin_within)
 {
     amqp_connection_state_t c = h_connect(H);
     char name[64], q[256], order[512];
-    amqp_table_entry_t one = int_entry("x-priority", 1);
+    amqp_table_entry_t one = h_entry_int("x-priority", 1);
     int a = 0, b = 0;
 
     h_name(name, sizeof(name), "prio-rr");
@@ -200,7 +190,7 @@ START_TEST(sac_one_consumer_then_the_next)
 {
     amqp_connection_state_t c = h_connect(H);
     char q[256], order[512];
-    amqp_table_entry_t hi = int_entry("x-priority", 9);
+    amqp_table_entry_t hi = h_entry_int("x-priority", 9);
     int a = 0, b = 0;
 
     declare_sac(c, "sac", q);

@@ -19,16 +19,6 @@
 
 #include "tests/integration/harness.h"
 
-static amqp_table_entry_t
-int_entry(const char *key, int32_t v)
-{
-    amqp_table_entry_t e;
-    e.key = amqp_cstring_bytes(key);
-    e.value.kind = AMQP_FIELD_KIND_I32;
-    e.value.value.i32 = v;
-    return e;
-}
-
 /* RabbitMQ's close text for a timeout of 'ms' on channel 'ch'. */
 static const char *
 timeout_text(char *buf, size_t len, int ch, int ms)
@@ -210,7 +200,7 @@ START_TEST(queue_timeout_shorter_than_global)
     struct harness h;
     amqp_connection_state_t c;
     char name[64], q[256], want[300];
-    amqp_table_entry_t a = int_entry("x-consumer-timeout", 300);
+    amqp_table_entry_t a = h_entry_int("x-consumer-timeout", 300);
 
     SKIP_IF_REMOTE("RabbitMQ 3.10 ignores x-consumer-timeout");
     if (!harness_start(&h, ARGS("--set", "consumer_timeout=60000")))
@@ -236,8 +226,8 @@ START_TEST(queue_timeout_longer_than_global)
     struct harness h;
     amqp_connection_state_t c;
     char name[64], q[256], zq[256];
-    amqp_table_entry_t a = int_entry("x-consumer-timeout", 60000);
-    amqp_table_entry_t z = int_entry("x-consumer-timeout", 0);
+    amqp_table_entry_t a = h_entry_int("x-consumer-timeout", 60000);
+    amqp_table_entry_t z = h_entry_int("x-consumer-timeout", 0);
 
     SKIP_IF_REMOTE("RabbitMQ 3.10 ignores x-consumer-timeout");
     if (!harness_start(&h, ARGS("--set", "consumer_timeout=200")))
@@ -270,7 +260,7 @@ START_TEST(bad_queue_timeout_406)
 {
     amqp_connection_state_t c;
     char name[64], want[512];
-    amqp_table_entry_t neg = int_entry("x-consumer-timeout", -1);
+    amqp_table_entry_t neg = h_entry_int("x-consumer-timeout", -1);
     amqp_table_entry_t str = h_entry_str("x-consumer-timeout", "soon");
 
     SKIP_IF_REMOTE("RabbitMQ 3.10 ignores x-consumer-timeout (accepts -1)");

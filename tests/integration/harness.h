@@ -421,6 +421,16 @@ h_entry_str(const char *key, const char *value)
 }
 
 static inline amqp_table_entry_t
+h_entry_int(const char *key, int32_t v)
+{
+    amqp_table_entry_t e;
+    e.key = amqp_cstring_bytes(key);
+    e.value.kind = AMQP_FIELD_KIND_I32;
+    e.value.value.i32 = v;
+    return e;
+}
+
+static inline amqp_table_entry_t
 h_entry_kind(const char *key, uint8_t kind)
 {
     amqp_table_entry_t e;

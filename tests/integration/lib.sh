@@ -39,3 +39,21 @@ stop() {
     pid=
     return $rc
 }
+
+# run_checks NAME COMMAND...: run a check script that prints "PASS name"
+# and "FAIL name: why" lines; each counts. One that stops half way (an
+# exception: a non-zero exit without a FAIL line) fails too.
+run_checks() {
+    local name=$1 rc line rest
+    shift
+    "$@" > "$tmp/checks.out" 2>&1
+    rc=$?
+    while IFS= read -r line; do
+        case $line in
+            "PASS "*) ok "${line#PASS }" ;;
+            "FAIL "*) rest=${line#FAIL }; bad "${rest%%: *}" "${rest#*: }" ;;
+        esac
+    done < "$tmp/checks.out"
+    grep -q '^FAIL ' "$tmp/checks.out" || [ $rc -eq 0 ] ||
+        bad "$name ran to its end" "exit $rc: $(tail -5 "$tmp/checks.out")"
+}

@@ -13,22 +13,13 @@ expectations are RabbitMQ's.
 Prints one "PASS name" or "FAIL name: why" per check; exit 1 on a FAIL.
 """
 import argparse
-import sys
 import time
 
 import pika
 
-fails = 0
+from checks import check, done
+
 REFERENCE = False
-
-
-def check(name, cond, why=""):
-    global fails
-    if cond:
-        print("PASS " + name)
-    else:
-        fails += 1
-        print("FAIL %s: %s" % (name, why))
 
 
 def qargs(limit, dlx=None):
@@ -194,7 +185,7 @@ def main():
     global REFERENCE
     REFERENCE = a.reference
     (before if a.phase == "before" else after)(a.port)
-    sys.exit(1 if fails else 0)
+    done()
 
 
 if __name__ == "__main__":

@@ -16,18 +16,7 @@ if ! $py -c 'import pika' 2>/dev/null; then
 fi
 
 run() {
-    $py "$here/poison.py" --port "$port" "$1" > "$tmp/out" 2>&1
-    local rc=$?
-    while IFS= read -r line; do
-        case $line in
-            "PASS "*) ok "${line#PASS }" ;;
-            "FAIL "*) rest=${line#FAIL }; bad "${rest%%: *}" "${rest#*: }" ;;
-        esac
-    done < "$tmp/out"
-    # A script that stops half way (an exception) fails, whatever it
-    # printed before.
-    grep -q '^FAIL ' "$tmp/out" || [ $rc -eq 0 ] ||
-        bad "$1: poison.py ran to its end" "exit $rc: $(tail -5 "$tmp/out")"
+    run_checks "$1: poison.py" $py "$here/poison.py" --port "$port" "$1"
 }
 
 for phase in before after; do

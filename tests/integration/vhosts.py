@@ -11,7 +11,6 @@ Prints one "PASS name" or "FAIL name: why" per check; exit 1 on a FAIL.
 import argparse
 import base64
 import json
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -19,18 +18,10 @@ import urllib.request
 
 import pika
 
+from checks import check, done
+
 VH = "rt-v1"
-fails = 0
 REFERENCE = False
-
-
-def check(name, cond, why=""):
-    global fails
-    if cond:
-        print("PASS " + name)
-    else:
-        fails += 1
-        print("FAIL %s: %s" % (name, why))
 
 
 class Api:
@@ -218,7 +209,7 @@ def main():
     REFERENCE = a.reference
     api = Api(a.http)
     (before if a.phase == "before" else after)(a.amqp, api)
-    sys.exit(1 if fails else 0)
+    done()
 
 
 if __name__ == "__main__":

@@ -23,18 +23,8 @@ run() {
         bad "$1: management API" "no port in the log"
         return
     fi
-    $py "$here/vhosts.py" --amqp "$port" --http "$http" "$1" > "$tmp/out" 2>&1
-    local rc=$?
-    while IFS= read -r line; do
-        case $line in
-            "PASS "*) ok "${line#PASS }" ;;
-            "FAIL "*) rest=${line#FAIL }; bad "${rest%%: *}" "${rest#*: }" ;;
-        esac
-    done < "$tmp/out"
-    # A script that stops half way (an exception) fails, whatever it
-    # printed before.
-    grep -q '^FAIL ' "$tmp/out" || [ $rc -eq 0 ] ||
-        bad "$1: vhosts.py ran to its end" "exit $rc: $(tail -5 "$tmp/out")"
+    run_checks "$1: vhosts.py" $py "$here/vhosts.py" --amqp "$port" \
+        --http "$http" "$1"
 }
 
 for phase in before after; do
