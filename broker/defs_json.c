@@ -589,31 +589,10 @@ default_alg(json_t *root)
 static int
 get_tags(struct plan *p, size_t i, json_t *o, char *out, size_t cap)
 {
-    json_t *v = json_object_get(o, "tags"), *t;
-    size_t k, n = 0;
-
-    out[0] = '\0';
-    if (v == NULL)
-        return 0;
-    if (json_is_string(v)) {
-        if (json_string_length(v) >= cap)
-            return fail(p, "users", i, "\"tags\" is too long");
-        snprintf(out, cap, "%s", json_string_value(v));
-        return 0;
-    }
-    if (!json_is_array(v))
-        return fail(p, "users", i, "\"tags\" must be a string or a list "
-                    "of strings");
-    json_array_foreach(v, k, t) {
-        if (!json_is_string(t) || strchr(json_string_value(t), ','))
-            return fail(p, "users", i, "\"tags\"[%zu] must be a string "
-                        "without commas", k);
-        int w = snprintf(out + n, cap - n, "%s%s", n ? "," : "",
-                         json_string_value(t));
-        if (w < 0 || (size_t)w >= cap - n)
-            return fail(p, "users", i, "\"tags\" is too long");
-        n += (size_t)w;
-    }
+    char err[200];
+    if (defs_json_parse_tags(json_object_get(o, "tags"), out, cap, err,
+                             sizeof(err)) != 0)
+        return fail(p, "users", i, "%s", err);
     return 0;
 }
 
@@ -992,8 +971,8 @@ defs_json_import_text(const char *text, size_t len, const char *name,
 /* A JSON string of 'n' bytes. JSON strings are UTF-8 and AMQP names and
  * values need not be: bytes that are not become '?' (rare: clients send
  * UTF-8). */
-static json_t *
-jstr(const void *s, size_t n)
+json_t *
+defs_json_str(const void *s, size_t n)
 {
     json_t *v = json_stringn(s, n);
 
@@ -1054,7 +1033,7 @@ field_to_json(const struct amqp_field *f)
         return jreal(d);
     case AMQP_FIELD_LONGSTR:
     case AMQP_FIELD_BYTES:
-        return jstr(f->v.str.ptr, f->v.str.len);
+        return defs_json_str(f->v.str.ptr, f->v.str.len);
     case AMQP_FIELD_ARRAY:
         a = json_array();
         array_iter_init(&it, f->v.array);
@@ -1079,7 +1058,7 @@ table_to_json(struct amqp_table t)
 
     table_iter_init(&it, t);
     while (table_next(&it, &k, &v)) {
-        json_t *key = jstr(k.ptr, k.len);
+        json_t *key = defs_json_str(k.ptr, k.len);
         json_object_set_new(o, json_string_value(key), field_to_json(&v));
         json_decref(key);
     }
@@ -1189,8 +1168,8 @@ export_vhost(struct vhost *vh, json_t *queues, json_t *exchanges,
         if (!store_keeps_queue(q))
             continue;
         o = json_object();
-        json_object_set_new(o, "name", jstr(q->name, q->name_len));
-        json_object_set_new(o, "vhost", jstr(vh->name, strlen(vh->name)));
+        json_object_set_new(o, "name", defs_json_str(q->name, q->name_len));
+        json_object_set_new(o, "vhost", defs_json_str(vh->name, strlen(vh->name)));
         json_object_set_new(o, "durable", json_boolean(q->durable));
         json_object_set_new(o, "auto_delete", json_boolean(q->auto_delete));
         json_object_set_new(o, "arguments", table_to_json(q->args));
@@ -1211,8 +1190,8 @@ export_vhost(struct vhost *vh, json_t *queues, json_t *exchanges,
         if (!store_keeps_exchange(x) || is_predeclared(x))
             continue;
         o = json_object();
-        json_object_set_new(o, "name", jstr(x->name, x->name_len));
-        json_object_set_new(o, "vhost", jstr(vh->name, strlen(vh->name)));
+        json_object_set_new(o, "name", defs_json_str(x->name, x->name_len));
+        json_object_set_new(o, "vhost", defs_json_str(vh->name, strlen(vh->name)));
         json_object_set_new(o, "type", json_string(x->ops->type));
         json_object_set_new(o, "durable", json_boolean(x->durable));
         json_object_set_new(o, "auto_delete", json_boolean(x->auto_delete));
@@ -1224,14 +1203,14 @@ export_vhost(struct vhost *vh, json_t *queues, json_t *exchanges,
     for (size_t i = 0; i < nb; i++) {
         struct binding *b = bs[i];
         o = json_object();
-        json_object_set_new(o, "source", jstr(b->src->name, b->src->name_len));
-        json_object_set_new(o, "vhost", jstr(vh->name, strlen(vh->name)));
+        json_object_set_new(o, "source", defs_json_str(b->src->name, b->src->name_len));
+        json_object_set_new(o, "vhost", defs_json_str(vh->name, strlen(vh->name)));
         json_object_set_new(o, "destination",
-                            b->q ? jstr(b->q->name, b->q->name_len)
-                                 : jstr(b->dest_x->name, b->dest_x->name_len));
+                            b->q ? defs_json_str(b->q->name, b->q->name_len)
+                                 : defs_json_str(b->dest_x->name, b->dest_x->name_len));
         json_object_set_new(o, "destination_type",
                             json_string(b->q ? "queue" : "exchange"));
-        json_object_set_new(o, "routing_key", jstr(b->key, b->key_len));
+        json_object_set_new(o, "routing_key", defs_json_str(b->key, b->key_len));
         json_object_set_new(o, "arguments", table_to_json(b->args));
         json_array_append_new(bindings, o);
     }
@@ -1251,15 +1230,9 @@ export_users(void)
 
     for (size_t i = 0; i < n; i++) {
         char b64[2 * sizeof(us[i]->hash) + 4];
-        json_t *o = json_object(), *tags = json_array();
+        json_t *o = json_object(), *tags = defs_json_tags(us[i]->tags);
         tls_base64(us[i]->hash, us[i]->hash_len, b64);
-        for (const char *t = us[i]->tags; *t != '\0';) {
-            size_t k = strcspn(t, ",");
-            if (k > 0)
-                json_array_append_new(tags, jstr(t, k));
-            t += k + (t[k] == ',');
-        }
-        json_object_set_new(o, "name", jstr(us[i]->name, strlen(us[i]->name)));
+        json_object_set_new(o, "name", defs_json_str(us[i]->name, strlen(us[i]->name)));
         json_object_set_new(o, "password_hash", json_string(b64));
         json_object_set_new(o, "hashing_algorithm",
                             json_string(auth_alg_name(us[i]->alg)));
@@ -1302,13 +1275,13 @@ export_perms(void)
     qsort(l.v, l.n, sizeof(*l.v), cmp_perm);
     for (size_t i = 0; i < l.n; i++) {
         json_t *o = json_object();
-        json_object_set_new(o, "user", jstr(l.v[i]->user,
+        json_object_set_new(o, "user", defs_json_str(l.v[i]->user,
                                             strlen(l.v[i]->user)));
-        json_object_set_new(o, "vhost", jstr(l.v[i]->vhost,
+        json_object_set_new(o, "vhost", defs_json_str(l.v[i]->vhost,
                                              strlen(l.v[i]->vhost)));
         for (int k = 0; k < PERM_KINDS; k++)
             json_object_set_new(o, perm_kind_name[k],
-                                jstr(l.v[i]->pattern[k],
+                                defs_json_str(l.v[i]->pattern[k],
                                      strlen(l.v[i]->pattern[k])));
         json_array_append_new(arr, o);
     }
@@ -1331,7 +1304,7 @@ export_limits(const struct vhost *vh, json_t *params)
         json_object_set_new(value, "max-queues",
                             json_integer(vh->max_queues));
     json_object_set_new(o, "value", value);
-    json_object_set_new(o, "vhost", jstr(vh->name, strlen(vh->name)));
+    json_object_set_new(o, "vhost", defs_json_str(vh->name, strlen(vh->name)));
     json_object_set_new(o, "component", json_string("vhost-limits"));
     json_object_set_new(o, "name", json_string("limits"));
     json_array_append_new(params, o);
@@ -1351,7 +1324,7 @@ export_root(void)
 
     for (size_t i = 0; i < nv; i++) {
         json_t *o = json_object();
-        json_object_set_new(o, "name", jstr(vs[i]->name, strlen(vs[i]->name)));
+        json_object_set_new(o, "name", defs_json_str(vs[i]->name, strlen(vs[i]->name)));
         json_array_append_new(vhosts, o);
         export_vhost(vs[i], queues, exchanges, bindings);
         export_limits(vs[i], params);
@@ -1401,4 +1374,89 @@ defs_json_export_text(void)
     if (text == NULL)
         fatalx("out of memory");
     return text;
+}
+
+/* ---- what the management API shares ---- */
+
+json_t *
+defs_json_tags(const char *tags)
+{
+    json_t *arr = json_array();
+    const char *p = tags;
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        if (n > 0) {
+            char *t = xstrndup(p, n);
+            json_array_append_new(arr, defs_json_str(t, strlen(t)));
+            free(t);
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return arr;
+}
+
+/* Append tag 'p' ('n' bytes, trimmed here) to 'out'. */
+static int
+add_tag(char *out, size_t cap, size_t *len, const char *p, size_t n)
+{
+    while (n > 0 && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n == 0)
+        return 0;
+    if (*len + n + 2 > cap)
+        return -1;
+    if (*len > 0)
+        out[(*len)++] = ',';
+    memcpy(out + *len, p, n);
+    *len += n;
+    out[*len] = '\0';
+    return 0;
+}
+
+int
+defs_json_parse_tags(const json_t *v, char *out, size_t cap, char *err,
+                size_t errlen)
+{
+    size_t len = 0, i;
+    const json_t *t;
+
+    out[0] = '\0';
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (json_is_string(v)) {
+        const char *p = json_string_value(v);
+        while (*p != '\0') {
+            size_t n = strcspn(p, ",");
+            if (add_tag(out, cap, &len, p, n) != 0)
+                goto too_long;
+            p += n;
+            if (*p == ',')
+                p++;
+        }
+        return 0;
+    }
+    if (!json_is_array(v)) {
+        snprintf(err, errlen, "tags must be a string or a list of strings");
+        return -1;
+    }
+    json_array_foreach(v, i, t) {
+        if (!json_is_string(t) || strchr(json_string_value(t), ',')) {
+            snprintf(err, errlen, "tags[%zu] must be a string without "
+                     "commas", i);
+            return -1;
+        }
+        if (add_tag(out, cap, &len, json_string_value(t),
+                    json_string_length(t)) != 0)
+            goto too_long;
+    }
+    return 0;
+too_long:
+    snprintf(err, errlen, "tags are longer than %zu bytes", cap - 1);
+    return -1;
 }

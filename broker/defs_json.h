@@ -15,6 +15,7 @@
 #ifndef ROOST_BROKER_DEFS_JSON_H
 #define ROOST_BROKER_DEFS_JSON_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -53,5 +54,20 @@ int defs_json_export(FILE *out, char *err, size_t errlen);
 /* The same as a string (GET /api/definitions): the caller frees it with
  * free(). */
 char *defs_json_export_text(void);
+
+/* A JSON string of 'n' bytes; bytes that are not UTF-8 become '?'
+ * (AMQP names need not be UTF-8; JSON strings must be). */
+json_t *defs_json_str(const void *s, size_t n);
+
+/* Tags kept comma separated, as a JSON list. */
+json_t *defs_json_tags(const char *tags);
+
+/*
+ * Tags given as "a, b" or ["a", "b"] (RabbitMQ takes both; NULL or null:
+ * none), trimmed and without empty ones, into 'out' comma separated. -1
+ * with a reason in 'err' if 'v' is neither or they do not fit.
+ */
+int defs_json_parse_tags(const json_t *v, char *out, size_t cap, char *err,
+                         size_t errlen);
 
 #endif

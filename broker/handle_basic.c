@@ -90,13 +90,15 @@ consume(struct channel *ch, const struct amqp_basic_consume *a)
      * other consume arguments are ignored, as there. */
     struct amqp_field pv;
     int64_t priority = 0;
-    if (table_get(a->arguments, "x-priority", &pv) &&
-        !qargs_as_int(&pv, &priority)) {
-        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
-                     "invalid arg 'x-priority' for queue '%s' in vhost '%s': "
-                     "\"expected integer, got %s\"", q->name,
-                     ch->conn->vh->name, qargs_kind_name(pv.kind));
-        return;
+    if (table_get(a->arguments, "x-priority", &pv)) {
+        char what[600], err[800];
+        snprintf(what, sizeof(what), "queue '%s' in vhost '%s'", q->name,
+                 ch->conn->vh->name);
+        if (qargs_int(&pv, amqp_cstr("x-priority"), what, &priority, err,
+                      sizeof(err)) != QARGS_OK) {
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
+            return;
+        }
     }
     struct consumer *c = xcalloc(1, sizeof(*c));
     c->q = q;

@@ -20,7 +20,8 @@ const char *const qargs_equivalence_keys[] = {
     "x-queue-master-locator", "x-delivery-limit", NULL,
 };
 
-const char *
+/* The name RabbitMQ gives a field's type in "expected integer, got T". */
+static const char *
 qargs_kind_name(enum amqp_field_kind k)
 {
     switch (k) {
@@ -50,7 +51,8 @@ qargs_type_atom(enum amqp_field_kind k)
     }
 }
 
-bool
+/* Integers of any width, as RabbitMQ accepts them. */
+static bool
 qargs_as_int(const struct amqp_field *v, int64_t *out)
 {
     switch (v->kind) {
@@ -75,17 +77,26 @@ invalid(char *err, size_t errlen, struct amqp_bytes key, const char *what,
     return QARGS_INVALID;
 }
 
+enum qargs_result
+qargs_int(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+          int64_t *out, char *err, size_t errlen)
+{
+    char why[96];
+    if (qargs_as_int(v, out))
+        return QARGS_OK;
+    snprintf(why, sizeof(why), "\"expected integer, got %s\"",
+             qargs_kind_name(v->kind));
+    return invalid(err, errlen, k, what, why);
+}
+
 /* A non-negative integer (or positive, with 'positive'). */
 static enum qargs_result
 int_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
         bool positive, int64_t *out, char *err, size_t errlen)
 {
     char why[96];
-    if (!qargs_as_int(v, out)) {
-        snprintf(why, sizeof(why), "\"expected integer, got %s\"",
-                 qargs_kind_name(v->kind));
-        return invalid(err, errlen, k, what, why);
-    }
+    if (qargs_int(v, k, what, out, err, errlen) != QARGS_OK)
+        return QARGS_INVALID;
     if (*out < 0) {
         snprintf(why, sizeof(why), "{value_negative,%lld}", (long long)*out);
         return invalid(err, errlen, k, what, why);
@@ -135,11 +146,8 @@ queue_version_arg(const struct amqp_field *v, struct amqp_bytes k,
 {
     char why[300];
     int64_t n;
-    if (!qargs_as_int(v, &n)) {
-        snprintf(why, sizeof(why), "\"expected integer, got %s\"",
-                 qargs_kind_name(v->kind));
-        return invalid(err, errlen, k, what, why);
-    }
+    if (qargs_int(v, k, what, &n, err, errlen) != QARGS_OK)
+        return QARGS_INVALID;
     if (n != 1 && n != 2) {
         snprintf(why, sizeof(why), "\"unsupported queue version '%lld'\"",
                  (long long)n);
@@ -278,12 +286,7 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             /* Any integer, as RabbitMQ 3.10's quorum queues take it (a
              * negative one lets no return through). */
             out->delivery_limited = true;
-            if (!qargs_as_int(&v, &out->delivery_limit)) {
-                char why[96];
-                snprintf(why, sizeof(why), "\"expected integer, got %s\"",
-                         qargs_kind_name(v.kind));
-                r = invalid(err, errlen, k, what, why);
-            }
+            r = qargs_int(&v, k, what, &out->delivery_limit, err, errlen);
         }
         else if (amqp_bytes_eq(k, "x-single-active-consumer"))
             r = bool_arg(&v, k, what, &out->single_active, err, errlen);

@@ -56,15 +56,17 @@ void qargs_free(struct qargs *a);
 /* The keys compared when a queue is declared again (NULL-terminated). */
 extern const char *const qargs_equivalence_keys[];
 
-/* An integer field of any width, as RabbitMQ accepts one; false if it
- * is not an integer. */
-bool qargs_as_int(const struct amqp_field *v, int64_t *out);
+/* An integer field of any width, as RabbitMQ accepts one, for argument
+ * 'k' of 'what' ("queue 'q' in vhost '/'"):
+ * QARGS_INVALID with RabbitMQ's text ("... \"expected integer, got T\"")
+ * in 'err' if it is not one. */
+enum qargs_result qargs_int(const struct amqp_field *v, struct amqp_bytes k,
+                            const char *what, int64_t *out, char *err,
+                            size_t errlen);
 
 /* RabbitMQ's name of a field's type, as in {unacceptable_type,T}. */
 const char *qargs_type_atom(enum amqp_field_kind k);
 
-/* The name RabbitMQ gives a field's type in "expected integer, got T". */
-const char *qargs_kind_name(enum amqp_field_kind k);
 
 /*
  * The expiration property of a message: -1 if absent, the TTL in ms, or

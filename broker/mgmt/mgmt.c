@@ -39,6 +39,7 @@
 
 #include "broker/auth.h"
 #include "broker/broker.h"
+#include "broker/defs_json.h"
 #include "broker/log.h"
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/perm.h"
@@ -220,16 +221,7 @@ answer(struct mgmt_req *r, int code, struct evbuffer *body)
 json_t *
 mgmt_str(const char *s)
 {
-    json_t *v = json_string(s);
-    if (v != NULL)
-        return v;
-    char *copy = xstrdup(s);
-    for (char *p = copy; *p; p++)
-        if ((unsigned char)*p >= 0x80)
-            *p = '?';
-    v = json_string(copy);
-    free(copy);
-    return v != NULL ? v : json_string("");
+    return defs_json_str(s, strlen(s));
 }
 
 bool
@@ -247,89 +239,6 @@ mgmt_name_ok(struct mgmt_req *r, const char *what, const char *name,
         return false;
     }
     return true;
-}
-
-json_t *
-mgmt_tags_json(const char *tags)
-{
-    json_t *arr = json_array();
-    const char *p = tags;
-    while (*p != '\0') {
-        size_t n = strcspn(p, ",");
-        if (n > 0) {
-            char *t = xstrndup(p, n);
-            json_array_append_new(arr, mgmt_str(t));
-            free(t);
-        }
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    return arr;
-}
-
-/* Append tag 'p' ('n' bytes, trimmed here) to 'out'. */
-static int
-add_tag(char *out, size_t cap, size_t *len, const char *p, size_t n)
-{
-    while (n > 0 && (*p == ' ' || *p == '\t')) {
-        p++;
-        n--;
-    }
-    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-        n--;
-    if (n == 0)
-        return 0;
-    if (*len + n + 2 > cap)
-        return -1;
-    if (*len > 0)
-        out[(*len)++] = ',';
-    memcpy(out + *len, p, n);
-    *len += n;
-    out[*len] = '\0';
-    return 0;
-}
-
-int
-mgmt_tags_parse(const json_t *v, char *out, size_t cap, char *err,
-                size_t errlen)
-{
-    size_t len = 0, i;
-    const json_t *t;
-
-    out[0] = '\0';
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (json_is_string(v)) {
-        const char *p = json_string_value(v);
-        while (*p != '\0') {
-            size_t n = strcspn(p, ",");
-            if (add_tag(out, cap, &len, p, n) != 0)
-                goto too_long;
-            p += n;
-            if (*p == ',')
-                p++;
-        }
-        return 0;
-    }
-    if (!json_is_array(v)) {
-        snprintf(err, errlen, "tags must be a string or a list of strings");
-        return -1;
-    }
-    json_array_foreach(v, i, t) {
-        if (!json_is_string(t) || strchr(json_string_value(t), ',')) {
-            snprintf(err, errlen, "tags[%zu] must be a string without "
-                     "commas", i);
-            return -1;
-        }
-        if (add_tag(out, cap, &len, json_string_value(t),
-                    json_string_length(t)) != 0)
-            goto too_long;
-    }
-    return 0;
-too_long:
-    snprintf(err, errlen, "tags are longer than %zu bytes", cap - 1);
-    return -1;
 }
 
 /* The query's "columns": keep the top-level keys they name (RabbitMQ

@@ -112,15 +112,7 @@ json_t *mgmt_str(const char *s);
 bool mgmt_name_ok(struct mgmt_req *r, const char *what, const char *name,
                   size_t max);
 
-/* Tags kept comma separated, as a JSON list. */
-json_t *mgmt_tags_json(const char *tags);
-/*
- * Tags given as "a, b" or ["a", "b"] (RabbitMQ takes both), trimmed and
- * without empty ones, into 'out' comma separated. -1 with a reason in
- * 'err' if 'v' is neither or they do not fit.
- */
-int mgmt_tags_parse(const json_t *v, char *out, size_t cap, char *err,
-                    size_t errlen);
+/* Tags: defs_json_tags and defs_json_parse_tags (defs_json.h). */
 
 
 /* ---- the handlers (one per resource) ---- */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "broker/auth.h"
+#include "broker/defs_json.h"
 #include "broker/broker.h"
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/perm.h"
@@ -34,7 +35,7 @@ user_json(const struct user *u)
     return json_pack("{s:o, s:s, s:s, s:o, s:{}}", "name", mgmt_str(u->name),
                      "password_hash", hash, "hashing_algorithm",
                      alg[0] ? alg : "rabbit_password_hashing_sha256", "tags",
-                     mgmt_tags_json(u->tags), "limits");
+                     defs_json_tags(u->tags), "limits");
 }
 
 static void
@@ -56,7 +57,7 @@ mgmt_whoami(struct mgmt_req *r)
 {
     mgmt_reply(r, 200, json_pack("{s:o, s:o}", "name",
                                  mgmt_str(r->user->name), "tags",
-                                 mgmt_tags_json(r->user->tags)));
+                                 defs_json_tags(r->user->tags)));
 }
 
 /* A JSON string with no NUL inside (a C string as given). */
@@ -86,7 +87,7 @@ put_tags(struct mgmt_req *r, json_t *o, char *tags, size_t cap)
         snprintf(tags, cap, "%s", on ? "administrator" : "");
         return 0;
     }
-    if (mgmt_tags_parse(t, tags, cap, err, sizeof(err)) != 0) {
+    if (defs_json_parse_tags(t, tags, cap, err, sizeof(err)) != 0) {
         mgmt_bad_request(r, "%s", err);
         return -1;
     }

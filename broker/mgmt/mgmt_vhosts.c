@@ -14,6 +14,7 @@
 #include "broker/auth.h"
 #include "broker/broker.h"
 #include "broker/defs.h"
+#include "broker/defs_json.h"
 #include "broker/log.h"
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/perm.h"
@@ -44,9 +45,9 @@ vhost_json(const struct vhost *vh)
     return json_pack(
         "{s:o, s:o, s:o, s:s, s:{s:o, s:o}, s:b, s:{s:s}, s:I, s:I, s:I}",
         "name", mgmt_str(vh->name), "description",
-        mgmt_str(vh->description), "tags", mgmt_tags_json(vh->tags),
+        mgmt_str(vh->description), "tags", defs_json_tags(vh->tags),
         "default_queue_type", "undefined", "metadata", "description",
-        mgmt_str(vh->description), "tags", mgmt_tags_json(vh->tags),
+        mgmt_str(vh->description), "tags", defs_json_tags(vh->tags),
         "tracing", 0, "cluster_state", broker_node_name(), "running", "messages",
         (json_int_t)(ready + unacked), "messages_ready", (json_int_t)ready,
         "messages_unacknowledged", (json_int_t)unacked);
@@ -104,7 +105,7 @@ put_vhost(struct mgmt_req *r, const char *name)
         mgmt_bad_request(r, "description must be a string");
         goto out;
     }
-    if (mgmt_tags_parse(json_object_get(o, "tags"), tags, sizeof(tags), err,
+    if (defs_json_parse_tags(json_object_get(o, "tags"), tags, sizeof(tags), err,
                         sizeof(err)) != 0) {
         mgmt_bad_request(r, "%s", err);
         goto out;
