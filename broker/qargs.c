@@ -17,7 +17,7 @@ const char *const qargs_equivalence_keys[] = {
     "x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes",
     "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
     "x-single-active-consumer", "x-queue-mode", "x-queue-version",
-    "x-queue-master-locator", "x-delivery-limit", NULL,
+    "x-queue-master-locator", "x-delivery-limit", "x-max-priority", NULL,
 };
 
 /* The name RabbitMQ gives a field's type in "expected integer, got T". */
@@ -246,7 +246,6 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
     struct amqp_field v;
     enum qargs_result r = QARGS_OK;
     const char *classic_only = NULL;    /* seen, and not for quorum */
-    bool max_priority = false;
     const char *name;
 
     memset(out, 0, sizeof(*out));
@@ -254,6 +253,7 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
     out->max_length = -1;
     out->max_length_bytes = -1;
     out->consumer_timeout = -1;
+    out->max_priority = -1;
     table_iter_init(&it, args);
     while (r == QARGS_OK && table_next(&it, &k, &v)) {
         if (amqp_bytes_eq(k, "x-message-ttl"))
@@ -317,10 +317,14 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             out->quorum_only = name;
             r = int_arg(&v, k, what, false, &unused, err, errlen);
         } else if (amqp_bytes_eq(k, "x-max-priority")) {
-            /* Not implemented (540), but a quorum queue refuses it first,
-             * as RabbitMQ does (406). */
             classic_only = "x-max-priority";
-            max_priority = true;
+            r = int_arg(&v, k, what, false, &out->max_priority, err, errlen);
+            if (r == QARGS_OK && out->max_priority > 255) {
+                char why[64];
+                snprintf(why, sizeof(why), "{max_value_exceeded,%lld}",
+                         (long long)out->max_priority);
+                r = invalid(err, errlen, k, what, why);
+            }
         } else if (k.len >= 2 && memcmp(k.ptr, "x-", 2) == 0) {
             snprintf(err, errlen, "queue argument '%.*s' is not implemented",
                      (int)k.len, (const char *)k.ptr);
@@ -336,11 +340,6 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
         snprintf(err, errlen, "invalid arg '%s' for %s of queue type %s",
                  wrong, what, type->rabbit_name);
         r = QARGS_INVALID;
-    }
-    if (r == QARGS_OK && max_priority) {
-        snprintf(err, errlen, "queue argument 'x-max-priority' is not "
-                 "implemented");
-        r = QARGS_NOT_IMPLEMENTED;
     }
     if (r == QARGS_OK && out->dlrk && !out->dlx) {
         /* As RabbitMQ: a routing key without an exchange is meaningless. */

@@ -1,6 +1,6 @@
 /*
- * Queues: the message ring, requeue to the original position, consumers
- * and round-robin dispatch.
+ * Queues: the message rings (one per priority level), requeue to the
+ * original position, consumers and round-robin dispatch.
  */
 #include "broker/queue.h"
 
@@ -64,6 +64,12 @@ queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
     q->args.len = args.len;
     q->qa = *qa;
     memset(qa, 0, sizeof(*qa));
+    q->lv = &q->lv0;
+    q->nlv = 1;
+    if (q->qa.max_priority > 0) {
+        q->nlv = (uint16_t)(q->qa.max_priority + 1);
+        q->lv = xcalloc(q->nlv, sizeof(*q->lv));
+    }
     TAILQ_INIT(&q->consumers);
     TAILQ_INIT(&q->bindings);
     TAILQ_INIT(&q->get_waits);
@@ -82,7 +88,7 @@ static void page_unlist(struct queue *q);
 static void queue_fill(struct queue *q);
 static void drop_head(struct queue *q);
 static void page_list(struct queue *q);
-static size_t index_of_seq(const struct queue *q, uint64_t seq);
+static size_t index_of_seq(const struct qring *r, uint64_t seq);
 static void wake_get_waits(struct queue *q, bool gone);
 
 /* The end of an entry's life in this queue, whatever ended it. */
@@ -114,17 +120,47 @@ queue_unref(struct queue *q)
     if (q->timer)
         event_free(q->timer);
     qargs_free(&q->qa);
-    ring_bytes -= (uint64_t)q->cap * sizeof(*q->ring);
-    free(q->ring);
+    for (size_t l = 0; l < q->nlv; l++) {
+        ring_bytes -= (uint64_t)q->lv[l].cap * sizeof(*q->lv[l].ring);
+        free(q->lv[l].ring);
+    }
+    if (q->lv != &q->lv0)
+        free(q->lv);
     free(q->args_buf);
     free(q->name);
     free(q);
 }
 
 static struct qentry *
-at(const struct queue *q, size_t i)
+at(const struct qring *r, size_t i)
 {
-    return &q->ring[(q->head + i) & (q->cap - 1)];
+    return &r->ring[(r->head + i) & (r->cap - 1)];
+}
+
+/* The level a message of priority 'p' goes to: no priority is 0, and
+ * one above the queue's maximum counts as the maximum (RabbitMQ's
+ * rules). */
+static struct qring *
+level_of(struct queue *q, uint8_t p)
+{
+    uint16_t l = p < q->nlv ? p : (uint16_t)(q->nlv - 1);
+    if (l > q->top)
+        q->top = l;
+    return &q->lv[l];
+}
+
+/* The level whose first entry is handed out next. */
+static struct qring *
+top_ring(const struct queue *q)
+{
+    return &q->lv[q->top];
+}
+
+/* The next entry to hand out; the queue is not empty. */
+static struct qentry *
+head_entry(const struct queue *q)
+{
+    return at(top_ring(q), 0);
 }
 
 uint64_t
@@ -133,12 +169,15 @@ queue_ring_bytes(void)
     return ring_bytes;
 }
 
+/* Room for one more entry in 'r'. */
 static void
-grow(struct queue *q)
+make_room(struct qring *r)
 {
-    size_t old = q->cap;
-    ring_grow(&q->ring, sizeof(*q->ring), &q->cap, &q->head, q->len);
-    ring_bytes += (uint64_t)(q->cap - old) * sizeof(*q->ring);
+    if (r->len < r->cap)
+        return;
+    size_t old = r->cap;
+    ring_grow(&r->ring, sizeof(*r->ring), &r->cap, &r->head, r->len);
+    ring_bytes += (uint64_t)(r->cap - old) * sizeof(*r->ring);
 }
 
 static bool
@@ -174,9 +213,9 @@ queue_push(struct queue *q, struct msg *m)
     }
     if (msg_ttl(m) >= 0 && (ttl < 0 || msg_ttl(m) < ttl))
         ttl = msg_ttl(m);
-    if (q->len == q->cap)
-        grow(q);
-    struct qentry *e = at(q, q->len);
+    struct qring *r = level_of(q, m->env->priority);
+    make_room(r);
+    struct qentry *e = at(r, r->len);
     memset(e, 0, sizeof(*e));
     e->m = msg_ref(m);
     e->seq = q->next_seq++;
@@ -184,6 +223,7 @@ queue_push(struct queue *q, struct msg *m)
     e->expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
     if (ttl == 0)
         e->expires_at = 1;
+    r->len++;
     q->len++;
     q->bytes += m->body_len;
     stored = q->sid && store_enqueue(q, e);
@@ -191,7 +231,7 @@ queue_push(struct queue *q, struct msg *m)
     if (q->nconsumers)
         queue_dispatch(q);
     /* No window is below 16: a short queue pays one comparison. */
-    if (q->len > 16 && !q->page_listed && q->len > queue_window() &&
+    if (r->len > 16 && !q->page_listed && r->len > queue_window() &&
         store_pages()) {
         page_list(q);
         queue_pager_kick(false);
@@ -208,21 +248,25 @@ queue_foreach_ready(struct queue *q,
                     void (*fn)(struct queue *q, struct qentry *e, void *arg),
                     void *arg)
 {
-    for (size_t i = 0; i < q->len; i++)
-        fn(q, at(q, i), arg);
+    for (size_t l = q->nlv; l-- > 0;)
+        for (size_t i = 0; i < q->lv[l].len; i++)
+            fn(q, at(&q->lv[l], i), arg);
 }
 
 void
-queue_restore(struct queue *q, const struct qentry *re)
+queue_restore(struct queue *q, const struct qentry *re, uint8_t priority)
 {
-    if (q->len == q->cap)
-        grow(q);
-    struct qentry *e = at(q, q->len);
+    struct qring *r = level_of(q, priority);
+    make_room(r);
+    struct qentry *e = at(r, r->len);
     *e = *re;
-    if (e->paged)
+    if (e->paged) {
+        r->npaged++;
         q->npaged++;
-    else
+    } else {
         msg_ref(e->m);
+    }
+    r->len++;
     q->len++;
     q->bytes += qentry_body_len(e);
     if (e->seq >= q->next_seq)
@@ -238,12 +282,13 @@ dead_letter_exchange(const struct queue *q)
     return vhost_exchange(q->vh, amqp_cstr(q->qa.dlx));
 }
 
-/* Whether the head can go now, for expiry or x-max-length: a paged one
- * that is to be dead-lettered waits for its message to be read. */
+/* Whether the head of level 'r' can go now, for expiry or x-max-length:
+ * a paged one that is to be dead-lettered waits for its message to be
+ * read. */
 static bool
-head_can_go(struct queue *q)
+head_can_go(struct queue *q, const struct qring *r)
 {
-    if (!at(q, 0)->paged || dead_letter_exchange(q) == NULL)
+    if (!at(r, 0)->paged || dead_letter_exchange(q) == NULL)
         return true;
     queue_fill(q);
     return false;
@@ -286,15 +331,21 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
     route_dead(q, dlx, dm, reason);
 }
 
+static bool ring_pop(struct queue *q, struct qring *r, struct qentry *out);
+
+/* Each level expires from its own head, as in RabbitMQ. */
 void
 queue_expire(struct queue *q)
 {
     uint64_t now = now_ms();
-    while (q->len > 0 && at(q, 0)->expires_at && at(q, 0)->expires_at <= now &&
-           head_can_go(q)) {
-        struct qentry e;
-        queue_pop(q, &e);
-        dead_letter(q, e, "expired");
+    for (size_t l = q->len ? q->top + 1 : 0; l-- > 0;) {
+        struct qring *r = &q->lv[l];
+        while (r->len > 0 && at(r, 0)->expires_at &&
+               at(r, 0)->expires_at <= now && head_can_go(q, r)) {
+            struct qentry e;
+            ring_pop(q, r, &e);
+            dead_letter(q, e, "expired");
+        }
     }
 }
 
@@ -332,10 +383,14 @@ queue_arm(struct queue *q)
 
     if (q->deleted)
         return;
-    /* The head is the next message to expire: RabbitMQ too expires
-     * messages only when they reach the head. */
-    if (q->len > 0 && at(q, 0)->expires_at)
-        when = at(q, 0)->expires_at;
+    /* The heads are the next messages to expire: RabbitMQ too expires
+     * messages only when they reach the head (of their level). */
+    for (size_t l = q->len ? q->top + 1 : 0; l-- > 0;) {
+        const struct qring *r = &q->lv[l];
+        if (r->len > 0 && at(r, 0)->expires_at &&
+            (when == 0 || at(r, 0)->expires_at < when))
+            when = at(r, 0)->expires_at;
+    }
     if (q->qa.expires && q->nconsumers == 0) {
         uint64_t idle = q->last_used_ms + (uint64_t)q->qa.expires;
         if (when == 0 || idle < when)
@@ -365,11 +420,12 @@ queue_reject(struct queue *q, struct qentry e)
     dead_letter(q, e, "rejected");
 }
 
-/* x-overflow drop-head: the oldest messages make room. */
+/* x-overflow drop-head: the messages at the head make room (in a
+ * priority queue, the highest priority's, as RabbitMQ drops them). */
 static void
 drop_head(struct queue *q)
 {
-    while (q->len > 0 && over_limit(q, 0, 0) && head_can_go(q)) {
+    while (q->len > 0 && over_limit(q, 0, 0) && head_can_go(q, top_ring(q))) {
         struct qentry old;
         queue_pop(q, &old);
         dead_letter(q, old, "maxlen");
@@ -392,54 +448,74 @@ queue_requeue(struct queue *q, struct qentry e)
         dead_letter(q, e, "delivery_limit");
         return;
     }
-    if (q->len == q->cap)
-        grow(q);
+    struct qring *r = level_of(q, e.m->env->priority);
+    make_room(r);
     e.redelivered = true;
     /* Before the first entry with a larger sequence number. */
-    size_t lo = index_of_seq(q, e.seq);
+    size_t lo = index_of_seq(r, e.seq);
     if (lo == 0) {
-        q->head = (q->head + q->cap - 1) & (q->cap - 1);
+        r->head = (r->head + r->cap - 1) & (r->cap - 1);
     } else {
-        for (size_t i = q->len; i > lo; i--)
-            *at(q, i) = *at(q, i - 1);
+        for (size_t i = r->len; i > lo; i--)
+            *at(r, i) = *at(r, i - 1);
     }
-    *at(q, lo) = e;
+    *at(r, lo) = e;
+    r->len++;
     q->len++;
     q->bytes += e.m->body_len;
-    if (lo <= q->mem_head)
-        q->mem_head++;
+    if (lo <= r->mem_head)
+        r->mem_head++;
     if (e.expires_at)
         queue_arm(q);
+}
+
+/* The queue's accounting for an entry that left level 'r'. */
+static void
+entry_left(struct queue *q, struct qring *r, const struct qentry *e)
+{
+    r->len--;
+    q->len--;
+    q->bytes -= qentry_body_len(e);
+    if (e->paged) {
+        r->npaged--;
+        q->npaged--;
+    }
+    while (q->top > 0 && q->lv[q->top].len == 0)
+        q->top--;
+}
+
+/* Take the first entry of level 'r'. */
+static bool
+ring_pop(struct queue *q, struct qring *r, struct qentry *out)
+{
+    if (r->len == 0)
+        return false;
+    *out = *at(r, 0);
+    r->head = (r->head + 1) & (r->cap - 1);
+    if (r->mem_head)
+        r->mem_head--;
+    entry_left(q, r, out);
+    /* A drained backlog gives its ring back: below an eighth full, the
+     * ring halves (down to 4,096 entries). */
+    if (r->cap > 4096 && r->len < r->cap / 8) {
+        size_t old = r->cap;
+        ring_resize(&r->ring, sizeof(*r->ring), &r->cap, &r->head, r->len,
+                    r->cap / 2);
+        ring_bytes -= (uint64_t)(old - r->cap) * sizeof(*r->ring);
+    }
+    return true;
 }
 
 static bool
 queue_pop(struct queue *q, struct qentry *out)
 {
-    if (q->len == 0)
-        return false;
-    *out = *at(q, 0);
-    q->head = (q->head + 1) & (q->cap - 1);
-    q->len--;
-    q->bytes -= qentry_body_len(out);
-    if (out->paged)
-        q->npaged--;
-    if (q->mem_head)
-        q->mem_head--;
-    /* A drained backlog gives its ring back: below an eighth full, the
-     * ring halves (down to 4,096 entries). */
-    if (q->cap > 4096 && q->len < q->cap / 8) {
-        size_t old = q->cap;
-        ring_resize(&q->ring, sizeof(*q->ring), &q->cap, &q->head, q->len,
-                    q->cap / 2);
-        ring_bytes -= (uint64_t)(old - q->cap) * sizeof(*q->ring);
-    }
-    return true;
+    return ring_pop(q, top_ring(q), out);
 }
 
 bool
 queue_take(struct queue *q, struct qentry *out)
 {
-    if (q->len > 0 && at(q, 0)->paged) {
+    if (q->len > 0 && head_entry(q)->paged) {
         queue_fill(q);
         return false;
     }
@@ -457,7 +533,7 @@ queue_take(struct queue *q, struct qentry *out)
 bool
 queue_head_paged(const struct queue *q)
 {
-    return q->len > 0 && at(q, 0)->paged;
+    return q->len > 0 && head_entry(q)->paged;
 }
 
 uint32_t
@@ -525,7 +601,7 @@ queue_dispatch(struct queue *q)
         return;
     q->dispatching = true;
     queue_expire(q);
-    while (q->len > 0 && q->nconsumers > 0 && !at(q, 0)->paged) {
+    while (q->len > 0 && q->nconsumers > 0 && !head_entry(q)->paged) {
         struct consumer *c, *found = NULL;
         /* A single active consumer: the first to arrive, alone, until it
          * goes (then the next in order of arrival). */
@@ -650,14 +726,14 @@ queue_window(void)
     return w;
 }
 
-/* The index of the first entry whose seq is at least 'seq'. */
+/* The index of the first entry of 'r' whose seq is at least 'seq'. */
 static size_t
-index_of_seq(const struct queue *q, uint64_t seq)
+index_of_seq(const struct qring *r, uint64_t seq)
 {
-    size_t lo = 0, hi = q->len;
+    size_t lo = 0, hi = r->len;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (at(q, mid)->seq < seq)
+        if (at(r, mid)->seq < seq)
             lo = mid + 1;
         else
             hi = mid;
@@ -680,33 +756,31 @@ page_unlist(struct queue *q)
 enum pass_result { PASS_DONE, PASS_WAIT, PASS_MORE };
 
 /*
- * One paging pass: the entries beyond the window, from where the last
- * pass stopped, leave memory if their records are on disk. It looks at
- * most at PASS_MAX entries, and goes on next time from the first one
- * whose record is still being written, or from where it stopped.
+ * One paging pass over level 'r': the entries beyond the window, from
+ * where the last pass stopped, leave memory if their records are on
+ * disk. It looks at most at PASS_MAX entries, and goes on next time from
+ * the first one whose record is still being written, or from where it
+ * stopped.
  */
 static enum pass_result
-page_pass(struct queue *q, size_t window, bool pressure)
+ring_page_pass(struct queue *q, struct qring *r, size_t window, bool pressure)
 {
-    if (q->page_gen != pressure_gen) {
-        q->page_gen = pressure_gen;
-        q->page_seq = 0;
-    }
-    if (q->len <= window || q->deleted)
+    if (r->len <= window)
         return PASS_DONE;
-    size_t i = index_of_seq(q, q->page_seq);
+    size_t i = index_of_seq(r, r->page_seq);
     if (i < window)
         i = window;
     uint64_t again = UINT64_MAX;
     size_t looked = 0;
-    for (; i < q->len && looked < PASS_MAX; i++, looked++) {
-        struct qentry *e = at(q, i);
+    for (; i < r->len && looked < PASS_MAX; i++, looked++) {
+        struct qentry *e = at(r, i);
         if (e->paged)
             continue;
         if (store_page_out(q, e)) {
+            r->npaged++;
             q->npaged++;
-            if (i < q->mem_head)
-                q->mem_head = i;
+            if (i < r->mem_head)
+                r->mem_head = i;
             continue;
         }
         int later = store_page_prepare(q, e, pressure);
@@ -716,15 +790,37 @@ page_pass(struct queue *q, size_t window, bool pressure)
             break;
     }
     if (again != UINT64_MAX) {
-        q->page_seq = again;
+        r->page_seq = again;
         return PASS_WAIT;
     }
-    if (i < q->len) {
-        q->page_seq = at(q, i)->seq;
+    if (i < r->len) {
+        r->page_seq = at(r, i)->seq;
         return PASS_MORE;
     }
-    q->page_seq = q->next_seq;
+    r->page_seq = q->next_seq;
     return PASS_DONE;
+}
+
+/* A paging pass over each level: it waits if one waits, and goes on if
+ * one has more. */
+static enum pass_result
+page_pass(struct queue *q, size_t window, bool pressure)
+{
+    enum pass_result res = PASS_DONE;
+
+    if (q->page_gen != pressure_gen) {
+        q->page_gen = pressure_gen;
+        for (size_t l = 0; l < q->nlv; l++)
+            q->lv[l].page_seq = 0;
+    }
+    if (q->deleted)
+        return PASS_DONE;
+    for (size_t l = q->len ? q->top + 1 : 0; l-- > 0;) {
+        enum pass_result r = ring_page_pass(q, &q->lv[l], window, pressure);
+        if (r == PASS_MORE || (r == PASS_WAIT && res == PASS_DONE))
+            res = r;
+    }
+    return res;
 }
 
 static void
@@ -791,35 +887,33 @@ queue_pager_kick(bool pressure_changed)
     event_active(pager_ev, EV_TIMEOUT, 0);
 }
 
-/* Drop the entry at index 'i' (a record that cannot be read). */
+/* Drop the entry at index 'i' of 'r' (a record that cannot be read). */
 static void
-ring_remove(struct queue *q, size_t i)
+ring_remove(struct queue *q, struct qring *r, size_t i)
 {
-    struct qentry e = *at(q, i);
-    for (size_t k = i; k + 1 < q->len; k++)
-        *at(q, k) = *at(q, k + 1);
-    q->len--;
-    q->bytes -= qentry_body_len(&e);
-    if (e.paged)
-        q->npaged--;
-    if (i < q->mem_head)
-        q->mem_head--;
+    struct qentry e = *at(r, i);
+    for (size_t k = i; k + 1 < r->len; k++)
+        *at(r, k) = *at(r, k + 1);
+    if (i < r->mem_head)
+        r->mem_head--;
+    entry_left(q, r, &e);
     entry_end(q, e);
 }
 
-/* Bring back the messages a read job got. */
+/* Bring back the messages a read job of level 'rg' got. */
 static void
-apply_reads(struct queue *q, struct pager_job *j)
+apply_reads(struct queue *q, struct qring *rg, struct pager_job *j)
 {
     for (size_t k = 0; k < j->nreads; k++) {
         struct pager_read *r = &j->reads[k];
-        size_t i = index_of_seq(q, r->seq);
-        struct qentry *e = i < q->len ? at(q, i) : NULL;
+        size_t i = index_of_seq(rg, r->seq);
+        struct qentry *e = i < rg->len ? at(rg, i) : NULL;
         if (e && e->seq == r->seq && e->paged && e->pg.seg == r->seg &&
             e->pg.off == r->off && e->scratch == r->scratch) {
             struct msg *m = r->err ? NULL : store_page_decode(e, r);
             if (m) {
                 store_page_in(q, e, m);
+                rg->npaged--;
                 q->npaged--;
             } else {
                 log_warnx("queue '%s' in vhost '%s': the message at position %"
@@ -827,7 +921,7 @@ apply_reads(struct queue *q, struct pager_job *j)
                           "%u: %s); dropped", q->name, q->vh->name, e->seq,
                           r->scratch ? "scratch" : "journal", r->seg, r->off,
                           r->err ? strerror(r->err) : "record does not check out");
-                ring_remove(q, i);
+                ring_remove(q, rg, i);
             }
         }
     }
@@ -853,12 +947,13 @@ static void
 fill_done(struct pager_job *j)
 {
     struct queue *q = j->arg;
+    struct qring *r = &q->lv[j->arg_index];
 
     if (j->then == NULL) {
-        q->filling--;
-        q->fill_pending -= j->nreads;
+        r->filling--;
+        r->fill_pending -= j->nreads;
     }
-    apply_reads(q, j);
+    apply_reads(q, r, j);
     void (*then)(void) = j->then;
     free(j);
     if (!broker.shutting_down)
@@ -868,20 +963,20 @@ fill_done(struct pager_job *j)
         then();
 }
 
-/* A read job for 'q' of up to 'max_entries' paged entries from index
- * 'i' on (only those paged to journal segment 'seg', unless it is
- * UINT32_MAX), up to FILL_MAX_BYTES. Returns the index after the last
- * one looked at; '*submitted' says how many it reads. */
+/* A read job for level 'rg' of 'q' of up to 'max_entries' paged entries
+ * from index 'i' on (only those paged to journal segment 'seg', unless
+ * it is UINT32_MAX), up to FILL_MAX_BYTES. Returns the index after the
+ * last one looked at; '*submitted' says how many it reads. */
 static size_t
-submit_reads(struct queue *q, size_t i, size_t max_entries, uint32_t seg,
-             void (*then)(void), size_t *submitted)
+submit_reads(struct queue *q, struct qring *rg, size_t i, size_t max_entries,
+             uint32_t seg, void (*then)(void), size_t *submitted)
 {
     struct pager_job *j = xcalloc(1, sizeof(*j));
     size_t cap = 0, bytes = 0;
 
-    for (; i < q->len && j->nreads < max_entries && bytes < FILL_MAX_BYTES;
+    for (; i < rg->len && j->nreads < max_entries && bytes < FILL_MAX_BYTES;
          i++) {
-        struct qentry *e = at(q, i);
+        struct qentry *e = at(rg, i);
         if (!e->paged || (seg != UINT32_MAX && (e->scratch || e->pg.seg != seg)))
             continue;
         if (j->nreads == cap) {
@@ -905,41 +1000,55 @@ submit_reads(struct queue *q, size_t i, size_t max_entries, uint32_t seg,
     j->kind = PAGER_READ;
     j->done = fill_done;
     j->arg = queue_ref(q);
+    j->arg_index = (uint32_t)(rg - q->lv);
     j->then = then;
     pager_submit(j);
     return i;
 }
 
-/* Read ahead: keep a window's worth in memory at the head, or on its
- * way, in reads of half a window, two at a time at most. */
+/* Read ahead in level 'r': keep a window's worth in memory at its head,
+ * or on its way, in reads of half a window, two at a time at most. */
+static void
+ring_fill(struct queue *q, struct qring *r, size_t w)
+{
+    size_t sent;
+
+    if (r->filling >= 2 || r->npaged == 0)
+        return;
+    while (r->mem_head < r->len && !at(r, r->mem_head)->paged)
+        r->mem_head++;
+    if (r->mem_head + r->fill_pending >= w)
+        return;
+    size_t from = r->filling ? index_of_seq(r, r->fill_seq) : r->mem_head;
+    size_t end = submit_reads(q, r, from, w / 2, UINT32_MAX, NULL, &sent);
+    if (sent) {
+        r->filling++;
+        r->fill_pending += sent;
+        r->fill_seq = end < r->len ? at(r, end)->seq : q->next_seq;
+    }
+}
+
 static void
 queue_fill(struct queue *q)
 {
-    size_t sent, w = queue_window();
-
-    if (q->filling >= 2 || q->npaged == 0 || q->deleted)
+    if (q->npaged == 0 || q->deleted)
         return;
-    while (q->mem_head < q->len && !at(q, q->mem_head)->paged)
-        q->mem_head++;
-    if (q->mem_head + q->fill_pending >= w)
-        return;
-    size_t from = q->filling ? index_of_seq(q, q->fill_seq) : q->mem_head;
-    size_t end = submit_reads(q, from, w / 2, UINT32_MAX, NULL, &sent);
-    if (sent) {
-        q->filling++;
-        q->fill_pending += sent;
-        q->fill_seq = end < q->len ? at(q, end)->seq : q->next_seq;
-    }
+    size_t w = queue_window();
+    for (size_t l = q->top + 1; l-- > 0;)
+        ring_fill(q, &q->lv[l], w);
 }
 
 size_t
 queue_page_in_seg(struct queue *q, uint32_t seg, void (*done)(void))
 {
-    size_t jobs = 0, i = 0, sent;
+    size_t jobs = 0, sent;
 
-    while (i < q->len) {
-        i = submit_reads(q, i, SIZE_MAX, seg, done, &sent);
-        jobs += sent > 0;
+    for (size_t l = 0; l < q->nlv; l++) {
+        struct qring *r = &q->lv[l];
+        for (size_t i = 0; i < r->len;) {
+            i = submit_reads(q, r, i, SIZE_MAX, seg, done, &sent);
+            jobs += sent > 0;
+        }
     }
     return jobs;
 }

@@ -3,6 +3,8 @@
  * dispatcher that hands messages round-robin to the consumers that have
  * credit. Every message entry carries the sequence number it was enqueued
  * with, so that requeued messages go back to their original position.
+ * A priority queue (x-max-priority) keeps one ring of entries for each
+ * priority level, and hands out the highest level's first.
  */
 #ifndef ROOST_BROKER_QUEUE_H
 #define ROOST_BROKER_QUEUE_H
@@ -100,6 +102,23 @@ struct get_wait {
 };
 TAILQ_HEAD(get_wait_list, get_wait);
 
+/*
+ * The entries of one priority level, in sequence order, in a ring, with
+ * its paging state: a queue without x-max-priority has one level; a
+ * priority queue pages each level as its own queue (as RabbitMQ's
+ * priority queues do), so each keeps up to a window in memory.
+ */
+struct qring {
+    struct qentry *ring;
+    size_t cap, head, len;
+    size_t npaged;              /* entries in the ring that are paged */
+    size_t mem_head;            /* the first mem_head entries are not */
+    uint64_t page_seq;          /* the paging pass goes on from here */
+    uint64_t fill_seq;          /* the next read ahead starts here */
+    size_t fill_pending;        /* entries the reads in flight read */
+    uint8_t filling;            /* read jobs ahead of the head in flight */
+};
+
 struct queue {
     const struct queue_ops *ops;
     char *name;
@@ -115,9 +134,13 @@ struct queue {
     struct event *timer;
     uint64_t timer_at;
     uint64_t last_used_ms;      /* consumers, get, declare: for x-expires */
-    /* messages: a ring of entries in sequence order */
-    struct qentry *ring;
-    size_t cap, head, len;
+    /* messages: 'nlv' priority levels (lv[0] the lowest), each a ring
+     * of entries in sequence order; 'top' is the highest non-empty one
+     * (0 when all are empty). One level is 'lv0', inside the queue. */
+    struct qring *lv;
+    uint16_t nlv, top;
+    struct qring lv0;
+    size_t len;                 /* entries ready, in all levels */
     uint64_t next_seq;
     uint64_t bytes;             /* body bytes queued */
     uint32_t unacked;           /* taken, not yet settled */
@@ -132,14 +155,9 @@ struct queue {
     uint32_t sid;               /* the store's id; 0: not on disk */
     bool store_gone;            /* deleted: its records are orphans */
     /* paging */
-    size_t npaged;              /* entries in the ring that are paged */
-    size_t mem_head;            /* the first mem_head entries are not */
-    uint64_t page_seq;          /* the paging pass goes on from here */
-    uint64_t page_gen;          /* the pressure it was made under */
+    size_t npaged;              /* entries paged, in all levels */
+    uint64_t page_gen;          /* the pressure the passes were made under */
     bool page_listed;
-    uint8_t filling;            /* read jobs ahead of the head in flight */
-    size_t fill_pending;        /* entries they read */
-    uint64_t fill_seq;          /* the next read ahead starts here */
     TAILQ_ENTRY(queue) page_link;
     struct get_wait_list get_waits; /* basic.get waiting for a read */
 };
@@ -178,15 +196,17 @@ queue_unacked_count(const struct queue *q)
     return q->unacked;
 }
 
-/* Call 'fn' for each ready entry, in order. */
+/* Call 'fn' for each ready entry, in the order they would be handed
+ * out. */
 void queue_foreach_ready(struct queue *q,
                          void (*fn)(struct queue *q, struct qentry *e,
                                     void *arg), void *arg);
 
-/* Recovery: append an entry the store rebuilt, in sequence order,
- * taking a new reference to 'm' (or, paged, with its 'pg' and body_len
- * set and no message); not written back to the store. */
-void queue_restore(struct queue *q, const struct qentry *e);
+/* Recovery: append an entry the store rebuilt, in sequence order, at
+ * the level of its message's 'priority', taking a new reference to 'm'
+ * (or, paged, with its 'pg' and body_len set and no message); not
+ * written back to the store. */
+void queue_restore(struct queue *q, const struct qentry *e, uint8_t priority);
 
 /* Bytes held by the entries of every queue (their rings), for the
  * memory alarm: a paged backlog still costs 32 bytes a message. */

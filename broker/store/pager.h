@@ -53,6 +53,7 @@ struct pager_job {
     /* the caller's */
     void (*done)(struct pager_job *j);
     void *arg;
+    uint32_t arg_index;
     void (*then)(void);
 };
 

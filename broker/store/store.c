@@ -1524,13 +1524,13 @@ restore_msg(const struct replay *rp, const struct replay_msg *rm,
     return m;
 }
 
-/* Entry 'e' restored paged into 'qe', reading its message from the
- * oldest copy: false if that copy is newer than the entry's enqueue
+/* Entry 'e' restored paged into 'qe', reading its message (and the
+ * priority it has, into '*priority') from the oldest copy: false if that copy is newer than the entry's enqueue
  * record (a torn compaction) or does not decode. */
 static bool
 restore_paged(const struct replay *rp, const struct replay_entry *e,
               const uint64_t *seg_numbers, const uint8_t *const *maps,
-              struct qentry *qe)
+              struct qentry *qe, uint8_t *priority)
 {
     const struct replay_msg *o = e->msg;
     struct replay_fields f;
@@ -1544,6 +1544,8 @@ restore_paged(const struct replay *rp, const struct replay_entry *e,
     qe->pg.seg = (uint32_t)seg;
     qe->pg.off = (uint32_t)(o->payload - maps[o->seg] - REC_HDR);
     qe->body_len = (uint32_t)f.body_len;
+    *priority = (f.ch.props.flags & AMQP_BASIC_PRIORITY_FLAG)
+                    ? f.ch.props.priority : 0;
     struct segacct *a = seg_of(seg);
     a->paged++;
     a->paged_bytes += qe->body_len;
@@ -1734,9 +1736,11 @@ store_recover(void)
         /* Beyond the window, an entry stays on disk: it reads its
          * message from the oldest copy, which is never in a newer
          * segment than the entry's enqueue record. */
+        uint8_t prio;
         if (e.msg && q->len >= (size_t)broker.cfg.paging_window &&
-            restore_paged(&rp, &e, segs, (const uint8_t *const *)maps, &qe)) {
-            queue_restore(q, &qe);
+            restore_paged(&rp, &e, segs, (const uint8_t *const *)maps, &qe,
+                          &prio)) {
+            queue_restore(q, &qe, prio);
             nrec++;
             continue;
         }
@@ -1762,7 +1766,7 @@ store_recover(void)
         }
         m->store_refs++;
         qe.m = m;
-        queue_restore(q, &qe);
+        queue_restore(q, &qe, m->env->priority);
         nrec++;
     }
     /* Nor are positions: a queue that comes back empty (or short) would

@@ -53,6 +53,11 @@
  * - scratch_write_fails: while scratch writes fail, transient messages
  *   stay in memory (logged) and are still confirmed; once writes work
  *   again they page out, and all are delivered in order.
+ * - paged_priorities: a priority queue (x-max-priority 3) of 4,000
+ *   persistent messages, priorities 0 to 3 in turn: each level pages as
+ *   its own queue; a consumer gets the 3s in order, then the 2s, 1s and
+ *   0s, after a clean restart (recovery restores them paged, each at its
+ *   level) and after a SIGKILL.
  *
  * Message bodies carry their id ("<id:000042>" repeated) and are checked
  * whole. The random choices come from a seed printed at the start of each
@@ -1001,6 +1006,72 @@ END_TEST
  * writes work again the queue pages out to the scratch area, and every
  * message is delivered in order.
  */
+/* ---- priority levels, each paged ---- */
+
+/* Ids 1..n with priority id % 4 come out 3s first, each level in id
+ * order; 'm' from READ_QUEUE. */
+static void
+expect_priority_order_at(const char *file, int line, const struct qmsg *m,
+                         int got, int n)
+{
+    int k = 0;
+    H_ASSERT_AT(file, line, got == n, "read %d messages, expected %d", got, n);
+    for (int prio = 3; prio >= 0; prio--)
+        for (int id = 1; id <= n; id++) {
+            if (id % 4 != prio)
+                continue;
+            H_ASSERT_AT(file, line, m[k].id == id && m[k].body_ok,
+                        "message %d is id %d%s, expected id %d (priority %d)",
+                        k + 1, m[k].id, m[k].body_ok ? "" : " (bad body)",
+                        id, prio);
+            k++;
+        }
+}
+
+START_TEST(paged_priorities)
+{
+    enum { N = 4000, SIZE = 512 };
+    struct confirms t = { 0 };
+    struct qmsg *m;
+    char q[64], out[256];
+
+    SKIP_IF_REMOTE("sets paging.window");
+    harness_start(H, ARGS(W16));
+    amqp_connection_state_t c = h_connect(H);
+    amqp_table_entry_t a = h_entry_int("x-max-priority", 3);
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, h_name(q, sizeof(q), "prio"),
+                       true, false, false, h_table(&a, 1), out, NULL, NULL);
+    confirm_select(c, 1);
+    for (int id = 1; id <= N; id++) {
+        amqp_basic_properties_t p = mode_props(2);
+        p._flags |= AMQP_BASIC_PRIORITY_FLAG;
+        p.priority = (uint8_t)(id % 4);
+        pub_at(__FILE__, __LINE__, c, 1, &t, "", q, id, SIZE, &p, 512, 10000);
+    }
+    conf_wait_all_at(__FILE__, __LINE__, c, &t, 30000);
+    h_close(c);
+    conf_free(&t);
+
+    /* Recovery restores all but a window of them paged. */
+    harness_stop_keep(H);
+    RESTART_RECOVERED(N);
+    c = h_connect(H);
+    int n = READ_QUEUE(c, 1, q, SIZE, &m);
+    expect_priority_order_at(__FILE__, __LINE__, m, n, N);
+    free(m);
+    /* Given back, then a SIGKILL. */
+    h_close(c);
+    KILL9(H);
+    RESTART_RECOVERED(N);
+    c = h_connect(H);
+    n = READ_QUEUE(c, 1, q, SIZE, &m);
+    expect_priority_order_at(__FILE__, __LINE__, m, n, N);
+    free(m);
+    h_close(c);
+    harness_stop(H);
+}
+END_TEST
+
 START_TEST(scratch_write_fails)
 {
     /* Above the paging threshold (15 MB), below the alarm (30 MB). */
@@ -1069,6 +1140,8 @@ main(void)
                    corrupt_paged_record);
     tcase_add_test(h_tcase(s, "get_wait_interrupted", 30, false),
                    get_wait_interrupted);
+    tcase_add_test(h_tcase(s, "paged_priorities", 60, false),
+                   paged_priorities);
     tcase_add_test(h_tcase(s, "scratch_write_fails", 60, false),
                    scratch_write_fails);
 

@@ -14,7 +14,8 @@
 #                                                (e.g. RabbitMQ), no roostd
 # NAME picks scripts: pika-blocking pika-select kombu amqplib bunny
 # amqp-tools php-amqplib, and the job-queue scripts (issue 5): celery
-# jobs-pika jobs-kombu jobs-amqplib jobs-bunny jobs-php. INTEROP_TIMEOUT
+# jobs-pika jobs-kombu jobs-amqplib jobs-bunny jobs-php, and the queue
+# semantics of issue 11: semantics-pika semantics-amqplib. INTEROP_TIMEOUT
 # (default 60; celery 240) bounds each script. Each script gets the port as
 # its first argument and ROOSTD_LOG (roostd's log file, when run.sh started
 # roostd) in its environment.
@@ -30,7 +31,8 @@ if [ "${1:-}" = "--port" ]; then
 fi
 
 all_names=(pika-blocking pika-select kombu amqplib bunny amqp-tools php-amqplib
-           celery jobs-pika jobs-kombu jobs-amqplib jobs-bunny jobs-php)
+           celery jobs-pika jobs-kombu jobs-amqplib jobs-bunny jobs-php
+           semantics-pika semantics-amqplib)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${all_names[@]}")
 
@@ -66,13 +68,13 @@ fi
 # has_client NAME: is the client library that script NAME uses installed?
 has_client() {
     case $1 in
-    pika-blocking|pika-select|jobs-pika)
+    pika-blocking|pika-select|jobs-pika|semantics-pika)
         /usr/bin/python3 -c 'import pika' 2>/dev/null ;;
     kombu|jobs-kombu)
         /usr/bin/python3 -c 'import kombu, amqp' 2>/dev/null ;;
     celery)
         /usr/bin/python3 -c 'import celery, kombu, amqp' 2>/dev/null ;;
-    amqplib|jobs-amqplib)
+    amqplib|jobs-amqplib|semantics-amqplib)
         command -v node >/dev/null &&
             NODE_PATH=$node_dir/node_modules node -e 'require("amqplib")' \
                 2>/dev/null ;;
@@ -149,6 +151,8 @@ run_script() {
     jobs-amqplib)  cmd=(node "$here/jobs_amqplib.js") ;;
     jobs-bunny)    cmd=(/usr/bin/ruby "$here/jobs_bunny.rb") ;;
     jobs-php)      cmd=(/usr/bin/php "$here/jobs_php.php") ;;
+    semantics-pika)    cmd=(/usr/bin/python3 "$here/semantics_pika.py") ;;
+    semantics-amqplib) cmd=(node "$here/semantics_amqplib.js") ;;
     *) failure "$name" "no such interop script"; return ;;
     esac
     if ! has_client "$name"; then

@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+// Queue semantics from issue 11 with the Node.js amqplib client (promise
+// API), against a broker on 127.0.0.1:PORT (roostd, or the reference
+// RabbitMQ: the same expectations, recorded from it).
+//
+// Priority queues (assertQueue's maxPriority): higher priorities first and
+// FIFO within one, above the maximum counting as the maximum; a consumer
+// with prefetch 1 gets that order, a higher priority published while it
+// holds one next; a nacked message goes back to its place within its
+// priority; a durable priority queue with persistent messages on a
+// ConfirmChannel, every confirm received.
+// Usage: node semantics_amqplib.js PORT
+'use strict';
+const amqp = require('amqplib');
+
+const failures = [];
+const check = (name, cond, why) => {
+  if (cond) console.log('ok: ' + name);
+  else { console.log(`FAIL: ${name}: ${JSON.stringify(why)}`); failures.push(name); }
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const prefix = (t) => `interop.amqplib.${t}.${process.pid}.${Date.now()}`;
+
+async function drain(ch, q) {
+  const out = [];
+  for (;;) {
+    const m = await ch.get(q, { noAck: true });
+    if (!m) return out;
+    out.push(m.content.toString());
+  }
+}
+
+async function priorities(conn) {
+  const ch = await conn.createChannel();
+  const q = prefix('prio');
+  await ch.assertQueue(q, { durable: false, maxPriority: 3 });
+  [0, 3, 1, 7, 2, undefined].forEach((p, i) =>
+    ch.sendToQueue(q, Buffer.from(`m${i}`), p === undefined ? {} : { priority: p }));
+  await ch.checkQueue(q);
+  let got = await drain(ch, q);
+  check('priority: higher first, FIFO within, above the maximum as the maximum',
+    got.join() === 'm1,m3,m4,m2,m0,m5', got);
+
+  // nack with requeue: back before the later one of its priority
+  ['a', 'b'].forEach((b) => ch.sendToQueue(q, Buffer.from(b), { priority: 2 }));
+  await ch.checkQueue(q);
+  const a = await ch.get(q);
+  ch.nack(a, false, true);
+  got = await drain(ch, q);
+  check('priority: a nacked message goes back to its place', got.join() === 'a,b', got);
+
+  // A consumer with prefetch 1.
+  [0, 3, 1].forEach((p, i) => ch.sendToQueue(q, Buffer.from(`c${i}`), { priority: p }));
+  await ch.checkQueue(q);
+  const cch = await conn.createChannel();
+  await cch.prefetch(1);
+  const seen = [];
+  await cch.consume(q, async (m) => {
+    seen.push(m.content.toString());
+    if (seen.length === 1) {
+      ch.sendToQueue(q, Buffer.from('hi'), { priority: 2 });
+      await ch.checkQueue(q);
+    }
+    cch.ack(m);
+  });
+  for (let i = 0; i < 500 && seen.length < 4; i++) await sleep(10);
+  check('priority: a consumer gets priority order, a higher one published meanwhile next',
+    seen.join() === 'c1,hi,c2,c0', seen);
+  await cch.close();
+  await ch.deleteQueue(q);
+
+  // Durable, persistent, confirmed.
+  const cc = await conn.createConfirmChannel();
+  const d = prefix('prio-durable');
+  await cc.assertQueue(d, { durable: true, maxPriority: 9 });
+  const acks = [];
+  for (let i = 0; i < 50; i++) {
+    acks.push(new Promise((res) => cc.sendToQueue(d, Buffer.from(`p${i}`),
+      { priority: i % 10, persistent: true }, (err) => res(err))));
+  }
+  const errs = (await Promise.all(acks)).filter((e) => e);
+  check('priority: 50 persistent messages to a durable priority queue confirmed',
+    errs.length === 0, errs);
+  got = await drain(cc, d);
+  const want = [];
+  for (let p = 9; p >= 0; p--) for (let i = p; i < 50; i += 10) want.push(`p${i}`);
+  check('priority: ... and taken in priority order', got.join() === want.join(), got);
+  await cc.deleteQueue(d);
+  await cc.close();
+  await ch.close();
+}
+
+async function main() {
+  const port = Number(process.argv[2]);
+  const conn = await amqp.connect(`amqp://guest:guest@127.0.0.1:${port}`);
+  await priorities(conn);
+  await conn.close();
+  console.log(`${failures.length} failed`);
+  process.exit(failures.length ? 1 : 0);
+}
+
+main().catch((e) => { console.log('FAIL: ' + (e.stack || e)); process.exit(1); });
