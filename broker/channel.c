@@ -409,6 +409,8 @@ settle_one(struct channel *ch, struct unacked *u, bool requeue, bool rejected)
     u->tx_op = TX_NONE;
     if (rejected && !requeue)
         queue_reject(u->q, e);
+    else if (requeue && rejected)
+        queue_retry(u->q, e);
     else if (requeue)
         queue_requeue(u->q, e);
     else
@@ -941,7 +943,7 @@ channel_tx_commit(struct channel *ch)
         if (u->e.m == NULL || u->tx_op == TX_NONE)
             continue;
         bool requeue = u->tx_op == TX_REQUEUE;
-        bool rejected = u->tx_op == TX_DROP;
+        bool rejected = u->tx_op == TX_DROP || requeue;
         if (requeue)
             qset_add(&touched, u->q);
         settle_one(ch, u, requeue, rejected);

@@ -17,7 +17,8 @@ const char *const qargs_equivalence_keys[] = {
     "x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes",
     "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
     "x-single-active-consumer", "x-queue-mode", "x-queue-version",
-    "x-queue-master-locator", "x-delivery-limit", "x-max-priority", NULL,
+    "x-queue-master-locator", "x-delivery-limit", "x-max-priority",
+    "x-requeue-delay", "x-requeue-delay-max", NULL,
 };
 
 /* The name RabbitMQ gives a field's type in "expected integer, got T". */
@@ -288,6 +289,11 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             out->delivery_limited = true;
             r = qargs_int(&v, k, what, &out->delivery_limit, err, errlen);
         }
+        else if (amqp_bytes_eq(k, "x-requeue-delay"))
+            r = int_arg(&v, k, what, false, &out->requeue_delay, err, errlen);
+        else if (amqp_bytes_eq(k, "x-requeue-delay-max"))
+            r = int_arg(&v, k, what, false, &out->requeue_delay_max, err,
+                        errlen);
         else if (amqp_bytes_eq(k, "x-single-active-consumer"))
             r = bool_arg(&v, k, what, &out->single_active, err, errlen);
         else if (amqp_bytes_eq(k, "x-dead-letter-exchange"))

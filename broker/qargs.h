@@ -38,6 +38,8 @@ struct qargs {
     bool delivery_limited;      /* x-delivery-limit given: */
     int64_t delivery_limit;     /* returns allowed (negative: none) */
     int64_t max_priority;       /* x-max-priority (0-255); -1: none */
+    int64_t requeue_delay;      /* x-requeue-delay, ms; 0: none */
+    int64_t requeue_delay_max;  /* x-requeue-delay-max, ms; 0: default */
     int64_t consumer_timeout;   /* x-consumer-timeout, ms; 0: none for
                                  * this queue; -1: not given (the global
                                  * consumer_timeout applies) */

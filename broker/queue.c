@@ -90,6 +90,8 @@ static void drop_head(struct queue *q);
 static void page_list(struct queue *q);
 static size_t index_of_seq(const struct qring *r, uint64_t seq);
 static void wake_get_waits(struct queue *q, bool gone);
+static void wait_push(struct queue *q, uint64_t due, struct qentry e);
+static uint32_t wait_drop_all(struct queue *q);
 
 /* The end of an entry's life in this queue, whatever ended it. */
 static void
@@ -116,6 +118,11 @@ queue_unref(struct queue *q)
     struct qentry e;
     while (queue_pop(q, &e))
         entry_end(q, e);
+    wait_drop_all(q);
+    ring_bytes -= (uint64_t)q->waits_cap * sizeof(*q->waits);
+    free(q->waits);
+    if (q->wait_timer)
+        event_free(q->wait_timer);
     page_unlist(q);
     if (q->timer)
         event_free(q->timer);
@@ -254,8 +261,14 @@ queue_foreach_ready(struct queue *q,
 }
 
 void
-queue_restore(struct queue *q, const struct qentry *re, uint8_t priority)
+queue_restore(struct queue *q, const struct qentry *re, uint8_t priority,
+              uint64_t due)
 {
+    if (due) {
+        wait_push(q, due, *re);
+        msg_ref(re->m);
+        return;
+    }
     struct qring *r = level_of(q, priority);
     make_room(r);
     struct qentry *e = at(r, r->len);
@@ -432,25 +445,12 @@ drop_head(struct queue *q)
     }
 }
 
-void
-queue_requeue(struct queue *q, struct qentry e)
+/* Put 'e' (in memory) back into its level, at its original place. */
+static void
+put_back(struct queue *q, struct qentry e)
 {
-    q->unacked--;
-    if (q->deleted) {
-        entry_end(q, e);
-        return;
-    }
-    /* x-delivery-limit counts returns, as RabbitMQ's quorum queues do:
-     * each delivery that comes back is one, so a limit of 2 allows three
-     * deliveries; past it the message is dead-lettered (or dropped). */
-    if (q->qa.delivery_limited &&
-        (int64_t)e.deliveries > q->qa.delivery_limit) {
-        dead_letter(q, e, "delivery_limit");
-        return;
-    }
     struct qring *r = level_of(q, e.m->env->priority);
     make_room(r);
-    e.redelivered = true;
     /* Before the first entry with a larger sequence number. */
     size_t lo = index_of_seq(r, e.seq);
     if (lo == 0) {
@@ -467,6 +467,181 @@ queue_requeue(struct queue *q, struct qentry e)
         r->mem_head++;
     if (e.expires_at)
         queue_arm(q);
+}
+
+/*
+ * How long an entry returned for the n-th time waits: x-requeue-delay,
+ * doubled for each return before this one, up to x-requeue-delay-max
+ * (by default the larger of ten minutes and x-requeue-delay); then a
+ * random part of up to half of it is taken off, so that jobs that failed
+ * together do not come back together.
+ */
+static uint64_t
+retry_delay(const struct queue *q, uint32_t returns)
+{
+    uint64_t base = (uint64_t)q->qa.requeue_delay, max, d = base;
+
+    if (q->qa.requeue_delay_max > 0)
+        max = (uint64_t)q->qa.requeue_delay_max;
+    else
+        max = base > 600000 ? base : 600000;
+    for (uint32_t i = 1; i < returns && d < max; i++)
+        d *= 2;
+    if (d > max)
+        d = max;
+    /* arc4random_uniform takes 32 bits: the part taken off is at most
+     * 49 days. */
+    uint64_t half = d / 2 < UINT32_MAX ? d / 2 : UINT32_MAX - 1;
+    return d - arc4random_uniform((uint32_t)half + 1);
+}
+
+/* A taken entry comes back: 'failed' for a nack or reject. */
+static void
+queue_return(struct queue *q, struct qentry e, bool failed)
+{
+    q->unacked--;
+    if (q->deleted) {
+        entry_end(q, e);
+        return;
+    }
+    /* x-delivery-limit counts returns, as RabbitMQ's quorum queues do:
+     * each delivery that comes back is one, so a limit of 2 allows three
+     * deliveries; past it the message is dead-lettered (or dropped). */
+    if (q->qa.delivery_limited &&
+        (int64_t)e.deliveries > q->qa.delivery_limit) {
+        dead_letter(q, e, "delivery_limit");
+        return;
+    }
+    e.redelivered = true;
+    if (failed && q->qa.requeue_delay > 0) {
+        uint64_t delay = retry_delay(q, e.deliveries);
+        if (q->sid)
+            store_retry_wait(q, &e, delay);
+        wait_push(q, now_ms() + delay, e);
+        return;
+    }
+    put_back(q, e);
+}
+
+void
+queue_requeue(struct queue *q, struct qentry e)
+{
+    queue_return(q, e, false);
+}
+
+void
+queue_retry(struct queue *q, struct qentry e)
+{
+    queue_return(q, e, true);
+}
+
+/* ---- the requeue delay's waiting entries: a heap by due time ---- */
+
+static bool
+wait_before(const struct qwait *a, const struct qwait *b)
+{
+    return a->due < b->due || (a->due == b->due && a->e.seq < b->e.seq);
+}
+
+static void
+wait_swap(struct qwait *a, struct qwait *b)
+{
+    struct qwait t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void wait_arm(struct queue *q);
+
+static void
+wait_push(struct queue *q, uint64_t due, struct qentry e)
+{
+    size_t old = q->waits_cap;
+    array_reach(&q->waits, sizeof(*q->waits), &q->waits_cap, q->nwaits);
+    ring_bytes += (uint64_t)(q->waits_cap - old) * sizeof(*q->waits);
+    size_t i = q->nwaits++;
+    q->waits[i].due = due;
+    q->waits[i].e = e;
+    while (i > 0 && wait_before(&q->waits[i], &q->waits[(i - 1) / 2])) {
+        wait_swap(&q->waits[i], &q->waits[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    if (i == 0)
+        wait_arm(q);
+}
+
+/* Take the first entry due out of the heap. */
+static struct qentry
+wait_pop(struct queue *q)
+{
+    struct qentry e = q->waits[0].e;
+    q->waits[0] = q->waits[--q->nwaits];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < q->nwaits && wait_before(&q->waits[l], &q->waits[m]))
+            m = l;
+        if (r < q->nwaits && wait_before(&q->waits[r], &q->waits[m]))
+            m = r;
+        if (m == i)
+            break;
+        wait_swap(&q->waits[i], &q->waits[m]);
+        i = m;
+    }
+    return e;
+}
+
+static void
+wait_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct queue *q = arg;
+    uint64_t now = now_ms();
+    (void)fd;
+    (void)what;
+
+    while (q->nwaits > 0 && q->waits[0].due <= now)
+        put_back(q, wait_pop(q));
+    wait_arm(q);
+    if (q->nconsumers)
+        queue_dispatch(q);
+}
+
+/* The timer for the first entry due. */
+static void
+wait_arm(struct queue *q)
+{
+    if (q->nwaits == 0 || q->deleted) {
+        if (q->wait_timer)
+            evtimer_del(q->wait_timer);
+        return;
+    }
+    if (q->wait_timer == NULL)
+        q->wait_timer = evtimer_new(broker.base, wait_cb, q);
+    uint64_t now = now_ms(), due = q->waits[0].due;
+    uint64_t ms = due > now ? due - now : 0;
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    evtimer_add(q->wait_timer, &tv);
+}
+
+/* Drop every waiting entry; returns how many. */
+static uint32_t
+wait_drop_all(struct queue *q)
+{
+    uint32_t n = 0;
+    while (q->nwaits > 0) {
+        entry_end(q, wait_pop(q));
+        n++;
+    }
+    wait_arm(q);
+    return n;
+}
+
+void
+queue_foreach_waiting(struct queue *q,
+                      void (*fn)(struct queue *q, struct qentry *e,
+                                 uint64_t due, void *arg), void *arg)
+{
+    for (size_t i = 0; i < q->nwaits; i++)
+        fn(q, &q->waits[i].e, q->waits[i].due, arg);
 }
 
 /* The queue's accounting for an entry that left level 'r'. */
@@ -539,7 +714,7 @@ queue_head_paged(const struct queue *q)
 uint32_t
 queue_purge(struct queue *q)
 {
-    uint32_t n = 0;
+    uint32_t n = wait_drop_all(q);
     struct qentry e;
     while (queue_pop(q, &e)) {
         entry_end(q, e);

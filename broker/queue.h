@@ -119,6 +119,12 @@ struct qring {
     uint8_t filling;            /* read jobs ahead of the head in flight */
 };
 
+/* An entry waiting out its requeue delay (x-requeue-delay). */
+struct qwait {
+    uint64_t due;               /* monotonic ms */
+    struct qentry e;
+};
+
 struct queue {
     const struct queue_ops *ops;
     char *name;
@@ -160,6 +166,12 @@ struct queue {
     bool page_listed;
     TAILQ_ENTRY(queue) page_link;
     struct get_wait_list get_waits; /* basic.get waiting for a read */
+    /* x-requeue-delay: entries a nack or reject returned wait here, in a
+     * heap by due time, in memory, neither ready nor unacked; then they
+     * go back to their place */
+    struct qwait *waits;
+    size_t nwaits, waits_cap;
+    struct event *wait_timer;
 };
 
 /* A new queue; it takes over 'qa' (parsed from 'args'). */
@@ -196,6 +208,19 @@ queue_unacked_count(const struct queue *q)
     return q->unacked;
 }
 
+/* Messages waiting out their requeue delay (x-requeue-delay). */
+static inline uint64_t
+queue_waiting_count(const struct queue *q)
+{
+    return q->nwaits;
+}
+
+/* Call 'fn' for each entry waiting out its requeue delay, with when it
+ * is due (monotonic ms), in no particular order. */
+void queue_foreach_waiting(struct queue *q,
+                           void (*fn)(struct queue *q, struct qentry *e,
+                                      uint64_t due, void *arg), void *arg);
+
 /* Call 'fn' for each ready entry, in the order they would be handed
  * out. */
 void queue_foreach_ready(struct queue *q,
@@ -205,8 +230,10 @@ void queue_foreach_ready(struct queue *q,
 /* Recovery: append an entry the store rebuilt, in sequence order, at
  * the level of its message's 'priority', taking a new reference to 'm'
  * (or, paged, with its 'pg' and body_len set and no message); not
- * written back to the store. */
-void queue_restore(struct queue *q, const struct qentry *e, uint8_t priority);
+ * written back to the store. With 'due' (monotonic ms; 0: none) an
+ * entry in memory waits out its requeue delay until then. */
+void queue_restore(struct queue *q, const struct qentry *e, uint8_t priority,
+                   uint64_t due);
 
 /* Bytes held by the entries of every queue (their rings), for the
  * memory alarm: a paged backlog still costs 32 bytes a message. */
@@ -269,7 +296,12 @@ void queue_reject(struct queue *q, struct qentry e);
  * dispatch: call queue_dispatch() after a batch. */
 void queue_requeue(struct queue *q, struct qentry e);
 
-/* Drop every ready message; returns how many. */
+/* The same for an entry a nack or reject returned: with x-requeue-delay
+ * it waits first (the store keeps when it is due), then goes back. */
+void queue_retry(struct queue *q, struct qentry e);
+
+/* Drop every ready message, and those waiting out a requeue delay;
+ * returns how many. */
 uint32_t queue_purge(struct queue *q);
 
 /* Hand ready messages to consumers with credit. */

@@ -8,7 +8,9 @@
  *                header, u64 body length, the body
  *   J_ENQ        u32 queue id, u64 seq, u64 message id, u64 expiry (wall
  *                ms; 0 never, 1 already expired), u32 deliveries
- *   J_DELIVER    u32 queue id, u64 seq, u32 deliveries
+ *   J_DELIVER    u32 queue id, u64 seq, u32 deliveries, and for an entry
+ *                returned to wait out a requeue delay, u64 when it is
+ *                due (wall ms; older records end before it)
  *   J_ACK        u32 queue id, u64 first seq, u64 last seq
  *   J_TX_BEGIN   u64 transaction id
  *   J_TX_COMMIT  u64 transaction id

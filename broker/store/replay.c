@@ -102,6 +102,7 @@ collect(struct seg_read *sr, const struct rec *rec)
         d.qid = rbuf_u32(&r);
         d.seq = rbuf_u64(&r);
         d.deliveries = rbuf_u32(&r);
+        d.due_wall = r.len - r.off >= 8 ? rbuf_u64(&r) : 0;
         if (!r.bad)
             PUSH(rp->dels, rp->ndels, rp->dels_cap, d);
         return !r.bad;
@@ -283,21 +284,29 @@ is_settled(struct replay_walk *w, const struct replay_enq *e)
     return false;
 }
 
-/* The highest delivery count of entry 'e'; 'di' as 'ai' above. */
+/* The highest delivery count of entry 'e', and the due time of a
+ * requeue delay it was last returned to wait out (of the records with
+ * that count, whose order qsort lost: the return's comes after its
+ * delivery's, and it alone has a time); 'di' as 'ai' above. */
 static uint32_t
-deliveries_of(struct replay_walk *w, const struct replay_enq *e)
+deliveries_of(struct replay_walk *w, const struct replay_enq *e,
+              uint64_t *due_wall)
 {
     const struct replay *rp = w->rp;
     uint32_t n = e->deliveries;
 
+    *due_wall = 0;
     while (w->di < rp->ndels && (rp->dels[w->di].qid < e->qid ||
                                  (rp->dels[w->di].qid == e->qid &&
                                   rp->dels[w->di].seq < e->seq)))
         w->di++;
     for (size_t k = w->di; k < rp->ndels && rp->dels[k].qid == e->qid &&
                            rp->dels[k].seq == e->seq; k++)
-        if (rp->dels[k].deliveries > n)
+        if (rp->dels[k].deliveries > n ||
+            (rp->dels[k].deliveries == n && rp->dels[k].due_wall > *due_wall)) {
             n = rp->dels[k].deliveries;
+            *due_wall = rp->dels[k].due_wall;
+        }
     return n;
 }
 
@@ -327,13 +336,14 @@ replay_next(struct replay_walk *w, struct replay_entry *out)
         out->expires_wall = e->expires_wall;
         out->enq_seg = e->seg;
         out->queue = w->queue;
+        out->due_wall = 0;
         if (w->queue == NULL)
             out->fate = REPLAY_ORPHAN;
         else if (is_settled(w, e))
             out->fate = REPLAY_SETTLED;
         else {
             out->fate = REPLAY_LIVE;
-            out->deliveries = deliveries_of(w, e);
+            out->deliveries = deliveries_of(w, e, &out->due_wall);
             out->msg = find_msg(rp, e->id);
         }
         return true;

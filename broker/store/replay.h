@@ -49,6 +49,7 @@ struct replay_range {
 struct replay_del {
     uint32_t qid, deliveries;
     uint64_t seq;
+    uint64_t due_wall;          /* a requeue delay's end; 0: none */
 };
 
 /*
@@ -121,6 +122,8 @@ struct replay_entry {
     uint32_t enq_seg;           /* the segment of its newest enqueue record */
     /* REPLAY_LIVE only: */
     uint32_t deliveries;        /* the highest count the journal names */
+    uint64_t due_wall;          /* waiting out a requeue delay until then
+                                 * (wall ms), or 0 */
     const struct replay_msg *msg;  /* its newest copy; NULL if none */
 };
 

@@ -69,6 +69,7 @@ struct op {
     uint32_t deliveries;
     uint64_t seq, seq_hi;
     uint64_t expires_wall;
+    uint64_t due_wall;          /* J_DELIVER: a requeue delay's end */
     struct msg *m;
 };
 
@@ -312,14 +313,30 @@ store_enqueue(struct queue *q, const struct qentry *e)
     return true;
 }
 
-void
-store_delivered(struct queue *q, const struct qentry *e)
+/* The J_DELIVER record of a stored entry, or NULL. */
+static struct op *
+add_deliver(struct queue *q, const struct qentry *e)
 {
     if (!is_stored(q, e) || q->store_gone || st.closing)
-        return;
+        return NULL;
     struct op *o = add_op(J_DELIVER, q->sid, e->seq,
                           e->m->store_state == MS_WRITTEN ? NULL : e->m);
     o->deliveries = e->deliveries;
+    return o;
+}
+
+void
+store_delivered(struct queue *q, const struct qentry *e)
+{
+    add_deliver(q, e);
+}
+
+void
+store_retry_wait(struct queue *q, const struct qentry *e, uint64_t delay)
+{
+    struct op *o = add_deliver(q, e);
+    if (o)
+        o->due_wall = wall_ms() + delay;
 }
 
 /* The settlement of a written entry; runs of them become one range. */
@@ -954,6 +971,8 @@ serialise(struct wbuf *b, size_t limit)
             wbuf_u32(b, o->qid);
             wbuf_u64(b, o->seq);
             wbuf_u32(b, o->deliveries);
+            if (o->due_wall)
+                wbuf_u64(b, o->due_wall);
             rec_end(b, at);
             break;
         case J_ACK:
@@ -1112,19 +1131,17 @@ struct compact_ctx {
 /* A live entry whose message is in the segment being compacted: write
  * the message again (once) and the entry, as it is now, after it. An
  * entry paged to it is read back first (maybe_compact). */
-static void
-compact_entry(struct queue *q, struct qentry *e, void *arg)
+static bool
+copy_entry(struct queue *q, struct qentry *e, struct compact_ctx *cc)
 {
-    struct compact_ctx *cc = arg;
-
     if (e->paged) {
         if (!e->scratch && e->pg.seg == cc->seg)
             cc->paged = true;
-        return;
+        return false;
     }
     struct msg *m = e->m;
     if (q->sid == 0 || q->store_gone || m->store_id == 0)
-        return;
+        return false;
     if (m->store_state == MS_WRITTEN && m->store_seg == cc->seg) {
         *live_of(m->store_seg) -= rec_size(m);
         st.stats.live_bytes -= rec_size(m);
@@ -1132,9 +1149,26 @@ compact_entry(struct queue *q, struct qentry *e, void *arg)
         m->store_state = MS_PENDING;
         add_op(J_MSG, 0, 0, m);
     } else if (!(m->store_state == MS_PENDING && m->store_seg == cc->seg)) {
-        return;
+        return false;
     }
     add_enqueue(q, e);
+    return true;
+}
+
+static void
+compact_entry(struct queue *q, struct qentry *e, void *arg)
+{
+    copy_entry(q, e, arg);
+}
+
+/* One waiting out a requeue delay: its new enqueue record is followed
+ * by when it is due, which the old segment's J_DELIVER said. */
+static void
+compact_waiting(struct queue *q, struct qentry *e, uint64_t due, void *arg)
+{
+    uint64_t now = now_ms();
+    if (copy_entry(q, e, arg))
+        store_retry_wait(q, e, due > now ? due - now : 0);
 }
 
 static void maybe_compact(void);
@@ -1208,6 +1242,7 @@ maybe_compact(void)
         while ((qs = hmap_next(&vh->queues, &qpos)) != NULL) {
             cc.paged = false;
             queue_foreach_ready(qs->val, compact_entry, &cc);
+            queue_foreach_waiting(qs->val, compact_waiting, &cc);
             if (cc.paged)
                 reads += queue_page_in_seg(qs->val, (uint32_t)cc.seg,
                                            compact_read_done);
@@ -1736,11 +1771,15 @@ store_recover(void)
         /* Beyond the window, an entry stays on disk: it reads its
          * message from the oldest copy, which is never in a newer
          * segment than the entry's enqueue record. */
+        /* One still waiting out a requeue delay waits in memory for
+         * what is left of it. */
+        uint64_t due = e.due_wall > now_wall ? now + (e.due_wall - now_wall)
+                                             : 0;
         uint8_t prio;
-        if (e.msg && q->len >= (size_t)broker.cfg.paging_window &&
+        if (e.msg && due == 0 && q->len >= (size_t)broker.cfg.paging_window &&
             restore_paged(&rp, &e, segs, (const uint8_t *const *)maps, &qe,
                           &prio)) {
-            queue_restore(q, &qe, prio);
+            queue_restore(q, &qe, prio, 0);
             nrec++;
             continue;
         }
@@ -1766,7 +1805,7 @@ store_recover(void)
         }
         m->store_refs++;
         qe.m = m;
-        queue_restore(q, &qe, m->env->priority);
+        queue_restore(q, &qe, m->env->priority, due);
         nrec++;
     }
     /* Nor are positions: a queue that comes back empty (or short) would

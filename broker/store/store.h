@@ -81,6 +81,11 @@ bool store_msg_unneeded(const struct msg *m);
 /* The entry was handed out (its delivery count changed). */
 void store_delivered(struct queue *q, const struct qentry *e);
 
+/* A taken entry waits out a requeue delay of 'delay' ms (x-requeue-
+ * delay): its J_DELIVER record carries when it is due (wall clock), so
+ * that a restart lets it wait until then. */
+void store_retry_wait(struct queue *q, const struct qentry *e, uint64_t delay);
+
 /* The entry left 'q' for good (acked, expired, dead-lettered, purged). */
 void store_settled(struct queue *q, const struct qentry *e);
 

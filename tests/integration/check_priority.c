@@ -122,30 +122,16 @@ reopen(amqp_connection_state_t c)
 
 /* ---- the argument ---- */
 
-static void
-expect_arg_refused(amqp_connection_state_t c, amqp_table_entry_t arg,
-                   const char *why)
-{
-    char name[64], want[512];
-    h_name(name, sizeof(name), "badprio");
-    amqp_queue_declare(c, 1, amqp_cstring_bytes(name), 0, 0, 0, 1,
-                       h_table(&arg, 1));
-    snprintf(want, sizeof(want), "PRECONDITION_FAILED - invalid arg "
-             "'x-max-priority' for queue '%s' in vhost '/': %s", name, why);
-    EXPECT_CHANNEL_CLOSE(c, 1, 406, want);
-    reopen(c);
-}
-
 START_TEST(argument_checked_and_compared)
 {
     amqp_connection_state_t c = h_connect(H);
     char q[256], want[512];
 
-    expect_arg_refused(c, h_entry_int("x-max-priority", 256),
+    EXPECT_ARG_REFUSED(c, "badprio", h_entry_int("x-max-priority", 256),
                        "{max_value_exceeded,256}");
-    expect_arg_refused(c, h_entry_int("x-max-priority", -1),
+    EXPECT_ARG_REFUSED(c, "badprio", h_entry_int("x-max-priority", -1),
                        "{value_negative,-1}");
-    expect_arg_refused(c, h_entry_str("x-max-priority", "10"),
+    EXPECT_ARG_REFUSED(c, "badprio", h_entry_str("x-max-priority", "10"),
                        "\"expected integer, got longstr\"");
     /* 0 and 255 are taken. */
     DECLARE_PRIO(c, q, "prio0", 0, false, NULL, 0);

@@ -16,7 +16,12 @@
  *   not acked survives, none appears twice, an acked one that comes back
  *   is marked redelivered, and nothing comes back that was settled for
  *   good; crash_loop_paged the same with a window of 16 messages, so
- *   that nearly every one is paged out and read back;
+ *   that nearly every one is paged out and read back; crash_loop_quorum
+ *   on a quorum queue with transient messages; crash_loop_retry with
+ *   x-requeue-delay, every fourth message nacked once, so that some wait
+ *   out their delay at each kill;
+ * - power_cut_retry: the same while messages wait out a requeue delay
+ *   (x-requeue-delay): every one not acked is back after it;
  * - power_cut: writes after the last sync (ROOST_TEST_SYNC_LOG says where)
  *   are cut off and replaced with zeros or garbage: every confirmed message
  *   survives, and the garbage is reported as a torn tail;
@@ -473,6 +478,12 @@ struct cl {
     int unmarked;
     char unmarked_first[64];
     uint8_t mode;       /* the messages' delivery mode */
+    /* with x-requeue-delay 'retry_ms': the consumer nacks every fourth
+     * id the first time it sees it (noted in 'nacked', over all rounds),
+     * so that some wait out their delay when the kill comes */
+    int retry_ms;
+    uint8_t *nacked;
+    int nacks;
 };
 
 /* Wait up to 'ms' for a frame; 1, 0 on timeout, -1 when gone. */
@@ -607,7 +618,7 @@ cl_consumer(void *arg)
             break;
         }
         /* One consumer, no requeues: ids come in increasing order. */
-        if (id <= last) {
+        if (id <= last && !s->retry_ms) {
             snprintf(s->cerr, sizeof(s->cerr),
                      "id %d delivered after id %d", id, last);
             break;
@@ -623,6 +634,13 @@ cl_consumer(void *arg)
         }
         if (redelivered)
             s->redelivered_seen++;
+        if (s->retry_ms && id % 4 == 0 && !s->nacked[id]) {
+            s->nacked[id] = 1;
+            s->nacks++;
+            if (amqp_basic_nack(s->cc, 1, tag, 0, 1) != 0)
+                break;
+            continue;
+        }
         s->acked[id] = 1;
         s->acks++;
         if (amqp_basic_ack(s->cc, 1, tag, 0) != 0)
@@ -702,10 +720,10 @@ cl_check(struct cl *s, int round, uint64_t the_seed)
     if (lost > 1)
         violation(&v, "%d ids lost in all", lost);
     fprintf(stderr, "%s: round %d: %d published, %d confirmed, %d "
-            "delivered (%d redelivered), %d acks; after the kill %d in the "
-            "queue, %d acked ones back (%d unmarked so far)\n", s->name, round,
-            s->published, s->confirmed, s->delivered, s->redelivered_seen,
-            s->acks, n, comeback, s->unmarked);
+            "delivered (%d redelivered), %d acks, %d nacks; after the kill "
+            "%d in the queue, %d acked ones back (%d unmarked so far)\n",
+            s->name, round, s->published, s->confirmed, s->delivered,
+            s->redelivered_seen, s->acks, s->nacks, n, comeback, s->unmarked);
     ck_assert_msg(v.n == 0, "%s round %d (seed %" PRIu64 "): %d "
                   "violations: %s", s->name, round, the_seed, v.n, v.text);
     memcpy(s->present, now, CL_MAX_IDS);
@@ -716,10 +734,11 @@ cl_check(struct cl *s, int round, uint64_t the_seed)
 }
 
 /* 'quorum': the queue is a quorum queue and the messages transient,
- * which such a queue keeps all the same. */
+ * which such a queue keeps all the same; 'retry_ms' > 0: it has that
+ * x-requeue-delay, and the consumer nacks some (struct cl). */
 static void
 crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
-                int lag_us, int max_backlog, bool quorum)
+                int lag_us, int max_backlog, bool quorum, int retry_ms)
 {
     enum { MIN_ROUNDS = 20, MAX_ROUNDS = 30, BUDGET_MS = 40000 };
     struct cl s;
@@ -738,15 +757,25 @@ crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
     s.conf = calloc(CL_MAX_IDS, 1);
     s.acked = calloc(CL_MAX_IDS, 1);
     s.present = calloc(CL_MAX_IDS, 1);
-    ck_assert(s.pub && s.conf && s.acked && s.present);
+    s.nacked = calloc(CL_MAX_IDS, 1);
+    s.retry_ms = retry_ms;
+    ck_assert(s.pub && s.conf && s.acked && s.present && s.nacked);
     s.next_id = 1;
 
     harness_start(H, args);
     amqp_connection_state_t c = h_connect(H);
+    /* The delay does not grow (each check's reading counts as a
+     * delivery): every wait is over retry_ms after the kill. */
+    amqp_table_entry_t qa[2] = {
+        h_entry_int("x-requeue-delay", retry_ms),
+        h_entry_int("x-requeue-delay-max", retry_ms),
+    };
     amqp_table_entry_t qt = h_entry_str("x-queue-type", "quorum");
     h_declare_queue_at(__FILE__, __LINE__, c, 1, q, true, false, false,
-                       quorum ? h_table(&qt, 1) : amqp_empty_table, out, NULL,
-                       NULL);
+                       quorum     ? h_table(&qt, 1)
+                       : retry_ms ? h_table(qa, 2)
+                                  : amqp_empty_table,
+                       out, NULL, NULL);
     h_close(c);
 
     /* ROOST_CRASH_ROUNDS=N: exactly N rounds (scripts/crash-soak.sh). */
@@ -762,12 +791,15 @@ crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
             break;
         if (round > 1) {
             harness_restart(H, args);
+            /* Those still waiting after the restart are back by then. */
+            if (retry_ms)
+                h_sleep_ms((unsigned)retry_ms + 200);
             cl_check(&s, round - 1, the_seed);
             memset(s.pub, 0, CL_MAX_IDS);
             memset(s.conf, 0, CL_MAX_IDS);
             memset(s.acked, 0, CL_MAX_IDS);
         }
-        s.published = s.confirmed = s.delivered = s.acks = 0;
+        s.published = s.confirmed = s.delivered = s.acks = s.nacks = 0;
         s.redelivered_seen = 0;
         s.perr[0] = s.cerr[0] = '\0';
         s.first_id = s.next_id;
@@ -797,6 +829,8 @@ crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
     }
     /* The last round's check, and a clean stop after all that. */
     harness_restart(H, args);
+    if (retry_ms)
+        h_sleep_ms((unsigned)retry_ms + 200);
     cl_check(&s, round - 1, the_seed);
     fprintf(stderr, "%s: %d rounds, %d ids, %" PRIu64 " ms\n", name,
             round - 1, s.next_id - 1, h_now_ms() - t0);
@@ -811,6 +845,7 @@ crash_loop_with(const char *name, const char *const *args, uint64_t dflt_seed,
     free(s.conf);
     free(s.acked);
     free(s.present);
+    free(s.nacked);
     harness_stop(H);
 }
 
@@ -818,7 +853,7 @@ START_TEST(crash_loop)
 {
     SKIP_IF_REMOTE("kills roostd");
     crash_loop_with("crash_loop", ARGS("--set", "store.segment_size=65536"),
-                    20261201, 0, 0, false);
+                    20261201, 0, 0, false, 0);
 }
 END_TEST
 
@@ -829,7 +864,7 @@ START_TEST(crash_loop_quorum)
     SKIP_IF_REMOTE("kills roostd");
     crash_loop_with("crash_loop_quorum",
                     ARGS("--set", "store.segment_size=65536"), 20261203, 0, 0,
-                    true);
+                    true, 0);
 }
 END_TEST
 
@@ -842,7 +877,20 @@ START_TEST(crash_loop_paged)
     SKIP_IF_REMOTE("kills roostd");
     crash_loop_with("crash_loop_paged",
                     ARGS("--set", "store.segment_size=65536", "--set",
-                         "paging.window=16"), 20261202, 200, 4000, false);
+                         "paging.window=16"), 20261202, 200, 4000, false, 0);
+}
+END_TEST
+
+/* The same with x-requeue-delay 300 and every fourth id nacked once: a
+ * message waiting out its delay when the kill comes must come back
+ * (the journal keeps its due time; compaction, in 64 KiB segments,
+ * copies it forward with the entry). */
+START_TEST(crash_loop_retry)
+{
+    SKIP_IF_REMOTE("kills roostd");
+    crash_loop_with("crash_loop_retry",
+                    ARGS("--set", "store.segment_size=65536"), 20261204, 0, 0,
+                    false, 300);
 }
 END_TEST
 
@@ -872,6 +920,21 @@ cmp_name(const void *a, const void *b)
     return strcmp(a, b);
 }
 
+/* Start roostd with 'args', its syncs logged to the file named for 'tag'
+ * (into 'sync_log') and each slowed by 'delay_us'. */
+static void
+start_sync_logged(char *sync_log, size_t len, const char *tag,
+                  const char *delay_us, const char *const *args)
+{
+    hook_path(sync_log, len, tag);
+    unlink(sync_log);
+    setenv("ROOST_TEST_SYNC_LOG", sync_log, 1);
+    setenv("ROOST_TEST_SYNC_DELAY_US", delay_us, 1);
+    harness_start(H, args);
+    unsetenv("ROOST_TEST_SYNC_LOG");
+    unsetenv("ROOST_TEST_SYNC_DELAY_US");
+}
+
 START_TEST(large_batch_split)
 {
     /* A batch far larger than one job may write (16 MiB) goes out in
@@ -885,13 +948,8 @@ START_TEST(large_batch_split)
     struct qmsg *m;
 
     SKIP_IF_REMOTE("needs roostd's test hooks");
-    hook_path(sync_log, sizeof(sync_log), "sync-log-split");
-    unlink(sync_log);
-    setenv("ROOST_TEST_SYNC_LOG", sync_log, 1);
-    setenv("ROOST_TEST_SYNC_DELAY_US", "300000", 1);
-    harness_start(H, NULL);
-    unsetenv("ROOST_TEST_SYNC_LOG");
-    unsetenv("ROOST_TEST_SYNC_DELAY_US");
+    start_sync_logged(sync_log, sizeof(sync_log), "sync-log-split", "300000",
+                      NULL);
     c = h_connect(H);
     DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "split"), true, false, false, out);
     confirm_select(c, 1);
@@ -939,38 +997,17 @@ START_TEST(large_batch_split)
 }
 END_TEST
 
-START_TEST(power_cut)
+/*
+ * A power cut after a SIGKILL: each journal segment loses what came
+ * after its last sync (in 'sync_log'), from a random point on: zeros, or
+ * garbage (as a write the cut tore). Returns how many got garbage (the
+ * last always does if none did before); 'what' names the test.
+ */
+static int
+cut_unsynced(const char *what, const char *sync_log)
 {
-    enum { CONFIRMED = 1500 };
-    const char *const *args = ARGS("--set", "store.segment_size=65536");
-    char sync_log[256], q[64], out[256], dir[512], path[1024];
-    amqp_connection_state_t c;
-    struct confirms t = { 0 };
-    struct qmsg *m;
+    char dir[512], path[1024];
 
-    SKIP_IF_REMOTE("kills roostd");
-    seed("power_cut", 424242);
-    hook_path(sync_log, sizeof(sync_log), "sync-log");
-    unlink(sync_log);
-    setenv("ROOST_TEST_SYNC_LOG", sync_log, 1);
-    /* Written but not yet synced, often, when the kill comes. */
-    setenv("ROOST_TEST_SYNC_DELAY_US", "3000", 1);
-    harness_start(H, args);
-    unsetenv("ROOST_TEST_SYNC_LOG");
-    unsetenv("ROOST_TEST_SYNC_DELAY_US");
-    c = h_connect(H);
-    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "cut"), true, false, false, out);
-    confirm_select(c, 1);
-    /* Killed while publishing, with writes in flight. */
-    for (int id = 1; t.acks < CONFIRMED; id++)
-        pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", q, id,
-                    200 + (size_t)rnd_in(0, 400), 2, 400, 5000);
-    ck_assert_uint_eq(t.nacks, 0);
-    KILL9(H);
-    h_drop(c);
-
-    /* Each segment loses what came after its last sync, from a random
-     * point on: zeros, or garbage (as a write the cut tore). */
     data_path(dir, sizeof(dir), H, "msgs");
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "cannot open %s: %s", dir, strerror(errno));
@@ -1006,12 +1043,40 @@ START_TEST(power_cut)
             ck_assert(pwrite(fd, buf, k, (off_t)off) == (ssize_t)k);
             off += k;
         }
-        fprintf(stderr, "power_cut: %s: %" PRIu64 " bytes, synced %" PRIu64
-                ", %s from %" PRIu64 " to %" PRIu64 "\n", names[i], size,
-                synced, junk ? "garbage" : "zeros", cut, end);
+        fprintf(stderr, "%s: %s: %" PRIu64 " bytes, synced %" PRIu64
+                ", %s from %" PRIu64 " to %" PRIu64 "\n", what, names[i],
+                size, synced, junk ? "garbage" : "zeros", cut, end);
         garbage += junk;
         close(fd);
     }
+
+    return garbage;
+}
+
+START_TEST(power_cut)
+{
+    enum { CONFIRMED = 1500 };
+    const char *const *args = ARGS("--set", "store.segment_size=65536");
+    char sync_log[256], q[64], out[256];
+    amqp_connection_state_t c;
+    struct confirms t = { 0 };
+    struct qmsg *m;
+
+    SKIP_IF_REMOTE("kills roostd");
+    seed("power_cut", 424242);
+    /* Written but not yet synced, often, when the kill comes. */
+    start_sync_logged(sync_log, sizeof(sync_log), "sync-log", "3000", args);
+    c = h_connect(H);
+    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "cut"), true, false, false, out);
+    confirm_select(c, 1);
+    /* Killed while publishing, with writes in flight. */
+    for (int id = 1; t.acks < CONFIRMED; id++)
+        pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", q, id,
+                    200 + (size_t)rnd_in(0, 400), 2, 400, 5000);
+    ck_assert_uint_eq(t.nacks, 0);
+    KILL9(H);
+    h_drop(c);
+    int garbage = cut_unsynced("power_cut", sync_log);
 
     size_t mark = log_mark(H);
     harness_restart(H, args);
@@ -1040,6 +1105,72 @@ START_TEST(power_cut)
                   "(in order): next is id %d", n, k, m[k].id);
     fprintf(stderr, "power_cut: %" PRIu64 " published, %" PRIu64
             " confirmed, %d recovered\n", t.n, t.acks, n);
+    free(m);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+    unlink(sync_log);
+}
+END_TEST
+
+/* The same cut while messages wait out a requeue delay: 300 confirmed,
+ * then each taken and nacked (its J_DELIVER record carries its due
+ * time) or, every third, acked, and a kill at once. Whatever of those
+ * records the cut takes, every message that was not acked is there once
+ * its delay is over, in order; an acked one may be back (its ack was
+ * cut), marked redelivered. */
+START_TEST(power_cut_retry)
+{
+    enum { N = 300, DELAY = 1500 };
+    const char *const *args = ARGS("--set", "store.segment_size=65536");
+    char sync_log[256], q[64], out[256];
+    struct confirms t = { 0 };
+    struct qmsg *m;
+    struct h_event e;
+
+    SKIP_IF_REMOTE("kills roostd");
+    seed("power_cut_retry", 434343);
+    start_sync_logged(sync_log, sizeof(sync_log), "sync-log-retry", "3000",
+                      args);
+    amqp_connection_state_t c = h_connect(H), g = h_connect(H);
+    amqp_table_entry_t a = h_entry_int("x-requeue-delay", DELAY);
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, h_name(q, sizeof(q), "cutr"),
+                       true, false, false, h_table(&a, 1), out, NULL, NULL);
+    confirm_select(c, 1);
+    for (int id = 1; id <= N; id++)
+        pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", q, id, 300, 2, 0, 5000);
+    CONF_WAIT_ALL(c, &t, 30000);
+    for (int id = 1; id <= N; id++) {
+        ck_assert_int_eq(GET(g, 1, q, false, &e), 1);
+        ck_assert_int_eq(body_id(e.body, e.len), id);
+        int st = id % 3 == 0 ? amqp_basic_ack(g, 1, e.tag, 0)
+                             : amqp_basic_nack(g, 1, e.tag, 0, 1);
+        ck_assert_int_eq(st, AMQP_STATUS_OK);
+        h_event_free(&e);
+    }
+    KILL9(H);
+    h_drop(c);
+    h_drop(g);
+    cut_unsynced("power_cut_retry", sync_log);
+    harness_restart(H, args);
+    h_sleep_ms(DELAY + 300);
+    c = h_connect(H);
+    int n = READ_QUEUE(c, 1, q, 300, &m), k = 0;
+    for (int id = 1; id <= N; id++) {
+        bool here = k < n && m[k].id == id;
+        ck_assert_msg(here || id % 3 == 0, "id %d, nacked, lost (found %d "
+                      "at position %d)", id, k < n ? m[k].id : -1, k);
+        if (here) {
+            ck_assert_msg(m[k].body_ok && m[k].redelivered, "id %d: %s", id,
+                          m[k].body_ok ? "not marked redelivered"
+                                       : "not its body");
+            k++;
+        }
+    }
+    ck_assert_msg(k == n, "the queue holds %d messages, %d of them in order",
+                  n, k);
+    fprintf(stderr, "power_cut_retry: %d published and taken, %d back\n", N,
+            n);
     free(m);
     h_close(c);
     conf_free(&t);
@@ -1674,8 +1805,10 @@ main(void)
     tcase_add_test(tc, crash_loop);
     tcase_add_test(tc, crash_loop_paged);
     tcase_add_test(tc, crash_loop_quorum);
+    tcase_add_test(tc, crash_loop_retry);
     tc = h_tcase(s, "power_cut", 120, false);
     tcase_add_test(tc, power_cut);
+    tcase_add_test(tc, power_cut_retry);
     tcase_add_test(tc, large_batch_split);
 
     tc = h_tcase(s, "damage", 60, false);

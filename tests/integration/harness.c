@@ -1304,3 +1304,21 @@ h_connect_blocked_cap(const struct harness *h)
     EXPECT_OK(c, "channel.open");
     return c;
 }
+
+void
+h_expect_arg_refused_at(const char *file, int line, amqp_connection_state_t c,
+                        const char *tag, amqp_table_entry_t arg,
+                        const char *why)
+{
+    char name[64], want[512];
+    h_name(name, sizeof(name), tag);
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(name), 0, 0, 0, 1,
+                       h_table(&arg, 1));
+    snprintf(want, sizeof(want), "PRECONDITION_FAILED - invalid arg '%.*s' "
+             "for queue '%s' in vhost '/': %s", (int)arg.key.len,
+             (const char *)arg.key.bytes, name, why);
+    h_expect_channel_close_at(file, line, c, amqp_get_rpc_reply(c), 1, 406,
+                              want);
+    amqp_channel_open(c, 1);
+    h_expect_ok_at(file, line, amqp_get_rpc_reply(c), "channel.open");
+}

@@ -443,4 +443,15 @@ h_entry_kind(const char *key, uint8_t kind)
 /* A string for a method number, e.g. "basic.deliver". */
 const char *h_method_name(amqp_method_number_t id);
 
+/*
+ * queue.declare of a new queue (named for 'tag') with argument 'arg' on
+ * channel 1 must get RabbitMQ's 406 "invalid arg 'K' for queue 'Q' in
+ * vhost '/': WHY"; channel 1 is open again after it.
+ */
+void h_expect_arg_refused_at(const char *file, int line,
+                             amqp_connection_state_t c, const char *tag,
+                             amqp_table_entry_t arg, const char *why);
+#define EXPECT_ARG_REFUSED(c, tag, arg, why)                                   \
+    h_expect_arg_refused_at(__FILE__, __LINE__, (c), (tag), (arg), (why))
+
 #endif

@@ -1,5 +1,6 @@
 """Poison messages: x-delivery-limit with the semantics of RabbitMQ's
-quorum queues, on Roost's classic queues (pika). Run by poison.sh against
+quorum queues, on Roost's classic queues, and retry back-off
+(x-requeue-delay, Roost's own; not with --reference) (pika). Run by poison.sh against
 roostd; `--reference` runs the same checks against RabbitMQ on quorum
 queues (3.10 refuses the argument on classic ones), so that the
 expectations are RabbitMQ's.
@@ -126,6 +127,9 @@ def before(port):
     ch.basic_publish("", "pz-qq", b"transient", pika.BasicProperties(
         delivery_mode=1))
 
+    if not REFERENCE:
+        backoff_before(c)
+
     # Left for after the restart: a persistent message returned once.
     ch = c.channel()
     ch.queue_declare("pz-durable", durable=True, arguments=qargs(2, "pz-dlx"))
@@ -140,6 +144,61 @@ def before(port):
           p and p.headers)
     ch.basic_nack(m.delivery_tag, requeue=True)
     c.close()
+
+
+BACKOFF_LONG = 6000   # ms: the wait across the restart, 3 to 6 s
+
+
+def backoff_before(c):
+    """Retry back-off (x-requeue-delay, Roost's own): a nack waits,
+    doubling, then the message is back at its place; a waiting one is
+    not counted as ready. Leaves pz-wait with a message waiting 3-6 s."""
+    ch = c.channel()
+    ch.queue_declare("pz-back", arguments={"x-requeue-delay": 300,
+                                           "x-requeue-delay-max": 600})
+    ch.basic_publish("", "pz-back", b"retry")
+    waits, ready, other = [], [], None
+    m, _, _ = get(ch, "pz-back")
+    for i in range(3):
+        t0 = time.monotonic()
+        ch.basic_nack(m.delivery_tag, requeue=True)
+        ready.append(ch.queue_declare("pz-back", passive=True)
+                     .method.message_count)
+        if i == 0:
+            ch.basic_publish("", "pz-back", b"other")
+            _, _, other = get(ch, "pz-back", ack=True)
+        m, _, b = get(ch, "pz-back")
+        waits.append(round(time.monotonic() - t0, 3))
+    ch.basic_ack(m.delivery_tag)
+    check("back-off: while it waits it is not counted as ready, and one "
+          "published behind it is handed out", ready == [0, 0, 0] and
+          other == b"other", (ready, other))
+    check("back-off: 150-300 ms, 300-600, then 300-600 (the maximum)",
+          waits[0] >= 0.14 and waits[1] >= 0.29 and waits[2] >= 0.29 and
+          all(w < 3 for w in waits), waits)
+    ch.queue_delete("pz-back")
+
+    ch.queue_declare("pz-wait", durable=True,
+                     arguments={"x-requeue-delay": BACKOFF_LONG})
+    ch.confirm_delivery()
+    ch.basic_publish("", "pz-wait", b"later",
+                     pika.BasicProperties(delivery_mode=2))
+    m, _, _ = get(ch, "pz-wait")
+    ch.basic_nack(m.delivery_tag, requeue=True)
+    ch.queue_declare("pz-wait", durable=True, passive=True)
+    ch.close()
+
+
+def backoff_after(ch):
+    """The message nacked before the restart waits out the rest of its
+    3-6 s, then comes back."""
+    t0 = time.monotonic()
+    m, _, _ = ch.basic_get("pz-wait", auto_ack=True)
+    check("back-off: after the restart, still waiting", m is None, m)
+    m, _, b = get(ch, "pz-wait", BACKOFF_LONG / 1000.0 + 2, ack=True)
+    check("back-off: ... then back, within its delay",
+          b == b"later", (b, round(time.monotonic() - t0, 2)))
+    ch.queue_delete("pz-wait")
 
 
 def refused(c, name, limit):
@@ -170,6 +229,8 @@ def after(port):
     check("a quorum queue's transient message is kept, with its count",
           b == b"transient" and p.headers.get("x-delivery-count") == 0,
           (b, p and p.headers))
+    if not REFERENCE:
+        backoff_after(ch)
     fresh(ch, "pz-q", "pz-dead", "pz-drop", "pz-gone", "pz-durable", "pz-qq")
     ch.exchange_delete("pz-dlx")
     c.close()

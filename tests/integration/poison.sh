@@ -5,8 +5,11 @@
 # as sent; then dead-lettered with reason delivery_limit, or dropped
 # without a DLX; a consumer gone with the message counts; a negative
 # limit lets no return through; and the count of a persistent message in
-# a durable queue survives a restart. poison.py --reference runs the same
-# against RabbitMQ's quorum queues. Prints "poison: N passed, M failed".
+# a durable queue survives a restart. Retry back-off (x-requeue-delay,
+# Roost's own): a nack waits, doubling up to x-requeue-delay-max, and the
+# wait of a persistent message survives the restart. poison.py
+# --reference runs the same against RabbitMQ's quorum queues (without
+# the back-off). Prints "poison: N passed, M failed".
 set -u
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 

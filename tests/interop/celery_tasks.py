@@ -3,6 +3,10 @@
 Loaded both by the test process (to send tasks) and by the `celery worker`
 subprocesses it starts (-A celery_tasks). Configured from the environment:
   CELERY_TEST_PORT     broker port on 127.0.0.1 (guest/guest, vhost /)
+  CELERY_TEST_JOBS     the job queue of celery_test.py's part 6, declared
+                       with the arguments in JOBS_ARGS (a priority queue
+                       with a delivery limit, a dead-letter queue and
+                       Roost's retry back-off)
   CELERY_TEST_RECORDS  directory for the execution record: every task
                        execution appends JSON lines to executions.jsonl
                        (one "start" line, one "done" line), with its key,
@@ -17,6 +21,8 @@ import os
 import time
 
 from celery import Celery
+from celery.exceptions import Reject
+from kombu import Exchange, Queue
 
 PORT = int(os.environ.get("CELERY_TEST_PORT", "5672"))
 RECORDS = os.environ.get("CELERY_TEST_RECORDS", "/nonexistent")
@@ -38,6 +44,21 @@ app.conf.update(
     task_default_queue="celery-test-unused",
     worker_send_task_events=False,
 )
+
+JOBS = os.environ.get("CELERY_TEST_JOBS")
+JOBS_DELAY = 400     # x-requeue-delay, ms
+JOBS_ARGS = {
+    "x-max-priority": 10,
+    "x-delivery-limit": 2,
+    "x-requeue-delay": JOBS_DELAY,
+    "x-requeue-delay-max": 4 * JOBS_DELAY,
+    "x-dead-letter-exchange": "",
+    "x-dead-letter-routing-key": "%s.dead" % JOBS,
+}
+if JOBS:
+    # The worker (-Q) and the sender declare it with its arguments.
+    app.conf.task_queues = [Queue(JOBS, Exchange(""), routing_key=JOBS,
+                                  queue_arguments=JOBS_ARGS)]
 
 
 class RetryMe(Exception):
@@ -106,6 +127,32 @@ def gated(self, key, gate, value):
         raise RuntimeError("gate %s never opened" % gate)
     record("done", self, key, result=value + 1000)
     return value + 1000
+
+
+def attempts(key):
+    """How often a task with this key started before (the record)."""
+    try:
+        with open(os.path.join(RECORDS, "executions.jsonl")) as f:
+            return sum(1 for line in f if '"event": "start"' in line
+                       and json.loads(line)["key"] == key)
+    except FileNotFoundError:
+        return 0
+
+
+@app.task(bind=True, acks_late=True)
+def job(self, key, fail_times=0):
+    """acks_late: fails (Reject with requeue: basic.reject, requeue=true)
+    its first fail_times attempts, every one if fail_times < 0; then
+    returns key."""
+    before = attempts(key)
+    record("start", self, key,
+           priority=(self.request.delivery_info or {}).get("priority"))
+    if fail_times < 0 or before < fail_times:
+        record("rejected", self, key)
+        raise Reject("attempt %d of %s fails" % (before + 1, key),
+                     requeue=True)
+    record("done", self, key, result=key)
+    return key
 
 
 def _orphan_guard(parent):
