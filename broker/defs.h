@@ -1,6 +1,6 @@
 /*
  * Definitions announce every change from one place: a vhost, exchange,
- * queue, binding, user or permission was added (or replaced) or removed. The store writes the durable
+ * queue, binding, user, permission or policy was added (or replaced) or removed. The store writes the durable
  * ones to disk from here; replication and the management API's events
  * can listen here later. The objects are passed while still valid: an
  * addition after it is complete, a removal before it is freed.
@@ -17,9 +17,11 @@ enum defs_event {
     DEFS_BINDING_ADDED, DEFS_BINDING_REMOVED,
     DEFS_USER_ADDED, DEFS_USER_REMOVED,
     DEFS_PERM_ADDED, DEFS_PERM_REMOVED,
+    DEFS_POLICY_ADDED, DEFS_POLICY_REMOVED,
 };
 
-/* 'obj' is a struct vhost, exchange, queue, binding, user or perm. */
+/* 'obj' is a struct vhost, exchange, queue, binding, user, perm or
+ * policy. */
 void defs_changed(enum defs_event ev, const void *obj);
 
 /* While loading definitions (recovery, import), changes are not

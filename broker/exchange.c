@@ -81,6 +81,7 @@ exchange_free(struct exchange *x)
         binding_free(b);
     x->ops->destroy(x->index);
     free(x->alternate);
+    free(x->policy_alternate);
     free(x->args_buf);
     free(x->name);
     free(x);
@@ -434,8 +435,10 @@ route_into(struct route_ctx *rc, struct exchange *x)
     } else {
         x->ops->route(x->index, rc->m, rc);
     }
-    if (rc->out->n == before && x->alternate) {
-        struct exchange *ae = vhost_exchange(x->vh, amqp_cstr(x->alternate));
+    /* The argument wins over a policy, as in RabbitMQ. */
+    const char *alt = x->alternate ? x->alternate : x->policy_alternate;
+    if (rc->out->n == before && alt) {
+        struct exchange *ae = vhost_exchange(x->vh, amqp_cstr(alt));
         if (ae)
             route_into(rc, ae);
     }

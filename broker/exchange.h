@@ -72,6 +72,7 @@ struct exchange {
     uint8_t *args_buf;          /* declare arguments, for equivalence */
     struct amqp_table args;
     char *alternate;            /* alternate-exchange argument, or NULL */
+    char *policy_alternate;     /* a policy's, where the argument is NULL */
     struct binding_list bindings;       /* as source */
     struct binding_list dest_bindings;  /* as destination */
     size_t nbindings;

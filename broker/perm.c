@@ -50,21 +50,49 @@ perm_free(struct perm *p)
     free(p);
 }
 
+void *
+perm_re_compile(const char *src, char *msg, size_t msglen, size_t *at)
+{
+    int code;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)src, PCRE2_ZERO_TERMINATED,
+                                   0, &code, &off, NULL);
+    if (re == NULL) {
+        PCRE2_UCHAR m[120];
+        pcre2_get_error_message(code, m, sizeof(m));
+        snprintf(msg, msglen, "%s", (const char *)m);
+        *at = (size_t)off;
+    }
+    return re;
+}
+
+bool
+perm_re_match(const void *re, const char *s, size_t len)
+{
+    /* Nothing is captured: one pair is room enough (a match with more
+     * groups returns 0, still a match). */
+    if (md == NULL && (md = pcre2_match_data_create(1, NULL)) == NULL)
+        fatalx("out of memory");
+    return pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, NULL) >= 0;
+}
+
+void
+perm_re_free(void *re)
+{
+    pcre2_code_free(re);
+}
+
 /* RabbitMQ reads an empty pattern as "^$". */
 static pcre2_code *
 compile(const char *pattern, char *err, size_t errlen)
 {
-    int code;
-    PCRE2_SIZE at;
-    const char *src = pattern[0] == '\0' ? "^$" : pattern;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)src, PCRE2_ZERO_TERMINATED,
-                                   0, &code, &at, NULL);
-    if (re == NULL) {
-        PCRE2_UCHAR msg[120];
-        pcre2_get_error_message(code, msg, sizeof(msg));
+    char msg[120];
+    size_t at;
+    pcre2_code *re = perm_re_compile(pattern[0] == '\0' ? "^$" : pattern,
+                                     msg, sizeof(msg), &at);
+    if (re == NULL)
         snprintf(err, errlen, "invalid regular expression '%s': %s at "
-                 "position %zu", pattern, (const char *)msg, (size_t)at);
-    }
+                 "position %zu", pattern, msg, at);
     return re;
 }
 
@@ -179,14 +207,7 @@ bool
 perm_allows(const struct perm *p, enum perm_kind kind, const char *name,
             size_t len)
 {
-    if (p == NULL)
-        return false;
-    /* Nothing is captured: one pair is room enough (a match with more
-     * groups returns 0, still a match). */
-    if (md == NULL && (md = pcre2_match_data_create(1, NULL)) == NULL)
-        fatalx("out of memory");
-    return pcre2_match(p->re[kind], (PCRE2_SPTR)name, len, 0, 0, md,
-                       NULL) >= 0;
+    return p != NULL && perm_re_match(p->re[kind], name, len);
 }
 
 void

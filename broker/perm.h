@@ -58,6 +58,16 @@ void perm_drop_vhost(const char *vhost, bool quiet);
 bool perm_allows(const struct perm *p, enum perm_kind kind, const char *name,
                  size_t len);
 
+/*
+ * The pattern engine permissions and policies share: PCRE2, as Erlang's
+ * re reads a pattern. perm_re_compile returns a compiled 'src', or NULL
+ * with PCRE2's message in 'msg' and the offset of the error in '*at'.
+ * perm_re_match matches unanchored. perm_re_free(NULL) is a no-op.
+ */
+void *perm_re_compile(const char *src, char *msg, size_t msglen, size_t *at);
+bool perm_re_match(const void *re, const char *s, size_t len);
+void perm_re_free(void *re);
+
 /* Bumped by every change, so that connections may cache a lookup. */
 extern unsigned perm_epoch;
 

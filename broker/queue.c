@@ -363,6 +363,23 @@ queue_expire(struct queue *q)
 }
 
 void
+queue_set_qargs(struct queue *q, struct qargs *qa)
+{
+    /* The type and the priority levels are the arguments' alone. */
+    qa->type = q->qa.type;
+    qa->max_priority = q->qa.max_priority;
+    qargs_free(&q->qa);
+    q->qa = *qa;
+    memset(qa, 0, sizeof(*qa));
+    if (q->deleted)
+        return;
+    if (q->qa.overflow == OVERFLOW_DROP_HEAD)
+        drop_head(q);
+    queue_expire(q);
+    queue_arm(q);
+}
+
+void
 queue_touch(struct queue *q)
 {
     q->last_used_ms = now_ms();

@@ -271,6 +271,13 @@ bool queue_is_backed_up(const struct queue *q);
 /* The queue was used (declare, get, consume): restarts x-expires. */
 void queue_touch(struct queue *q);
 
+/* Replace what the queue applies ('qa', taken over: its arguments with
+ * the policies, policy.c) and act on it at once: a lower x-max-length
+ * drops (or dead-letters) from the head under drop-head, as RabbitMQ;
+ * a new TTL or x-expires re-arms the timer. Messages keep the expiry
+ * they were given when they came (RabbitMQ's too). */
+void queue_set_qargs(struct queue *q, struct qargs *qa);
+
 /* Arm the timer for the next TTL or x-expires deadline. */
 void queue_arm(struct queue *q);
 

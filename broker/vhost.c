@@ -15,6 +15,7 @@
 #include "broker/msg.h"
 #include "broker/qargs.h"
 #include "broker/perm.h"
+#include "broker/policy.h"
 #include "broker/queue.h"
 #include "broker/util.h"
 
@@ -87,6 +88,7 @@ vhost_free(struct vhost *vh)
         exchange_free(s->val);
     hmap_destroy(&vh->exchanges);
     hmap_destroy(&vh->queues);
+    policy_free_vhost(vh);
     free(vh->name);
     free(vh->description);
     free(vh->tags);
@@ -235,6 +237,8 @@ vhost_add_exchange(struct vhost *vh, struct exchange *x)
 {
     hmap_put(&vh->exchanges, x->name, x->name_len, x);
     defs_changed(DEFS_EXCHANGE_ADDED, x);
+    if (vh->policies)
+        policy_apply_exchange(x);
 }
 
 void
@@ -249,6 +253,8 @@ vhost_add_queue(struct vhost *vh, struct queue *q)
 {
     hmap_put(&vh->queues, q->name, q->name_len, q);
     defs_changed(DEFS_QUEUE_ADDED, q);
+    if (vh->policies)
+        policy_apply_queue(q);
 }
 
 void

@@ -12,6 +12,7 @@
 #include "broker/hmap.h"
 
 struct exchange;
+struct policy_table;
 struct queue;
 
 struct vhost {
@@ -24,6 +25,7 @@ struct vhost {
     struct hmap queues;
     struct exchange *default_x;
     uint64_t route_epoch;
+    struct policy_table *policies;  /* policy.c's; NULL: none yet */
 };
 
 /* A vhost with the default exchange and amq.direct, amq.fanout,
@@ -68,6 +70,7 @@ void vhost_totals(const struct vhost *vh, uint64_t *queues, uint64_t *ready,
 struct exchange *vhost_exchange(struct vhost *vh, struct amqp_bytes name);
 struct queue *vhost_queue(struct vhost *vh, struct amqp_bytes name);
 
+/* Adding one applies the vhost's policies to it (policy.h). */
 void vhost_add_exchange(struct vhost *vh, struct exchange *x);
 void vhost_remove_exchange(struct vhost *vh, struct exchange *x);
 void vhost_add_queue(struct vhost *vh, struct queue *q);

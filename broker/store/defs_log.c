@@ -17,6 +17,7 @@
 #include "broker/exchange.h"
 #include "broker/log.h"
 #include "broker/perm.h"
+#include "broker/policy.h"
 #include "broker/qargs.h"
 #include "broker/queue.h"
 #include "broker/util.h"
@@ -142,6 +143,39 @@ put_perm(struct wbuf *out, const struct perm *p)
     rec_end(out, at);
 }
 
+/* JSON text of 'v' (compact, keys sorted), into the record. */
+static void
+put_json(struct wbuf *out, const json_t *v)
+{
+    char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    if (s == NULL)
+        fatalx("store: a policy does not encode");
+    wbuf_str(out, s, strlen(s));
+    free(s);
+}
+
+/* A policy: vhost, name, kind (0 policy, 1 operator policy), then its
+ * pattern, apply-to, priority and definition (JSON texts for the last
+ * two). A deletion stops after the kind. */
+static void
+put_policy(struct wbuf *out, uint8_t type, const struct policy *p)
+{
+    size_t at = rec_begin(out, type);
+    wbuf_str(out, p->vh->name, strlen(p->vh->name));
+    wbuf_str(out, p->name, strlen(p->name));
+    wbuf_u8(out, (uint8_t)p->kind);
+    if (type == D_POLICY) {
+        wbuf_str(out, p->pattern, strlen(p->pattern));
+        const char *a = policy_apply_name[p->apply_to];
+        wbuf_str(out, a, strlen(a));
+        json_t *prio = policy_priority_json(p);
+        put_json(out, prio);
+        json_decref(prio);
+        put_json(out, p->definition);
+    }
+    rec_end(out, at);
+}
+
 bool
 defs_encode(struct wbuf *out, enum defs_event ev, const void *obj)
 {
@@ -193,6 +227,12 @@ defs_encode(struct wbuf *out, enum defs_event ev, const void *obj)
         put_name(out, D_PERM_DEL, p->vhost, p->user, strlen(p->user));
         return true;
     }
+    case DEFS_POLICY_ADDED:
+        put_policy(out, D_POLICY, obj);
+        return true;
+    case DEFS_POLICY_REMOVED:
+        put_policy(out, D_POLICY_DEL, obj);
+        return true;
     }
     return false;
 }
@@ -216,6 +256,14 @@ snap_perm(const struct perm *p, void *arg)
 {
     struct snap_perms *sp = arg;
     put_perm(sp->out, p);
+    sp->n++;
+}
+
+static void
+snap_policy(const struct policy *p, void *arg)
+{
+    struct snap_perms *sp = arg;
+    put_policy(sp->out, D_POLICY, p);
     sp->n++;
 }
 
@@ -260,6 +308,9 @@ defs_snapshot(struct wbuf *out, uint64_t gen)
                     n++;
                 }
         }
+        /* Policies in the order they were set (it breaks ties). */
+        for (int k = 0; k < POLICY_KINDS; k++)
+            policy_foreach(vh, (enum policy_kind)k, snap_policy, &sp);
     }
     perm_foreach(snap_perm, &sp);
     return n + sp.n;
@@ -286,6 +337,34 @@ get_bytes(struct rbuf *r)
     uint32_t len;
     const uint8_t *p = rbuf_str(r, &len);
     return (struct amqp_bytes){ p, p ? len : 0 };
+}
+
+/* The rest of a D_POLICY record, set as policy 'name' of 'vh'. */
+static bool
+replay_policy(struct rbuf *r, struct vhost *vh, uint8_t kind,
+              const char *name)
+{
+    struct amqp_bytes pat = get_bytes(r), apply = get_bytes(r),
+                      prio = get_bytes(r), def = get_bytes(r);
+    char err[1024];
+    if (r->bad)
+        return false;
+    json_t *jpat = json_stringn((const char *)pat.ptr, pat.len);
+    json_t *japply = json_stringn((const char *)apply.ptr, apply.len);
+    json_t *jprio = json_loadb((const char *)prio.ptr, prio.len,
+                               JSON_DECODE_ANY, NULL);
+    json_t *jdef = json_loadb((const char *)def.ptr, def.len, 0, NULL);
+    int rc = jpat && japply && jprio && jdef
+                 ? policy_set(vh, kind, name, jpat, japply, jprio, jdef, true,
+                              err, sizeof(err))
+                 : (snprintf(err, sizeof(err), "does not decode"), -1);
+    if (rc < 0)
+        log_warnx("store: policy '%s' in '%s': %s", name, vh->name, err);
+    json_decref(jpat);
+    json_decref(japply);
+    json_decref(jprio);
+    json_decref(jdef);
+    return rc >= 0;
 }
 
 /* One record; false if it does not make sense. */
@@ -479,6 +558,23 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
         free(v);
         free(u);
         return true;
+    }
+    case D_POLICY:
+    case D_POLICY_DEL: {
+        name = get_bytes(r);
+        uint8_t kind = rbuf_u8(r);
+        if (r->bad || kind >= POLICY_KINDS)
+            return false;
+        if ((vh = vhost_for(vname, false)) == NULL)
+            return type == D_POLICY_DEL;
+        char *n = xstrndup(name.ptr, name.len);
+        bool ok = true;
+        if (type == D_POLICY_DEL)
+            (void)policy_clear(vh, kind, n, true);
+        else
+            ok = replay_policy(r, vh, kind, n);
+        free(n);
+        return ok;
     }
     default:
         return false;

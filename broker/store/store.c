@@ -787,7 +787,8 @@ store_defs_changed(enum defs_event ev, const void *obj)
         st.defs_log_records++;
         if (ev == DEFS_QUEUE_ADDED || ev == DEFS_EXCHANGE_ADDED ||
             ev == DEFS_BINDING_ADDED || ev == DEFS_VHOST_ADDED ||
-            ev == DEFS_USER_ADDED || ev == DEFS_PERM_ADDED)
+            ev == DEFS_USER_ADDED || ev == DEFS_PERM_ADDED ||
+            ev == DEFS_POLICY_ADDED)
             st.defs_live++;
         else if (st.defs_live > 0)
             st.defs_live--;

@@ -1,6 +1,6 @@
 /*
  * The definitions log, inside the store: durable vhosts, exchanges,
- * queues and bindings as records in defs.log, compacted from time to
+ * queues, bindings, users, permissions and policies as records in defs.log, compacted from time to
  * time into defs.snap (docs/storage.md). store.c owns the files' I/O;
  * this is the encoding, the replay and the snapshot.
  */
@@ -23,7 +23,7 @@ enum {
     D_QUEUE, D_QUEUE_DEL, D_BIND, D_UNBIND,
     D_USER, D_USER_DEL,
     D_PERM, D_PERM_DEL,
-    /* policies will follow: 14 and up */
+    D_POLICY, D_POLICY_DEL,
 };
 
 #define STORE_FORMAT 1
