@@ -218,7 +218,8 @@ value_ok(const struct key *k, const json_t *v, struct policy_values *out)
         return json_is_integer(v) && (json_integer_value(v) == 1 ||
                                       json_integer_value(v) == 2);
     case K_STR:
-        if (!json_is_string(v) || json_string_length(v) > 255)
+        if (!json_is_string(v) || json_string_length(v) > 255 ||
+            strlen(json_string_value(v)) != json_string_length(v))
             return false;
         if (field) {
             free(*(char **)field);
@@ -340,7 +341,8 @@ check(enum policy_kind kind, const json_t *pattern, const json_t *apply_to,
         *apply = a;
 
     void *code = NULL;
-    if (!json_is_string(pattern)) {
+    if (!json_is_string(pattern) ||
+        strlen(json_string_value(pattern)) != json_string_length(pattern)) {
         add(err, errlen, "pattern should be a binary but was ");
         add_term(err, errlen, pattern);
         add(err, errlen, "\n");
@@ -450,7 +452,6 @@ policy_set(struct vhost *vh, enum policy_kind kind, const char *name,
     p->priority = priority ? json_number_value(priority) : 0;
     p->definition = json_deep_copy(definition);
     if (old >= 0) {
-        /* A replaced one goes last: the latest set wins a tie. */
         policy_free(t->v[kind][old]);
         unlink_at(vh, kind, (size_t)old);
     }
@@ -512,7 +513,8 @@ policy_free_vhost(struct vhost *vh)
 /* ---- matching ---- */
 
 /* The highest-priority policy of 'kind' for 'name' (a queue's if
- * 'queue'); of equals, the one set last. */
+ * 'queue'); of equals, the first by name (RabbitMQ 3.10.8 sorts them
+ * by priority, stably, after its table's order by name). */
 static const struct policy *
 match(const struct vhost *vh, enum policy_kind kind, bool queue,
       const char *name, size_t len)
@@ -523,7 +525,10 @@ match(const struct vhost *vh, enum policy_kind kind, bool queue,
 
     for (size_t i = 0; t && i < t->n[kind]; i++) {
         const struct policy *p = t->v[kind][i];
-        if (p->apply_to == other || (best && p->priority < best->priority))
+        if (p->apply_to == other ||
+            (best && (p->priority < best->priority ||
+                      (p->priority == best->priority &&
+                       strcmp(p->name, best->name) > 0))))
             continue;
         if (perm_re_match(p->re, name, len))
             best = p;

@@ -3,8 +3,8 @@
  * a name, a pattern (PCRE, unanchored, matched against a queue's or an
  * exchange's name), what it applies to (queues, exchanges, all), a
  * priority and a definition (the keys below). Of the policies whose
- * pattern matches, the one with the highest priority applies (a tie goes
- * to the one set last, as RabbitMQ 3.10.8 does it); the same for operator
+ * pattern matches, the one with the highest priority applies (of equals,
+ * the first by name, as RabbitMQ 3.10.8 picks it); the same for operator
  * policies, separately. Then, key by key:
  *   - a queue's own argument beside a policy: the argument wins for
  *     dead-letter-exchange, dead-letter-routing-key, overflow and

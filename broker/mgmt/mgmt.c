@@ -59,6 +59,8 @@ enum route_auth {
     AUTH_ADMIN,             /* administrator */
     AUTH_VHOST,             /* admin, or a user with permissions in arg[0] */
     AUTH_VHOST_VISIBLE,     /* admin, or a user who sees vhost arg[0] */
+    AUTH_POLICY,            /* AUTH_VHOST; to change: policymaker too */
+    AUTH_OPERATOR,          /* AUTH_VHOST; to change: administrator */
 };
 
 #define M_GET (1u << 0)
@@ -102,6 +104,15 @@ static const struct route routes[] = {
       mgmt_definitions_vhost },
     { "aliveness-test/*", M_GET, AUTH_VHOST, false, mgmt_aliveness },
     { "health/checks/alarms", M_GET, AUTH_MGMT, false, mgmt_alarms },
+    { "policies", M_GET, AUTH_MGMT, false, mgmt_policies },
+    { "policies/*", M_GET, AUTH_VHOST, false, mgmt_policies_vhost },
+    { "policies/*/*", M_GET | M_PUT | M_DELETE, AUTH_POLICY, false,
+      mgmt_policy },
+    { "operator-policies", M_GET, AUTH_MGMT, false, mgmt_operator_policies },
+    { "operator-policies/*", M_GET, AUTH_VHOST, false,
+      mgmt_operator_policies_vhost },
+    { "operator-policies/*/*", M_GET | M_PUT | M_DELETE, AUTH_OPERATOR,
+      false, mgmt_operator_policy },
 };
 
 /* ---- the servers ---- */
@@ -621,13 +632,24 @@ authorize(struct mgmt_req *r, const struct route *rt)
             return 0;
         return refuse(r, name, "not_authorised", "Not administrator user",
                       false);
+    case AUTH_POLICY:
+    case AUTH_OPERATOR:
+        /* Reading is AUTH_VHOST's; changing wants the tag too. */
+        if (r->method != EVHTTP_REQ_GET && r->method != EVHTTP_REQ_HEAD &&
+            !(rt->auth == AUTH_POLICY ? is_policymaker(u) : mgmt_is_admin(u)))
+            return refuse(r, name, "not_authorised",
+                          rt->auth == AUTH_POLICY ? "Not policymaker user"
+                                                  : "Not administrator user",
+                          false);
+        /* fall through */
     case AUTH_VHOST:
     case AUTH_VHOST_VISIBLE:
         /* A vhost that does not exist passes: the handler says 404. */
         if (mgmt_is_admin(u) ||
             broker_vhost(r->arg[0], strlen(r->arg[0])) == NULL ||
-            (rt->auth == AUTH_VHOST ? mgmt_is_login_vhost(u, r->arg[0])
-                                    : mgmt_is_visible_vhost(u, r->arg[0])))
+            (rt->auth != AUTH_VHOST_VISIBLE
+                 ? mgmt_is_login_vhost(u, r->arg[0])
+                 : mgmt_is_visible_vhost(u, r->arg[0])))
             return 0;
         return refuse(r, name, "not_authorised",
                       "User not authorised to access virtual host", false);

@@ -1,7 +1,7 @@
 /*
  * Inside the management API: what mgmt.c (the server, routing, auth and
  * replies) gives the files that answer each family of resources
- * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c). Not for use outside
+ * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c). Not for use outside
  * broker/mgmt/.
  *
  * A handler gets a request that matched its route, passed the method
@@ -136,6 +136,13 @@ void mgmt_vhost_limits_all(struct mgmt_req *r);
 void mgmt_vhost_limits(struct mgmt_req *r);
 void mgmt_vhost_limit(struct mgmt_req *r);
 void mgmt_aliveness(struct mgmt_req *r);
+
+void mgmt_policies(struct mgmt_req *r);
+void mgmt_policies_vhost(struct mgmt_req *r);
+void mgmt_policy(struct mgmt_req *r);
+void mgmt_operator_policies(struct mgmt_req *r);
+void mgmt_operator_policies_vhost(struct mgmt_req *r);
+void mgmt_operator_policy(struct mgmt_req *r);
 
 /* For the overview: the listeners noted (mgmt_add_listener) and the
  * API's own, as RabbitMQ lists them. */

@@ -308,7 +308,6 @@ defs_snapshot(struct wbuf *out, uint64_t gen)
                     n++;
                 }
         }
-        /* Policies in the order they were set (it breaks ties). */
         for (int k = 0; k < POLICY_KINDS; k++)
             policy_foreach(vh, (enum policy_kind)k, snap_policy, &sp);
     }
