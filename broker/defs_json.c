@@ -29,6 +29,7 @@
 #include "broker/exchange.h"
 #include "broker/log.h"
 #include "broker/perm.h"
+#include "broker/policy.h"
 #include "broker/qargs.h"
 #include "broker/queue.h"
 #include "broker/store/store_defs.h"
@@ -45,10 +46,9 @@ static const struct {
     const char *key, *one, *many;
 } unsupported[] = {
     { "topic_permissions", "topic permission", "topic permissions" },
-    /* other than vhost-limits */
+    /* other than vhost-limits and operator_policy */
     { "parameters", "parameter", "parameters" },
     { "global_parameters", "global parameter", "global parameters" },
-    { "policies", "policy", "policies" },
 };
 
 /* ---- the plan ---- */
@@ -91,6 +91,14 @@ struct p_perm {
     const char *pattern[PERM_KINDS];
 };
 
+/* A policy ("policies") or operator policy (a parameter of component
+ * "operator_policy"); the values are borrowed from the JSON. */
+struct p_policy {
+    const char *vhost, *name;
+    enum policy_kind kind;
+    json_t *pattern, *apply_to, *priority, *definition;
+};
+
 /* A vhost's limits from a "vhost-limits" parameter: -2 if not given. */
 struct p_limits {
     const char *vhost;
@@ -115,6 +123,8 @@ struct plan {
     size_t nps;
     struct p_limits *ls;
     size_t nls;
+    struct p_policy *pols;
+    size_t npols;
     /* what the file defines, by "vhost\0name" */
     struct hmap vnames, xnames, qnames;
     /* a vhost as vhost_new makes it: the predeclared exchanges that a
@@ -126,6 +136,7 @@ struct plan {
 
 struct counts {
     size_t vhosts, exchanges, queues, bindings, users, perms, limits, kept;
+    size_t policies;
 };
 
 static int fail(struct plan *p, const char *section, size_t i,
@@ -686,7 +697,56 @@ get_limit(struct plan *p, size_t i, json_t *value, const char *key,
     return 0;
 }
 
-/* Parameters: the vhost-limits ones are imported, the others counted. */
+/* A policy of 'kind' from 'o' (a "policies" item, or an operator
+ * policy's "value"), named 'name' in 'vhost', checked as policy_set
+ * will check it. */
+static int
+check_policy(struct plan *p, const char *section, size_t i, json_t *o,
+             enum policy_kind kind, const char *vhost, const char *name)
+{
+    static const char *const required[] = { "pattern", "definition" };
+    char err[2048];
+
+    for (size_t k = 0; k < NELEMS(required); k++)
+        if (json_object_get(o, required[k]) == NULL)
+            return fail(p, section, i, "\"%s\" is missing", required[k]);
+    struct p_policy *pp = &p->pols[p->npols];
+    pp->vhost = vhost;
+    pp->name = name;
+    pp->kind = kind;
+    pp->pattern = json_object_get(o, "pattern");
+    pp->apply_to = json_object_get(o, "apply-to");
+    pp->priority = json_object_get(o, "priority");
+    pp->definition = json_object_get(o, "definition");
+    if (policy_check(kind, pp->pattern, pp->apply_to, pp->priority,
+                     pp->definition, err, sizeof(err)) != 0) {
+        /* One line for the reasons, without the last newline. */
+        for (char *c = err; *c; c++)
+            if (*c == '\n')
+                *c = c[1] ? ';' : '\0';
+        return fail(p, section, i, "policy '%s': %s", name, err);
+    }
+    p->npols++;
+    return 0;
+}
+
+static int
+check_policies(struct plan *p, json_t *arr, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i);
+        const char *vhost, *name;
+        if (item_object(p, "policies", i, o) != 0 ||
+            get_str(p, "policies", i, o, "name", NULL, &name) != 0 ||
+            get_vhost(p, "policies", i, o, &vhost) != 0 ||
+            check_policy(p, "policies", i, o, POLICY_USER, vhost, name) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Parameters: the vhost-limits and operator_policy ones are imported,
+ * the others counted. */
 static int
 check_parameters(struct plan *p, json_t *arr, size_t n)
 {
@@ -704,6 +764,20 @@ check_parameters(struct plan *p, json_t *arr, size_t n)
         if (item_object(p, "parameters", i, o) != 0 ||
             get_str(p, "parameters", i, o, "component", "", &comp) != 0)
             return -1;
+        if (strcmp(comp, "operator_policy") == 0) {
+            const char *vhost, *name;
+            value = json_object_get(o, "value");
+            if (get_str(p, "parameters", i, o, "name", NULL, &name) != 0 ||
+                get_vhost(p, "parameters", i, o, &vhost) != 0)
+                return -1;
+            if (!json_is_object(value))
+                return fail(p, "parameters", i, "\"value\" must be an "
+                            "object");
+            if (check_policy(p, "parameters", i, value, POLICY_OPERATOR,
+                             vhost, name) != 0)
+                return -1;
+            continue;
+        }
         if (strcmp(comp, "vhost-limits") != 0) {
             p->n_unsupported[k]++;
             continue;
@@ -734,6 +808,13 @@ check_file(struct plan *p, json_t *root)
         if (get_section(p, root, unsupported[k].key, &arr,
                         &p->n_unsupported[k]) != 0)
             return -1;
+    /* Room for every policy: the "policies" and operator policies among
+     * the "parameters". */
+    json_t *pa = json_object_get(root, "policies"),
+           *pr = json_object_get(root, "parameters");
+    p->pols = xcalloc((json_is_array(pa) ? json_array_size(pa) : 0) +
+                      (json_is_array(pr) ? json_array_size(pr) : 0) + 1,
+                      sizeof(*p->pols));
     /* In this order: each refers only to what comes before it. */
     if (get_section(p, root, "users", &arr, &n) != 0 ||
         check_users(p, root, arr, n) != 0 ||
@@ -741,6 +822,8 @@ check_file(struct plan *p, json_t *root)
         check_vhosts(p, arr, n) != 0 ||
         get_section(p, root, "permissions", &arr, &n) != 0 ||
         check_permissions(p, arr, n) != 0 ||
+        get_section(p, root, "policies", &arr, &n) != 0 ||
+        check_policies(p, arr, n) != 0 ||
         get_section(p, root, "parameters", &arr, &n) != 0 ||
         check_parameters(p, arr, n) != 0 ||
         get_section(p, root, "exchanges", &arr, &n) != 0 ||
@@ -795,6 +878,19 @@ apply_plan(struct plan *p, struct counts *c)
             vh->max_queues = l->max_queues;
         defs_changed(DEFS_VHOST_ADDED, vh);
         c->limits++;
+    }
+    /* Policies as RabbitMQ imports them: replaced. */
+    for (size_t i = 0; i < p->npols; i++) {
+        struct p_policy *pp = &p->pols[i];
+        struct vhost *vh = broker_vhost(pp->vhost, strlen(pp->vhost));
+        /* Checked; only a full table (POLICY_MAX) refuses it now. */
+        if (policy_set(vh, pp->kind, pp->name, pp->pattern, pp->apply_to,
+                       pp->priority, pp->definition, false, msg,
+                       sizeof(msg)) < 0)
+            log_warnx("definitions: policy '%s' in vhost '%s' not imported: "
+                      "%s", pp->name, pp->vhost, msg);
+        else
+            c->policies++;
     }
     for (size_t i = 0; i < p->nxs; i++) {
         struct p_exchange *px = &p->xs[i];
@@ -862,6 +958,7 @@ plan_free(struct plan *p)
     free(p->us);
     free(p->ps);
     free(p->ls);
+    free(p->pols);
     free(p->vhosts);
     free(p->xs);
     free(p->qs);
@@ -885,13 +982,14 @@ log_result(const struct plan *p, const struct counts *c)
     char skipped[1024];
     size_t off = 0;
 
-    log_info("definitions: imported %s: %zu %s, %zu %s and %zu vhost "
-             "%s set; %zu %s, %zu %s, %zu "
+    log_info("definitions: imported %s: %zu %s, %zu %s, %zu vhost "
+             "%s and %zu %s set; %zu %s, %zu %s, %zu "
              "%s and %zu %s added; %zu already present and kept; %zu amq.* "
              "or default %s skipped", p->path, c->users,
              plural(c->users, "user", "users"), c->perms,
              plural(c->perms, "permission", "permissions"), c->limits,
-             plural(c->limits, "limit", "limits"), c->vhosts,
+             plural(c->limits, "limit", "limits"), c->policies,
+             plural(c->policies, "policy", "policies"), c->vhosts,
              plural(c->vhosts, "vhost", "vhosts"), c->exchanges,
              plural(c->exchanges, "exchange", "exchanges"), c->queues,
              plural(c->queues, "queue", "queues"), c->bindings,
@@ -1310,6 +1408,66 @@ export_limits(const struct vhost *vh, json_t *params)
     json_array_append_new(params, o);
 }
 
+/* A vhost's policies as RabbitMQ exports them: the policies in
+ * "policies", the operator policies as parameters of component
+ * "operator_policy", sorted by name. */
+struct policy_sink {
+    json_t *arr;
+    enum policy_kind kind;
+};
+
+static void
+collect_policy(const struct policy *p, void *arg)
+{
+    struct policy_sink *s = arg;
+    json_t *o = policy_json(p);
+    if (s->kind == POLICY_OPERATOR) {
+        json_t *value = json_object();
+        static const char *const keys[] = {
+            "pattern", "definition", "priority", "apply-to",
+        };
+        for (size_t i = 0; i < NELEMS(keys); i++)
+            json_object_set(value, keys[i], json_object_get(o, keys[i]));
+        json_t *param = json_object();
+        json_object_set_new(param, "value", value);
+        json_object_set(param, "vhost", json_object_get(o, "vhost"));
+        json_object_set_new(param, "component",
+                            json_string("operator_policy"));
+        json_object_set(param, "name", json_object_get(o, "name"));
+        json_decref(o);
+        o = param;
+    }
+    json_array_append_new(s->arr, o);
+}
+
+static int
+cmp_policy_json(const void *a, const void *b)
+{
+    return strcmp(json_string_value(json_object_get(*(json_t *const *)a,
+                                                    "name")),
+                  json_string_value(json_object_get(*(json_t *const *)b,
+                                                    "name")));
+}
+
+static void
+export_policies(const struct vhost *vh, enum policy_kind kind, json_t *out)
+{
+    struct policy_sink s = { json_array(), kind };
+    size_t n, i;
+    json_t *v;
+
+    policy_foreach(vh, kind, collect_policy, &s);
+    n = json_array_size(s.arr);
+    json_t **items = xmalloc((n + 1) * sizeof(*items));
+    json_array_foreach(s.arr, i, v)
+        items[i] = v;
+    qsort(items, n, sizeof(*items), cmp_policy_json);
+    for (i = 0; i < n; i++)
+        json_array_append(out, items[i]);
+    free(items);
+    json_decref(s.arr);
+}
+
 /* The whole export, as RabbitMQ orders its keys. */
 static json_t *
 export_root(void)
@@ -1317,7 +1475,7 @@ export_root(void)
     json_t *root = json_object();
     json_t *vhosts = json_array(), *queues = json_array(),
            *exchanges = json_array(), *bindings = json_array(),
-           *params = json_array();
+           *params = json_array(), *policies = json_array();
     size_t nv;
     struct vhost **vs = (struct vhost **)sorted_values(&broker.vhosts,
                                                         cmp_vhost, &nv);
@@ -1328,6 +1486,8 @@ export_root(void)
         json_array_append_new(vhosts, o);
         export_vhost(vs[i], queues, exchanges, bindings);
         export_limits(vs[i], params);
+        export_policies(vs[i], POLICY_OPERATOR, params);
+        export_policies(vs[i], POLICY_USER, policies);
     }
     free(vs);
     json_object_set_new(root, "rabbit_version",
@@ -1342,7 +1502,7 @@ export_root(void)
     json_object_set_new(root, "topic_permissions", json_array());
     json_object_set_new(root, "parameters", params);
     json_object_set_new(root, "global_parameters", json_array());
-    json_object_set_new(root, "policies", json_array());
+    json_object_set_new(root, "policies", policies);
     json_object_set_new(root, "queues", queues);
     json_object_set_new(root, "exchanges", exchanges);
     json_object_set_new(root, "bindings", bindings);

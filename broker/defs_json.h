@@ -7,9 +7,10 @@
  * Roost and RabbitMQ.
  *
  * Roost imports users, vhosts, permissions, vhost limits (parameters of
- * component vhost-limits), exchanges, queues and bindings. Topic
- * permissions, other parameters, global parameters and policies are
- * counted and reported as not imported (not implemented yet). Both run
+ * component vhost-limits), policies, operator policies (parameters of
+ * component operator_policy), exchanges, queues and bindings. Topic
+ * permissions, other parameters and global parameters are counted and
+ * reported as not imported (not implemented yet). Both run
  * on the event-loop thread.
  */
 #ifndef ROOST_BROKER_DEFS_JSON_H
