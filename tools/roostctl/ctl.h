@@ -40,6 +40,8 @@ struct ctl {
     bool json;                  /* --formatter json */
     /* add_vhost's options, NULL when absent */
     const char *description, *tags, *default_queue_type;
+    /* set_policy's options, NULL when absent ('priority' is checked) */
+    const char *priority, *apply_to;
     /* the command's positional arguments */
     int argc;
     char **argv;
@@ -134,6 +136,12 @@ int cmd_list_user_permissions(struct ctl *c);
 int cmd_export_definitions(struct ctl *c);
 int cmd_import_definitions(struct ctl *c);
 int cmd_status(struct ctl *c);
+int cmd_set_policy(struct ctl *c);
+int cmd_clear_policy(struct ctl *c);
+int cmd_list_policies(struct ctl *c);
+int cmd_set_operator_policy(struct ctl *c);
+int cmd_clear_operator_policy(struct ctl *c);
+int cmd_list_operator_policies(struct ctl *c);
 
 /* The columns list_vhosts accepts, NULL-terminated (roostctl.c checks
  * them before anything is sent). */

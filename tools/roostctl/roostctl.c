@@ -1,6 +1,6 @@
 /*
- * roostctl: rabbitmqctl's user, vhost, permission, definitions and status
- * commands, done through the management HTTP API (RabbitMQ's paths and
+ * roostctl: rabbitmqctl's user, vhost, permission, policy, definitions and
+ * status commands, done through the management HTTP API (RabbitMQ's paths and
  * JSON), so it works against roostd and RabbitMQ alike.
  *
  * This file owns the command line: the option and command tables, their
@@ -24,7 +24,8 @@
 /* Which commands take a command-specific option. */
 enum {
     ACCEPT_VHOST_META = 1 << 0,   /* add_vhost's --description ... */
-    ACCEPT_TABLE = 1 << 1         /* --no-table-headers */
+    ACCEPT_TABLE = 1 << 1,        /* --no-table-headers */
+    ACCEPT_POLICY = 1 << 2        /* --priority, --apply-to */
 };
 
 struct command {
@@ -106,6 +107,39 @@ static const struct command commands[] = {
       "Deletes a virtual host", "<vhost>\n\tName of the virtual host to "
       "delete, with everything in it.\n" },
 
+    { "Policies", "clear_operator_policy", cmd_clear_operator_policy, 1, 1,
+      0, "[--vhost <vhost>] <name>", "Clears an operator policy",
+      "<name>\n\tName of the operator policy to clear\n" },
+    { "Policies", "clear_policy", cmd_clear_policy, 1, 1, 0,
+      "[--vhost <vhost>] <name>", "Clears (removes) a policy",
+      "<name>\n\tName of the policy to clear\n" },
+    { "Policies", "list_operator_policies", cmd_list_operator_policies, 0, 0,
+      ACCEPT_TABLE, "[--vhost <vhost>] [--no-table-headers]",
+      "Lists operator policy overrides for a virtual host", NULL },
+    { "Policies", "list_policies", cmd_list_policies, 0, 0, ACCEPT_TABLE,
+      "[--vhost <vhost>] [--no-table-headers]",
+      "Lists all policies in a virtual host", NULL },
+    { "Policies", "set_operator_policy", cmd_set_operator_policy, 3, 3,
+      ACCEPT_POLICY, "[--vhost <vhost>] [--priority <priority>] "
+      "[--apply-to <apply-to>] <name> <pattern> <definition>",
+      "Sets an operator policy that overrides a subset of arguments in user "
+      "policies", "<name>\n\tPolicy name\n\n<pattern>\n\tRegular "
+      "expression pattern that will be used to match queue,\n\texchanges, "
+      "etc\n\n<definition>\n\tPolicy definition (arguments). Must be a "
+      "valid JSON document\n\n--priority <priority>\n\tPolicy priority\n"
+      "\n--apply-to <queues | exchanges | all>\n\tPolicy should only "
+      "apply to queues, exchanges, or all entities (both\n\tof the "
+      "above)\n" },
+    { "Policies", "set_policy", cmd_set_policy, 3, 3, ACCEPT_POLICY,
+      "[--vhost <vhost>] [--priority <priority>] [--apply-to <apply-to>] "
+      "<name> <pattern> <definition>", "Sets or updates a policy",
+      "<name>\n\tPolicy name\n\n<pattern>\n\tRegular expression pattern "
+      "that will be used to match queues,\n\texchanges, etc\n\n"
+      "<definition>\n\tPolicy definition (arguments). Must be a valid JSON "
+      "document\n\n--priority <priority>\n\tPolicy priority\n\n"
+      "--apply-to <queues | exchanges | all>\n\tPolicy should only apply "
+      "to queues, exchanges, or all entities (both\n\tof the above)\n" },
+
     { "Monitoring, observability and health checks", "status", cmd_status,
       0, 0, 0, "", "Displays status of a node", NULL },
 
@@ -125,7 +159,7 @@ static const struct command commands[] = {
 enum opt_id {
     O_HOST, O_PORT, O_USER, O_PASSWORD, O_TIMEOUT, O_NODE, O_LONGNAMES,
     O_QUIET, O_SILENT, O_VHOST, O_FORMATTER, O_NO_HEADERS, O_DESCRIPTION,
-    O_TAGS, O_QUEUE_TYPE, O_HELP
+    O_TAGS, O_QUEUE_TYPE, O_PRIORITY, O_APPLY_TO, O_HELP
 };
 
 static const struct option_def {
@@ -150,6 +184,8 @@ static const struct option_def {
     { "description", 0, true, O_DESCRIPTION, ACCEPT_VHOST_META },
     { "tags", 0, true, O_TAGS, ACCEPT_VHOST_META },
     { "default-queue-type", 0, true, O_QUEUE_TYPE, ACCEPT_VHOST_META },
+    { "priority", 0, true, O_PRIORITY, ACCEPT_POLICY },
+    { "apply-to", 0, true, O_APPLY_TO, ACCEPT_POLICY },
     { "help", '?', false, O_HELP, 0 },
     { "help", 'h', false, O_HELP, 0 },
 };
@@ -325,6 +361,8 @@ set_option(struct cmdline *cl, struct ctl *c, const struct option_def *o,
     case O_DESCRIPTION: c->description = value; break;
     case O_TAGS: c->tags = value; break;
     case O_QUEUE_TYPE: c->default_queue_type = value; break;
+    case O_PRIORITY: c->priority = value; break;
+    case O_APPLY_TO: c->apply_to = value; break;
     case O_HELP: cl->help = true; break;
     }
 }
@@ -433,6 +471,12 @@ check(int argc, char **argv, const struct cmdline *cl,
             return usage_error(argc, argv, cmd, "formatter '%s' is not "
                                "supported (json or table)", cl->formatter);
     }
+    /* rabbitmqctl's --priority is an integer. */
+    if (c->priority != NULL &&
+        parse_number(c->priority, LONG_MIN + 1, LONG_MAX) == -1 &&
+        strcmp(c->priority, "-1") != 0)
+        return usage_error(argc, argv, cmd, "Invalid options for this "
+                           "command:\n--priority : %s", c->priority);
     if (cmd->run == cmd_list_vhosts) {
         for (int i = 0; i < c->argc; i++) {
             bool known = false;
