@@ -50,6 +50,17 @@ perm_free(struct perm *p)
     free(p);
 }
 
+/* Where PCRE2 words an error otherwise than the PCRE that Erlang's re
+ * (and so RabbitMQ) reports it with: the common ones in Erlang's words. */
+static const struct {
+    int code;
+    const char *msg;
+} erlang_words[] = {
+    { PCRE2_ERROR_MISSING_CLOSING_PARENTHESIS, "missing )" },
+    { PCRE2_ERROR_UNMATCHED_CLOSING_PARENTHESIS, "unmatched parentheses" },
+    { PCRE2_ERROR_QUANTIFIER_INVALID, "nothing to repeat" },
+};
+
 void *
 perm_re_compile(const char *src, char *msg, size_t msglen, size_t *at)
 {
@@ -61,6 +72,9 @@ perm_re_compile(const char *src, char *msg, size_t msglen, size_t *at)
         PCRE2_UCHAR m[120];
         pcre2_get_error_message(code, m, sizeof(m));
         snprintf(msg, msglen, "%s", (const char *)m);
+        for (size_t i = 0; i < NELEMS(erlang_words); i++)
+            if (erlang_words[i].code == code)
+                snprintf(msg, msglen, "%s", erlang_words[i].msg);
         *at = (size_t)off;
     }
     return re;

@@ -1,7 +1,13 @@
-"""What the Python check scripts share (poison.py, vhosts.py): one
-"PASS name" or "FAIL name: why" line per check, for lib.sh's run_checks,
-and the exit status they add up to."""
+"""What the Python check scripts share (poison.py, vhosts.py, policy.py):
+one "PASS name" or "FAIL name: why" line per check, for lib.sh's
+run_checks, the exit status they add up to, and a client of the
+management API."""
+import base64
+import json
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
 
 fails = 0
 
@@ -17,3 +23,32 @@ def check(name, cond, why=""):
 
 def done():
     sys.exit(1 if fails else 0)
+
+
+class Api:
+    """The management API as guest: call() returns (status, JSON body or
+    None), or (status, the body's text) for an error."""
+
+    def __init__(self, port):
+        self.base = "http://127.0.0.1:%d/api/" % port
+        self.auth = "Basic " + base64.b64encode(b"guest:guest").decode()
+
+    def call(self, method, path, body=None, raw=None):
+        data = raw if raw is not None else (
+            None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.base + path, data=data,
+                                     method=method)
+        req.add_header("Authorization", self.auth)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                text = r.read().decode()
+                return r.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+
+def q(name):
+    """A name as one path segment."""
+    return urllib.parse.quote(name, safe="")

@@ -350,7 +350,7 @@ badperm() {
 }
 badperm "a permission pattern that does not compile stops the import" \
     '{"permissions": [{"user": "guest", "vhost": "/", "configure": "(", "write": "", "read": ""}]}' \
-    'permissions[0]: "configure": invalid regular expression '"'"'('"'"': missing closing parenthesis'
+    'permissions[0]: "configure": invalid regular expression '"'"'('"'"': missing )'
 badperm "a permission of an unknown user stops the import" \
     '{"permissions": [{"user": "nobody", "vhost": "/", "configure": "", "write": "", "read": ""}]}' \
     "permissions[0]: no user 'nobody'"

@@ -9,43 +9,14 @@ management plugin (no restart there), to keep the expectations its own.
 Prints one "PASS name" or "FAIL name: why" per check; exit 1 on a FAIL.
 """
 import argparse
-import base64
-import json
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
 import pika
 
-from checks import check, done
+from checks import Api, check, done, q
 
 VH = "rt-v1"
 REFERENCE = False
-
-
-class Api:
-    def __init__(self, port):
-        self.base = "http://127.0.0.1:%d/api/" % port
-        self.auth = "Basic " + base64.b64encode(b"guest:guest").decode()
-
-    def call(self, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data,
-                                     method=method)
-        req.add_header("Authorization", self.auth)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                text = r.read().decode()
-                return r.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-
-def q(name):
-    return urllib.parse.quote(name, safe="")
 
 
 def connect(port, vhost=VH):
