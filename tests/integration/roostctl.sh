@@ -5,7 +5,8 @@
 # one fails, the new works); set_user_tags (the password is kept);
 # add_vhost/list_vhosts/delete_vhost; set_permissions/list_permissions/
 # list_user_permissions/clear_permissions (AMQP access to the vhost comes
-# and goes); export_definitions, then import_definitions into a second
+# and goes); set_policy/list_policies/clear_policy and the operator
+# policy ones; export_definitions, then import_definitions into a second
 # broker; status; -q, -s, --formatter json; and the errors with
 # rabbitmqctl's exit codes: usage 64, missing user 67 (69 for
 # list_user_permissions), missing vhost 65 (69 for set_permissions), no
@@ -217,6 +218,59 @@ run -s list_user_permissions "$u"
 ! grep -qF -- "$v" <<<"$out" && ok clear-permissions-listed || bad clear-permissions-listed "$out"
 login cleared-vhost-refused 3 "$u" pw2 "$v"
 expect clear-permissions-again 0 clear_permissions -p "$v" "$u"
+
+# ---- policies ----
+expect set-policy 0 set_policy -p "$v" --priority 3 --apply-to queues \
+    ctl-pol '^ctl' '{"message-ttl":5, "max-length":3}'
+[ "$out" = "Setting policy \"ctl-pol\" for pattern \"^ctl\" to \"{\"message-ttl\":5, \"max-length\":3}\" with priority \"3\" for vhost \"$v\" ..." ] &&
+    ok set-policy-banner || bad set-policy-banner "$out"
+run list_policies -p "$v"
+[ "$out" = "Listing policies for vhost \"$v\" ...
+$(printf 'vhost\tname\tpattern\tapply-to\tdefinition\tpriority')
+$(printf '%s\tctl-pol\t^ctl\tqueues\t{"max-length":3,"message-ttl":5}\t3' "$v")" ] &&
+    ok list-policies || bad list-policies "$out"
+run list_policies -p "$v" --formatter json
+[ "$out" = '[
+{"vhost":"'"$v"'","name":"ctl-pol","pattern":"^ctl","apply-to":"queues","definition":"{\"max-length\":3,\"message-ttl\":5}","priority":3}
+]' ] && ok list-policies-json || bad list-policies-json "$out"
+expect set-policy-bad-pattern 69 set_policy -p "$v" ctl-bad '(' '{"max-length":1}'
+[ "$err" = 'Error:
+Validation failed
+
+pattern should be regular expression but is invalid: {"missing )",1}' ] &&
+    ok set-policy-bad-pattern-message || bad set-policy-bad-pattern-message "$err"
+expect set-policy-unknown-key 69 set_policy -p "$v" ctl-bad a '{"max-lengthx":1}'
+[[ $err == *'[{<<"max-lengthx">>,1}] are not recognised policy settings'* ]] &&
+    ok set-policy-unknown-key-message || bad set-policy-unknown-key-message "$err"
+expect set-policy-bad-json 69 set_policy -p "$v" ctl-bad a '{max-length:1}'
+[ "$err" = $'Error:\nJSON decoding error. Reason: badarg' ] &&
+    ok set-policy-bad-json-message || bad set-policy-bad-json-message "$err"
+expect set-policy-bad-priority 64 set_policy --priority x ctl-bad a '{"max-length":1}'
+expect set-policy-too-few 64 set_policy ctl-bad a
+expect set-policy-unknown-vhost 65 set_policy -p "$nobody" ctl-bad a '{"max-length":1}'
+[ "$err" = "Virtual host '$nobody' does not exist" ] &&
+    ok set-policy-unknown-vhost-message || bad set-policy-unknown-vhost-message "$err"
+expect list-policies-unknown-vhost 65 list_policies -p "$nobody"
+expect set-operator-policy 0 set_operator_policy -p "$v" ctl-op '^ctl' '{"max-length":1}'
+[ "$out" = "Setting operator policy override \"ctl-op\" for pattern \"^ctl\" to \"{\"max-length\":1}\" with priority \"0\" for vhost \"$v\" ..." ] &&
+    ok set-operator-policy-banner || bad set-operator-policy-banner "$out"
+expect set-operator-policy-refused-key 69 set_operator_policy -p "$v" ctl-op2 a '{"overflow":"drop-head"}'
+[[ $err == *'[{<<"overflow">>,<<"drop-head">>}] are not recognised policy settings'* ]] &&
+    ok set-operator-policy-refused-message || bad set-operator-policy-refused-message "$err"
+run -s list_operator_policies -p "$v"
+[ "$out" = "$(printf '%s\tctl-op\t^ctl\tall\t{"max-length":1}\t0' "$v")" ] &&
+    ok list-operator-policies || bad list-operator-policies "$out"
+expect clear-operator-policy 0 clear_operator_policy -p "$v" ctl-op
+[ "$out" = "Clearing operator policy \"ctl-op\" on vhost \"$v\" ..." ] &&
+    ok clear-operator-policy-banner || bad clear-operator-policy-banner "$out"
+expect clear-policy 0 clear_policy -p "$v" ctl-pol
+[ "$out" = "Clearing policy \"ctl-pol\" on vhost \"$v\" ..." ] &&
+    ok clear-policy-banner || bad clear-policy-banner "$out"
+expect clear-policy-again 69 clear_policy -p "$v" ctl-pol
+[ "$err" = $'Error:\nParameter does not exist' ] &&
+    ok clear-policy-again-message || bad clear-policy-again-message "$err"
+run -s list_policies -p "$v"
+[ -z "$out" ] && ok list-policies-empty || bad list-policies-empty "$out"
 
 # ---- definitions ----
 expect set-permissions-for-export 0 set_permissions -p "$v" "$u" '.*' '.*' '.*'
