@@ -147,7 +147,8 @@ defs_type_name(uint8_t t)
         [D_QUEUE_DEL] = "queue-deleted", [D_BIND] = "binding",
         [D_UNBIND] = "binding-deleted", [D_USER] = "user",
         [D_USER_DEL] = "user-deleted", [D_PERM] = "permission",
-        [D_PERM_DEL] = "permission-deleted",
+        [D_PERM_DEL] = "permission-deleted", [D_POLICY] = "policy",
+        [D_POLICY_DEL] = "policy-deleted",
     };
     return t < NELEMS(names) && names[t] ? names[t] : NULL;
 }

@@ -285,6 +285,10 @@ defs_snapshot(struct wbuf *out, uint64_t gen)
         struct vhost *vh = s->val;
         put_vhost(out, vh);
         n++;
+        /* Policies before the queues and exchanges: each of those is
+         * matched once, when it is added, not again at every policy. */
+        for (int k = 0; k < POLICY_KINDS; k++)
+            policy_foreach(vh, (enum policy_kind)k, snap_policy, &sp);
         xpos = 0;
         while ((xs = hmap_next(&vh->exchanges, &xpos)) != NULL)
             if (store_keeps_exchange(xs->val) && !is_predeclared(xs->val)) {
@@ -308,8 +312,6 @@ defs_snapshot(struct wbuf *out, uint64_t gen)
                     n++;
                 }
         }
-        for (int k = 0; k < POLICY_KINDS; k++)
-            policy_foreach(vh, (enum policy_kind)k, snap_policy, &sp);
     }
     perm_foreach(snap_perm, &sp);
     return n + sp.n;

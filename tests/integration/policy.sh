@@ -3,7 +3,8 @@
 # refusals, matching, priority and apply-to, each key's effect on a real
 # queue or exchange, arguments against policies against operator
 # policies, changes applied to existing queues, definitions export and
-# import; after a restart, still set and still applied. Then RabbitMQ's
+# import; after a restart (from a compacted snapshot), still set and
+# still applied; --check-data reads the records. Then RabbitMQ's
 # own rabbitmqadmin, unmodified, declares, lists and deletes a policy and
 # an operator policy. policy.py --reference runs the same checks against
 # RabbitMQ. Prints "policy: N passed, M failed".
@@ -75,9 +76,19 @@ for phase in before after; do
             [ $phase = before ] && with_rabbitmqadmin "$http"
         fi
         stop || bad "$phase: clean stop" "$(tail -3 "$log")"
+        if [ $phase = before ]; then
+            [ -s "$tmp/data/defs.snap" ] &&
+                ok "the definitions were compacted into a snapshot" ||
+                bad "the definitions were compacted into a snapshot" \
+                    "no defs.snap"
+        fi
     else
         bad "$phase: start" "$(tail -3 "$log")"
     fi
 done
+out=$("$roostd" --check-data "$tmp/data" 2>&1) &&
+    ok "check-data reads the policy records" ||
+    bad "check-data reads the policy records" "$out"
+
 echo "policy: $pass passed, $fail failed"
 [ $fail -eq 0 ]
