@@ -26,12 +26,14 @@ def done():
 
 
 class Api:
-    """The management API as guest: call() returns (status, JSON body or
-    None), or (status, the body's text) for an error."""
+    """The management API as guest (or 'user'): call() returns (status,
+    JSON body or None), or (status, the body's text) for an error."""
 
-    def __init__(self, port):
+    def __init__(self, port, user="guest", password="guest"):
+        self.port = port
         self.base = "http://127.0.0.1:%d/api/" % port
-        self.auth = "Basic " + base64.b64encode(b"guest:guest").decode()
+        self.auth = "Basic " + base64.b64encode(
+            ("%s:%s" % (user, password)).encode()).decode()
 
     def call(self, method, path, body=None, raw=None):
         data = raw if raw is not None else (

@@ -122,6 +122,36 @@ def api_checks(api):
     delete(api, "o1", "operator-policies")
 
 
+def who_may(api):
+    """A management user reads the lists; a policy itself wants a
+    policymaker, an operator policy an administrator."""
+    user = "rt-pol-user"
+    for tags in ("management", "policymaker"):
+        api.call("PUT", "users/" + user, {"password": "pw", "tags": tags})
+        api.call("PUT", "permissions/%s/%s" % (q(VH), user),
+                 {"configure": ".*", "write": ".*", "read": ".*"})
+        other = Api(api.port, user, "pw")
+        st, _ = other.call("GET", "policies/%s" % q(VH))
+        check("%s: lists the policies" % tags, st == 200, st)
+        st, got = other.call("PUT", "policies/%s/w" % q(VH),
+                             {"pattern": "^w", "definition":
+                              {"max-length": 1}})
+        if tags == "management":
+            check("management: may not set a policy",
+                  st == 401 and "User not authorised to access object" in got,
+                  "%s %s" % (st, got))
+        else:
+            check("policymaker: sets a policy", st == 201, st)
+        st, got = other.call("PUT", "operator-policies/%s/w" % q(VH),
+                             {"pattern": "^w", "definition":
+                              {"max-length": 1}})
+        check("%s: may not set an operator policy" % tags,
+              st == 401 and "Not administrator user" in got,
+              "%s %s" % (st, got))
+    delete(api, "w")
+    api.call("DELETE", "users/" + user)
+
+
 def refusals(api):
     import json
 
@@ -500,6 +530,7 @@ def before(amqp, api):
     api.call("PUT", "permissions/%s/guest" % q(VH),
              {"configure": ".*", "write": ".*", "read": ".*"})
     api_checks(api)
+    who_may(api)
     refusals(api)
     c = connect(amqp)
     ch = c.channel()
