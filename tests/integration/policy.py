@@ -398,6 +398,25 @@ def keys(api, ch):
         check("roost-delivery-limit applies to a classic queue",
               deliveries("k-lim-c") == 2)
         delete(api, "rdl")
+    if not REFERENCE:
+        # consumer-timeout (RabbitMQ 3.12's): an unacked delivery older
+        # than it closes its channel with 406.
+        put(api, "cto", {"pattern": "^k-cto$", "definition":
+                         {"consumer-timeout": 200}, "apply-to": "queues"})
+        c2 = ch.connection.channel()
+        c2.queue_declare("k-cto")
+        c2.basic_publish("", "k-cto", b"slow")
+        c2.basic_consume("k-cto", lambda *a: None)
+        ch.connection.call_later(5, c2.stop_consuming)
+        why = None
+        try:
+            c2.start_consuming()
+        except pika.exceptions.ChannelClosedByBroker as e:
+            why = e.reply_code
+        check("consumer-timeout closes a slow consumer's channel (406)",
+              why == 406, why)
+        delete(api, "cto")
+        ch.queue_delete("k-cto")
     # alternate-exchange, on exchanges; the argument wins
     ch.exchange_declare("k-x", "direct")
     ch.exchange_declare("k-xa", "direct",
