@@ -1,9 +1,10 @@
 /*
  * Definitions announce every change from one place: a vhost, exchange,
- * queue, binding, user, permission or policy was added (or replaced) or removed. The store writes the durable
- * ones to disk from here; replication and the management API's events
- * can listen here later. The objects are passed while still valid: an
- * addition after it is complete, a removal before it is freed.
+ * queue, binding, user, permission or policy was added (or replaced) or
+ * removed. The store writes the durable ones to disk from here;
+ * replication and the management API's events can listen here later.
+ * The objects are passed while still valid: an addition after it is
+ * complete, a removal before it is freed.
  */
 #ifndef ROOST_BROKER_DEFS_H
 #define ROOST_BROKER_DEFS_H
