@@ -95,6 +95,10 @@ static const struct key {
     { "queue-master-locator", K_ONE_OF, NULL, false, NONE, locators },
     { "queue-mode", K_ONE_OF, "queue-mode value", false, NONE, queue_modes },
     { "queue-version", K_VERSION, "queue-version value", false, NONE, NULL },
+    { "requeue-delay", K_NONNEG, "requeue delay", false, V(requeue_delay),
+      NULL },
+    { "requeue-delay-max", K_NONNEG, "maximum requeue delay", false,
+      V(requeue_delay_max), NULL },
     { "roost-delivery-limit", K_NONNEG, "delivery limit", false,
       V(roost_delivery_limit), NULL },
 };
@@ -597,6 +601,13 @@ merge(const struct queue *q, struct qargs *qa, const struct policy_values *p,
         qa->overflow = (enum qargs_overflow)p->overflow;
     str_unless_arg(&qa->dlx, p->dlx);
     str_unless_arg(&qa->dlrk, p->dlrk);
+    /* The back-off is a setting, not a limit: the argument's wins. */
+    if (!table_get(q->args, "x-requeue-delay", &unused) &&
+        p->requeue_delay >= 0)
+        qa->requeue_delay = p->requeue_delay;
+    if (!table_get(q->args, "x-requeue-delay-max", &unused) &&
+        p->requeue_delay_max >= 0)
+        qa->requeue_delay_max = p->requeue_delay_max;
     /* An argument's limit may be negative (none gets through): it is the
      * smallest then. */
     int64_t limit = p->roost_delivery_limit;

@@ -7,10 +7,11 @@
  * the first by name, as RabbitMQ 3.10.8 picks it); the same for operator
  * policies, separately. Then, key by key:
  *   - a queue's own argument beside a policy: the argument wins for
- *     dead-letter-exchange, dead-letter-routing-key, overflow and
+ *     dead-letter-exchange, dead-letter-routing-key, overflow,
+ *     requeue-delay, requeue-delay-max (Roost's back-off) and
  *     alternate-exchange (an exchange's); the smaller value wins for the
- *     numbers (message-ttl, expires, max-length, max-length-bytes,
- *     delivery-limit, consumer-timeout, requeue-delay, requeue-delay-max);
+ *     limits (message-ttl, expires, max-length, max-length-bytes,
+ *     delivery-limit, consumer-timeout);
  *   - an operator policy takes only message-ttl, expires, max-length,
  *     max-length-bytes, delivery-limit (and max-in-memory-length and
  *     -bytes, which change nothing on one node), and its value applies

@@ -251,6 +251,9 @@ def refusals(api):
         check("Roost takes consumer-timeout (RabbitMQ 3.12's)", st == 201,
               st)
     delete(api, "ct")
+    st, _ = put(api, "rd", d({"requeue-delay": -1}))
+    if not REFERENCE:
+        check("a negative requeue-delay is refused", st == 400, st)
     st, _ = put(api, "rdl", d({"roost-delivery-limit": 1}))
     check("roost-delivery-limit is Roost's" if not REFERENCE else
           "RabbitMQ refuses roost-delivery-limit",
@@ -417,6 +420,31 @@ def keys(api, ch):
               why == 406, why)
         delete(api, "cto")
         ch.queue_delete("k-cto")
+        # requeue-delay (Roost's back-off): a nacked message waits; a
+        # queue's own x-requeue-delay wins, even 0.
+        put(api, "rd", {"pattern": "^k-rd", "definition":
+                        {"requeue-delay": 400, "requeue-delay-max": 400},
+                        "apply-to": "queues"})
+        ch.queue_declare("k-rd")
+        ch.queue_declare("k-rd0", arguments={"x-requeue-delay": 0})
+        for name in ("k-rd", "k-rd0"):
+            ch.basic_publish("", name, b"again")
+            until(lambda: count(ch, name) == 1)
+            m = ch.basic_get(name)
+            ch.basic_nack(m[0].delivery_tag, requeue=True)
+        check("requeue-delay holds a nacked message back",
+              ch.basic_get("k-rd")[0] is None)
+        check("and lets it go after the delay",
+              until(lambda: count(ch, "k-rd") == 1))
+        check("the queue's own x-requeue-delay wins",
+              ch.basic_get("k-rd0", auto_ack=True)[2] == b"again")
+        delete(api, "rd")
+        ch.queue_delete("k-rd")
+        ch.queue_delete("k-rd0")
+    else:
+        st, _ = put(api, "rd", {"pattern": "^k-rd", "definition":
+                                {"requeue-delay": 400}})
+        check("RabbitMQ refuses requeue-delay", st == 400, st)
     # alternate-exchange, on exchanges; the argument wins
     ch.exchange_declare("k-x", "direct")
     ch.exchange_declare("k-xa", "direct",
