@@ -522,19 +522,8 @@ sender_selected(struct exchange *x, struct msg *m, struct route_result *rr)
     free(keys);
     if (!bcc || rr->n == 0)
         return m;
-    size_t len;
-    uint8_t *hdr = reheader(m, without_bcc, NULL, &len);
-    if (hdr == NULL)
-        return m;   /* cannot happen: a table only shrinks */
-    struct content_header h;
-    (void)content_header_decode(hdr, len, &h);
-    struct amqp_bytes rk = { (const uint8_t *)msg_rkey(m), msg_rkey_len(m) };
-    struct amqp_bytes xn = { (const uint8_t *)msg_exchange(m),
-                             msg_exchange_len(m) };
-    struct msg *copy = msg_new(xn, rk, hdr, len, &h, false, NULL);
-    msg_body_copy_from(copy, m);
-    free(hdr);
-    return copy;
+    struct msg *copy = reheader_copy(m, without_bcc, NULL, NULL, NULL);
+    return copy ? copy : m;   /* NULL cannot happen: a table only shrinks */
 }
 
 struct msg *

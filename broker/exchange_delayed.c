@@ -207,20 +207,11 @@ static struct msg *
 as_routed(struct msg *m)
 {
     int64_t delay;
-    size_t len;
-    uint8_t *hdr;
+    struct msg *copy;
 
     if (!header_delay(m, &delay) ||
-        (hdr = reheader(m, negate_delay, &delay, &len)) == NULL)
+        (copy = reheader_copy(m, negate_delay, &delay, NULL, NULL)) == NULL)
         return msg_ref(m);
-    struct content_header h;
-    (void)content_header_decode(hdr, len, &h);
-    struct amqp_bytes rk = { (const uint8_t *)msg_rkey(m), msg_rkey_len(m) };
-    struct amqp_bytes xn = { (const uint8_t *)msg_exchange(m),
-                             msg_exchange_len(m) };
-    struct msg *copy = msg_new(xn, rk, hdr, len, &h, false, NULL);
-    msg_body_copy_from(copy, m);
-    free(hdr);
     return copy;
 }
 
