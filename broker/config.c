@@ -158,6 +158,12 @@ const struct opt_def config_opts[] = {
         "consumers one channel may have; basic.consume beyond it gets 530"),
     OPT("max_queues", OPT_INT64, "1000000", 1, 100000000, false, max_queues,
         "queues a vhost may hold; queue.declare beyond it gets 406"),
+    OPT("delayed_message.max_messages", OPT_INT64, "100000", 0, 100000000,
+        false, delayed_max_messages,
+        "messages x-delayed-message exchanges may hold at once, over all "
+        "vhosts (each whole, in memory, until due); a delayed publish "
+        "beyond it is refused as by x-overflow=reject-publish: basic.nack "
+        "in confirm mode, dropped otherwise, logged once; 0: none held"),
     OPT("consumer_timeout", OPT_INT64, "1800000", 0, INT64_C(1) << 50,
         false, consumer_timeout,
         "milliseconds a delivery may stay unacknowledged before its "

@@ -154,11 +154,13 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                const char *dlx, const char *dlrk)
 {
     struct death d = { m, queue, reason, false };
-    struct content_header dh;
-    size_t len;
-    uint8_t *hdr = reheader(m, death_headers, &d, &len);
+    struct amqp_bytes xn = amqp_cstr(dlx), rk;
 
-    if (hdr == NULL) {
+    if (dlrk)
+        rk = amqp_cstr(dlrk);
+    struct msg *dm = reheader_copy(m, death_headers, &d, &xn,
+                                   dlrk ? &rk : NULL);
+    if (dm == NULL) {
         /* A cycle ends here, silently. With x-death added, the headers
          * can outgrow what a table may hold (16 MiB): such a message
          * cannot be dead-lettered and is dropped, as one that would
@@ -168,13 +170,5 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                       "x-death was dropped", queue);
         return NULL;
     }
-    (void)content_header_decode(hdr, len, &dh);
-    struct amqp_bytes rk = dlrk ? amqp_cstr(dlrk)
-                                : (struct amqp_bytes){
-                                      (const uint8_t *)msg_rkey(m),
-                                      msg_rkey_len(m) };
-    struct msg *dm = msg_new(amqp_cstr(dlx), rk, hdr, len, &dh, false, NULL);
-    msg_body_copy_from(dm, m);
-    free(hdr);
     return dm;
 }

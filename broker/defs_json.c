@@ -26,6 +26,7 @@
 #include "broker/auth.h"
 #include "broker/broker.h"
 #include "broker/defs.h"
+#include "broker/delayed.h"
 #include "broker/exchange.h"
 #include "broker/log.h"
 #include "broker/perm.h"
@@ -434,6 +435,12 @@ check_exchanges(struct plan *p, json_t *arr, size_t n)
                                  x->name), esc(e, sizeof(e), type));
         if (get_args(p, "exchanges", i, o, &x->args_buf, &x->args) != 0)
             return -1;
+        char xerr[400];
+        if (x->ops == &exchange_delayed_ops &&
+            delayed_check_args(x->args, xerr, sizeof(xerr)) != 0)
+            return fail(p, "exchanges", i, "%s: %s",
+                        obj_what(what, sizeof(what), "exchange", x->vhost,
+                                 x->name), xerr);
         size_t klen = obj_key(key, x->vhost, x->name);
         if (hmap_get(&p->xnames, key, klen)) {
             x->skip = true;

@@ -11,6 +11,7 @@
 #include "broker/defs.h"
 #include "broker/msg.h"
 #include "broker/queue.h"
+#include "broker/reheader.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
@@ -20,7 +21,7 @@
 
 static const struct exchange_ops *const all_ops[] = {
     &exchange_direct_ops, &exchange_fanout_ops, &exchange_topic_ops,
-    &exchange_headers_ops,
+    &exchange_headers_ops, &exchange_delayed_ops,
 };
 
 const struct exchange_ops *
@@ -55,7 +56,6 @@ exchange_new(struct vhost *vh, struct amqp_bytes name,
     x->name_len = name.len;
     x->vh = vh;
     x->ops = ops;
-    x->index = ops->create();
     x->durable = durable;
     x->auto_delete = auto_delete;
     x->internal = internal;
@@ -65,6 +65,7 @@ exchange_new(struct vhost *vh, struct amqp_bytes name,
         x->alternate = xstrndup(v.v.str.ptr, v.v.str.len);
     TAILQ_INIT(&x->bindings);
     TAILQ_INIT(&x->dest_bindings);
+    x->index = ops->create_for ? ops->create_for(x) : ops->create();
     return x;
 }
 
@@ -468,4 +469,71 @@ exchange_route_keys(struct exchange *x, const struct msg *m,
         rc.xepoch = ++x->vh->route_epoch;
         route_into(&rc, x);
     }
+}
+
+/* ---- sender-selected distribution (CC, BCC) ---- */
+
+static const char *const cc_bcc[] = { "CC", "BCC" };
+
+/* The headers without BCC (reheader.h). */
+static bool
+without_bcc(struct wire_wr *w, struct content_header *h, void *arg)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+    size_t outer = table_begin(w);
+
+    (void)arg;
+    table_iter_init(&it, h->props.headers);
+    while (table_next(&it, &k, &v)) {
+        if (amqp_bytes_eq(k, "BCC"))
+            continue;
+        (void)table_put_key(w, k);
+        field_put(w, &v);
+    }
+    table_end(w, outer);
+    return true;
+}
+
+static struct msg *
+sender_selected(struct exchange *x, struct msg *m, struct route_result *rr)
+{
+    struct amqp_table headers = msg_headers(m);
+    struct amqp_bytes *keys = NULL;
+    size_t n = 0, cap = 0;
+    struct amqp_field v, e;
+    struct table_iter it;
+    bool bcc = false;
+
+    for (size_t i = 0; i < NELEMS(cc_bcc); i++) {
+        if (!table_get(headers, cc_bcc[i], &v) || v.kind != AMQP_FIELD_ARRAY)
+            continue;
+        bcc |= i == 1;
+        array_iter_init(&it, v.v.array);
+        while (array_next(&it, &e)) {
+            if (e.kind != AMQP_FIELD_LONGSTR)
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 8;
+                keys = xrealloc(keys, cap * sizeof(*keys));
+            }
+            keys[n++] = e.v.str;
+        }
+    }
+    exchange_route_keys(x, m, keys, n, rr);
+    free(keys);
+    if (!bcc || rr->n == 0)
+        return m;
+    struct msg *copy = reheader_copy(m, without_bcc, NULL, NULL, NULL);
+    return copy ? copy : m;   /* NULL cannot happen: a table only shrinks */
+}
+
+struct msg *
+exchange_route_msg(struct exchange *x, struct msg *m, struct route_result *out)
+{
+    if (msg_cc_bcc(m))
+        return sender_selected(x, m, out);
+    exchange_route(x, m, out);
+    return m;
 }

@@ -51,12 +51,18 @@ struct exchange_ops {
     void (*remove)(void *index, struct binding *b);
     /* Call route_emit(rc, b) for every binding that matches 'm'. */
     void (*route)(void *index, const struct msg *m, struct route_ctx *rc);
+    /* If set, used instead of create: an index that needs its exchange
+     * (its arguments, its vhost), made once the exchange is filled in. */
+    void *(*create_for)(struct exchange *x);
 };
 
 extern const struct exchange_ops exchange_direct_ops;
 extern const struct exchange_ops exchange_fanout_ops;
 extern const struct exchange_ops exchange_topic_ops;
 extern const struct exchange_ops exchange_headers_ops;
+/* x-delayed-message (broker/delayed.h): holds messages with an x-delay
+ * and routes them through its x-delayed-type when they are due. */
+extern const struct exchange_ops exchange_delayed_ops;
 
 /* The ops of a type name ("direct", ...), or NULL if unknown. */
 const struct exchange_ops *exchange_ops_find(struct amqp_bytes type);
@@ -77,6 +83,8 @@ struct exchange {
     struct binding_list dest_bindings;  /* as destination */
     size_t nbindings;
     uint64_t epoch;             /* last routing pass that visited it */
+    uint32_t sid;               /* store id of a durable x-delayed-message
+                                 * exchange (its held messages); else 0 */
 };
 
 struct exchange *exchange_new(struct vhost *vh, struct amqp_bytes name,
@@ -147,6 +155,16 @@ void exchange_route(struct exchange *x, const struct msg *m,
 void exchange_route_keys(struct exchange *x, const struct msg *m,
                          const struct amqp_bytes *extra, size_t nextra,
                          struct route_result *out);
+
+/*
+ * Route 'm' through 'x' by its routing key and the keys its CC and BCC
+ * headers list (their longstr entries, as RabbitMQ takes them), each
+ * queue once. Returns the message to enqueue: 'm', or a new reference
+ * to a copy without BCC, which no consumer may see (the slow path,
+ * reheader.h); the caller releases a copy once it has enqueued it.
+ */
+struct msg *exchange_route_msg(struct exchange *x, struct msg *m,
+                               struct route_result *out);
 
 /* For the type indexes: the routing key being routed (the message's, or
  * one of the extra keys). */

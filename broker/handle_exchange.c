@@ -9,6 +9,7 @@
 #include "amqp/table.h"
 #include "broker/access.h"
 #include "broker/conn.h"
+#include "broker/delayed.h"
 #include "broker/exchange.h"
 #include "broker/handlers.h"
 #include "broker/vhost.h"
@@ -74,6 +75,16 @@ declare(struct channel *ch, const struct amqp_exchange_declare *a)
             (!access_allows(ch, mid, PERM_READ, RES_EXCHANGE, a->exchange) ||
              !access_allows(ch, mid, PERM_WRITE, RES_EXCHANGE, ae.v.str)))
             return;
+        char xerr[400];
+        int code;
+        if (ops == &exchange_delayed_ops &&
+            (code = delayed_check_args(a->arguments, xerr, sizeof(xerr))) != 0) {
+            if (code == AMQP_COMMAND_INVALID)
+                conn_fail(ch->conn, code, mid, "%s", xerr);
+            else
+                channel_fail(ch, code, mid, "%s", xerr);
+            return;
+        }
         x = exchange_new(vh, a->exchange, ops, a->durable, a->auto_delete,
                          a->internal, a->arguments);
         vhost_add_exchange(vh, x);

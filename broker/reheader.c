@@ -16,6 +16,27 @@ reheader(const struct msg *m, reheader_fn fn, void *arg, size_t *len)
     return reheader_bytes(msg_hdr(m), msg_hdr_len(m), fn, arg, len);
 }
 
+struct msg *
+reheader_copy(const struct msg *m, reheader_fn fn, void *arg,
+              const struct amqp_bytes *exchange, const struct amqp_bytes *rkey)
+{
+    struct content_header h;
+    size_t len;
+    uint8_t *hdr = reheader(m, fn, arg, &len);
+
+    if (hdr == NULL)
+        return NULL;
+    (void)content_header_decode(hdr, len, &h);
+    struct amqp_bytes rk = { (const uint8_t *)msg_rkey(m), msg_rkey_len(m) };
+    struct amqp_bytes xn = { (const uint8_t *)msg_exchange(m),
+                             msg_exchange_len(m) };
+    struct msg *copy = msg_new(exchange ? *exchange : xn, rkey ? *rkey : rk,
+                               hdr, len, &h, false, NULL);
+    msg_body_copy_from(copy, m);
+    free(hdr);
+    return copy;
+}
+
 uint8_t *
 reheader_bytes(const uint8_t *hdr, size_t hdr_len, reheader_fn fn,
                void *arg, size_t *len)

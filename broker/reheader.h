@@ -35,6 +35,16 @@ typedef bool (*reheader_fn)(struct wire_wr *w, struct content_header *h,
 uint8_t *reheader(const struct msg *m, reheader_fn fn, void *arg,
                   size_t *len);
 
+/*
+ * A copy of 'm' (its body copied) whose headers 'fn' writes, published
+ * to 'exchange' with 'rkey' (NULL: m's own): a new reference, or NULL
+ * as reheader() gives up.
+ */
+struct amqp_bytes;
+struct msg *reheader_copy(const struct msg *m, reheader_fn fn, void *arg,
+                          const struct amqp_bytes *exchange,
+                          const struct amqp_bytes *rkey);
+
 /* The same for an encoded content header not yet in a message. */
 uint8_t *reheader_bytes(const uint8_t *hdr, size_t hdr_len, reheader_fn fn,
                         void *arg, size_t *len);

@@ -44,10 +44,12 @@
 #include "broker/util.h"
 #include "broker/vhost.h"
 
-/* A recovered queue, by the store's id, with its live entries. */
+/* A recovered queue (or delayed exchange, delayed.h: then 'q' is NULL),
+ * by the store's id, with its live entries. */
 struct c_queue {
     uint32_t sid;
     struct queue *q;
+    struct exchange *x;
     uint64_t entries;
 };
 
@@ -442,6 +444,7 @@ find_cq(void *arg, uint32_t sid)
 
 struct totals {
     uint64_t entries, settled, orphans, messages;
+    uint64_t delayed;           /* messages held by delayed exchanges */
 };
 
 /* Per message record: whether it was looked at, and how it came out. */
@@ -470,11 +473,16 @@ resolve_entries(struct check *c, struct totals *t)
             continue;
         }
         struct c_queue *cq = e.queue;
-        log_escape(qn, sizeof(qn), cq->q->name, cq->q->name_len);
+        const char *kind = cq->q ? "queue" : "delayed exchange";
+        const char *vn = cq->q ? cq->q->vh->name : cq->x->vh->name;
+        if (cq->q)
+            log_escape(qn, sizeof(qn), cq->q->name, cq->q->name_len);
+        else
+            log_escape(qn, sizeof(qn), cq->x->name, cq->x->name_len);
         if (e.msg == NULL) {
-            problem(c, "queue '%s' in vhost '%s': message %" PRIu64 " at "
+            problem(c, "%s '%s' in vhost '%s': message %" PRIu64 " at "
                     "position %" PRIu64 " is missing (recovery drops the "
-                    "entry)", qn, cq->q->vh->name, e.msg_id, e.seq);
+                    "entry)", kind, qn, vn, e.msg_id, e.seq);
             continue;
         }
         uint8_t *ms = &state[e.msg - c->rp.msgs];
@@ -483,13 +491,16 @@ resolve_entries(struct check *c, struct totals *t)
             t->messages += *ms == MSG_LIVE;
         }
         if (*ms == MSG_BAD) {
-            problem(c, "queue '%s' in vhost '%s': message %" PRIu64 " at "
+            problem(c, "%s '%s' in vhost '%s': message %" PRIu64 " at "
                     "position %" PRIu64 " does not decode (recovery drops "
-                    "it)", qn, cq->q->vh->name, e.msg_id, e.seq);
+                    "it)", kind, qn, vn, e.msg_id, e.seq);
             continue;
         }
         cq->entries++;
-        t->entries++;
+        if (cq->q)
+            t->entries++;
+        else
+            t->delayed++;
     }
     free(state);
 }
@@ -546,7 +557,8 @@ report_contents(struct check *c)
 
     while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
         vs[nv++] = s->val;
-        nqs += ((struct vhost *)s->val)->queues.count;
+        nqs += ((struct vhost *)s->val)->queues.count +
+               ((struct vhost *)s->val)->exchanges.count;
     }
     qsort(vs, nv, sizeof(*vs), cmp_vhost);
     struct c_queue *qs = xcalloc(nqs + 1, sizeof(*qs));
@@ -556,6 +568,12 @@ report_contents(struct check *c)
         while ((qs_slot = hmap_next(&vs[i]->queues, &qpos)) != NULL) {
             struct queue *q = qs_slot->val;
             qs[nqs++] = (struct c_queue){ .sid = q->sid, .q = q };
+        }
+        qpos = 0;
+        while ((qs_slot = hmap_next(&vs[i]->exchanges, &qpos)) != NULL) {
+            struct exchange *x = qs_slot->val;
+            if (x->sid && x->ops == &exchange_delayed_ops)
+                qs[nqs++] = (struct c_queue){ .sid = x->sid, .x = x };
         }
     }
     qsort(qs, nqs, sizeof(*qs), cmp_cq);
@@ -573,7 +591,7 @@ report_contents(struct check *c)
             nx += !is_predeclared(x);
         }
         for (size_t k = 0; k < nqs; k++)
-            if (qs[k].q->vh == vh)
+            if (qs[k].q && qs[k].q->vh == vh)
                 entries += qs[k].entries;
         fprintf(c->out, "vhost '%s': %" PRIu64 " %s, %zu %s, %" PRIu64
                 " %s, %" PRIu64 " queue %s\n",
@@ -595,6 +613,10 @@ report_contents(struct check *c)
             plural(tb, "binding", "bindings"), t.messages,
             plural(t.messages, "message", "messages"), t.entries,
             plural(t.entries, "entry", "entries"), t.settled, t.orphans);
+    if (t.delayed)
+        fprintf(c->out, "delayed: %" PRIu64 " %s held by x-delayed-message "
+                "exchanges\n", t.delayed,
+                plural(t.delayed, "message", "messages"));
     c->qs = NULL;
     c->nqs = 0;
     free(qs);

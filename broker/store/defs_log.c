@@ -62,6 +62,10 @@ put_exchange(struct wbuf *out, const struct exchange *x)
     wbuf_str(out, x->ops->type, strlen(x->ops->type));
     wbuf_u8(out, (uint8_t)((x->auto_delete ? 1 : 0) | (x->internal ? 2 : 0)));
     wbuf_str(out, x->args.ptr, x->args.len);
+    /* Only a delayed exchange has a store id; older records end before
+     * it (read as 0). */
+    if (x->sid)
+        wbuf_u32(out, x->sid);
     rec_end(out, at);
 }
 
@@ -424,8 +428,14 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
             vhost_remove_exchange(vh, x);
             exchange_free(x);
         }
+        uint32_t sid = r->off < r->len ? rbuf_u32(r) : 0;
+        if (r->bad)
+            return false;
         struct amqp_table t = { args.ptr, args.len };
         x = exchange_new(vh, name, ops, true, flags & 1, flags & 2, t);
+        x->sid = sid;
+        if (sid > *max_qid)
+            *max_qid = sid;
         vhost_add_exchange(vh, x);
         return true;
     }

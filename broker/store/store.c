@@ -38,6 +38,8 @@
 #include "broker/broker.h"
 #include "broker/conn.h"
 #include "broker/defs.h"
+#include "broker/delayed.h"
+#include "broker/exchange.h"
 #include "broker/log.h"
 #include "broker/msg.h"
 #include "broker/queue.h"
@@ -294,6 +296,19 @@ add_enqueue(const struct queue *q, const struct qentry *e)
     }
 }
 
+/* One more holder of 'm' in the store: its record once, then each
+ * holder's enqueue record. */
+static void
+add_holder(struct msg *m)
+{
+    if (m->store_id == 0) {
+        m->store_id = st.next_msg_id++;
+        m->store_state = MS_PENDING;
+        add_op(J_MSG, 0, 0, m);
+    }
+    m->store_refs++;
+}
+
 bool
 store_enqueue(struct queue *q, const struct qentry *e)
 {
@@ -303,14 +318,25 @@ store_enqueue(struct queue *q, const struct qentry *e)
         !(msg_persistent(m) || q->ops->stores_transient) ||
         !q->ops->stores_messages)
         return false;
-    if (m->store_id == 0) {
-        m->store_id = st.next_msg_id++;
-        m->store_state = MS_PENDING;
-        add_op(J_MSG, 0, 0, m);
-    }
-    m->store_refs++;
+    add_holder(m);
     add_enqueue(q, e);
     return true;
+}
+
+bool
+store_delay_hold(uint32_t sid, uint64_t seq, struct msg *m, uint64_t due_wall)
+{
+    if (!st.open || st.closing || sid == 0 || !msg_persistent(m))
+        return false;
+    add_holder(m);
+    add_op(J_ENQ, sid, seq, m)->expires_wall = due_wall;
+    return true;
+}
+
+bool
+store_delay_ready(const struct msg *m)
+{
+    return m->store_state != MS_PENDING;
 }
 
 /* The J_DELIVER record of a stored entry, or NULL. */
@@ -341,14 +367,14 @@ store_retry_wait(struct queue *q, const struct qentry *e, uint64_t delay)
 
 /* The settlement of a written entry; runs of them become one range. */
 static void
-add_ack(const struct queue *q, uint64_t seq)
+add_ack(uint32_t sid, uint64_t seq)
 {
     struct op *last = st.nops ? &st.ops[st.nops - 1] : NULL;
     if (last && last->type == J_ACK && last->m == NULL &&
-        last->qid == q->sid && last->seq_hi + 1 == seq)
+        last->qid == sid && last->seq_hi + 1 == seq)
         last->seq_hi = seq;
     else
-        add_op(J_ACK, q->sid, seq, NULL);
+        add_op(J_ACK, sid, seq, NULL);
 }
 
 static void scratch_unref(uint64_t seg);
@@ -368,9 +394,31 @@ paged_settled(struct queue *q, const struct qentry *e)
     a->last_drop = now_ms();
     st.paged_bytes -= e->body_len;
     if (q->sid && !q->store_gone)
-        add_ack(q, e->seq);
+        add_ack(q->sid, e->seq);
     if (e->pg.seg == st.first_seg && a->live == 0 && a->paged == 0)
         collect_dead_segments();
+}
+
+/* Holder 'sid' (a queue, or a delayed exchange) of 'm' at 'seq' lets it
+ * go: with a settled record if 'record' (not when the holder is gone). */
+static void
+drop_holder(uint32_t sid, uint64_t seq, struct msg *m, bool record)
+{
+    m->store_refs--;
+    if (record) {
+        if (m->store_state == MS_WRITTEN) {
+            add_ack(sid, seq);
+        } else if (m->store_refs > 0) {
+            add_op(J_ACK, sid, seq, m);
+        } else {
+            /* Never written, and now never will be: whoever waits to
+             * confirm it need not. */
+            m->store_state = MS_NONE;
+            recheck_soon();
+        }
+    }
+    if (m->store_refs == 0 && m->store_state == MS_WRITTEN)
+        msg_dead(m);
 }
 
 void
@@ -385,21 +433,15 @@ store_settled(struct queue *q, const struct qentry *e)
 
     if (!is_stored(q, e) || st.closing)
         return;
-    m->store_refs--;
-    if (!q->store_gone) {
-        if (m->store_state == MS_WRITTEN) {
-            add_ack(q, e->seq);
-        } else if (m->store_refs > 0) {
-            add_op(J_ACK, q->sid, e->seq, m);
-        } else {
-            /* Never written, and now never will be: whoever waits to
-             * confirm it need not. */
-            m->store_state = MS_NONE;
-            recheck_soon();
-        }
-    }
-    if (m->store_refs == 0 && m->store_state == MS_WRITTEN)
-        msg_dead(m);
+    drop_holder(q->sid, e->seq, m, !q->store_gone);
+}
+
+void
+store_delay_release(uint32_t sid, uint64_t seq, struct msg *m, bool routed)
+{
+    if (!st.open || st.closing || sid == 0 || m->store_id == 0)
+        return;
+    drop_holder(sid, seq, m, routed);
 }
 
 /* ---- paging (queue.h, pager.h) ---- */
@@ -782,6 +824,14 @@ store_defs_changed(enum defs_event ev, const void *obj)
         if (store_keeps_queue(q) && q->sid == 0)
             q->sid = st.next_qid++;
     }
+    /* A durable delayed exchange's held messages are entries under an
+     * id from the queues' space (delayed.h). */
+    if (ev == DEFS_EXCHANGE_ADDED) {
+        struct exchange *x = (struct exchange *)obj;
+        if (x->ops == &exchange_delayed_ops && store_keeps_exchange(x) &&
+            x->sid == 0)
+            x->sid = st.next_qid++;
+    }
     if (defs_encode(&st.defs, ev, obj)) {
         st.defs_written++;
         st.defs_log_records++;
@@ -1129,6 +1179,22 @@ struct compact_ctx {
     bool paged;                 /* the queue has entries paged to 'seg' */
 };
 
+/* Whether a holder of 'm' writes its enqueue record again: 'm' is in
+ * the segment being compacted, and is written again (once). */
+static bool
+compact_msg(struct compact_ctx *cc, struct msg *m)
+{
+    if (m->store_state == MS_WRITTEN && m->store_seg == cc->seg) {
+        *live_of(m->store_seg) -= rec_size(m);
+        st.stats.live_bytes -= rec_size(m);
+        cc->copied += rec_size(m);
+        m->store_state = MS_PENDING;
+        add_op(J_MSG, 0, 0, m);
+        return true;
+    }
+    return m->store_state == MS_PENDING && m->store_seg == cc->seg;
+}
+
 /* A live entry whose message is in the segment being compacted: write
  * the message again (once) and the entry, as it is now, after it. An
  * entry paged to it is read back first (maybe_compact). */
@@ -1143,15 +1209,8 @@ copy_entry(struct queue *q, struct qentry *e, struct compact_ctx *cc)
     struct msg *m = e->m;
     if (q->sid == 0 || q->store_gone || m->store_id == 0)
         return false;
-    if (m->store_state == MS_WRITTEN && m->store_seg == cc->seg) {
-        *live_of(m->store_seg) -= rec_size(m);
-        st.stats.live_bytes -= rec_size(m);
-        cc->copied += rec_size(m);
-        m->store_state = MS_PENDING;
-        add_op(J_MSG, 0, 0, m);
-    } else if (!(m->store_state == MS_PENDING && m->store_seg == cc->seg)) {
+    if (!compact_msg(cc, m))
         return false;
-    }
     add_enqueue(q, e);
     return true;
 }
@@ -1170,6 +1229,15 @@ compact_waiting(struct queue *q, struct qentry *e, uint64_t due, void *arg)
     uint64_t now = now_ms();
     if (copy_entry(q, e, arg))
         store_retry_wait(q, e, due > now ? due - now : 0);
+}
+
+/* The same for a message held by a delayed exchange (delayed.h). */
+static void
+compact_held(uint32_t sid, uint64_t seq, uint64_t due_wall, struct msg *m,
+             void *arg)
+{
+    if (compact_msg(arg, m))
+        add_op(J_ENQ, sid, seq, m)->expires_wall = due_wall;
 }
 
 static void maybe_compact(void);
@@ -1250,6 +1318,7 @@ maybe_compact(void)
         }
     }
     conn_foreach_unacked(compact_entry, &cc);
+    delayed_foreach_stored(compact_held, &cc);
     st.compactions++;
     st.copied_bytes += cc.copied;
     log_debug("store: compacting segment %" PRIu64 ": %" PRIu64 " of %" PRIu64
@@ -1589,6 +1658,27 @@ restore_paged(const struct replay *rp, const struct replay_entry *e,
     return true;
 }
 
+/*
+ * One more holder of recovered message 'm', whose enqueue record is in
+ * segment 'es'. The message lives, for the accounting, in the oldest
+ * segment that a live record of it is in: a compaction cut short by a
+ * crash can leave its newest copy in one segment and an entry's only
+ * enqueue record in an older one, which must then not be deleted as if
+ * nothing in it were live. (Its record is then not where store_seg
+ * says: it is not paged from there.)
+ */
+static void
+restore_holder(struct msg *m, uint64_t es)
+{
+    if (es < m->store_seg) {
+        *live_of(m->store_seg) -= rec_size(m);
+        m->store_seg = (uint32_t)es;
+        m->store_off = NO_OFF;
+        *live_of(es) += rec_size(m);
+    }
+    m->store_refs++;
+}
+
 /* Every kept queue by its store id, for recovery. */
 static void
 index_queues(struct hmap *by_sid)
@@ -1614,11 +1704,41 @@ queue_by_sid(const struct hmap *by_sid, uint32_t sid)
     return hmap_get(by_sid, &sid, sizeof(sid));
 }
 
-/* replay_walk's lookup. */
-static void *
-find_queue(void *by_sid, uint32_t sid)
+/* Every kept delayed exchange by its store id (delayed.h). */
+static void
+index_delayed(struct hmap *by_sid)
 {
-    return queue_by_sid(by_sid, sid);
+    size_t pos = 0, xpos;
+    struct hmap_slot *s, *xs;
+
+    hmap_init(by_sid);
+    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
+        struct vhost *vh = s->val;
+        xpos = 0;
+        while ((xs = hmap_next(&vh->exchanges, &xpos)) != NULL) {
+            struct exchange *x = xs->val;
+            if (x->sid && x->ops == &exchange_delayed_ops)
+                hmap_put(by_sid, &x->sid, sizeof(x->sid), x);
+        }
+    }
+}
+
+/* What holds entries, by store id: queues and delayed exchanges. */
+struct holders {
+    struct hmap queues, delayed;
+    uint64_t delayed_known;     /* of the ids looked up */
+};
+
+/* replay_walk's lookup: a queue or a delayed exchange. */
+static void *
+find_queue(void *arg, uint32_t sid)
+{
+    struct holders *h = arg;
+    void *q = queue_by_sid(&h->queues, sid);
+
+    if (q == NULL && (q = hmap_get(&h->delayed, &sid, sizeof(sid))) != NULL)
+        h->delayed_known++;
+    return q;
 }
 
 static int
@@ -1743,18 +1863,40 @@ store_recover(void)
 
     uint64_t nrec = 0, orphans = 0, now_wall = wall_ms(), now = now_ms();
     struct queue *q = NULL;
-    uint32_t qid = 0;
-    struct hmap by_sid;
+    struct exchange *hx = NULL;  /* the delayed exchange holding them */
+    uint32_t qid = 0, hx_qid = 0;
+    uint64_t nheld = 0;
+    struct holders by_sid = { .delayed_known = 0 };
     struct replay_walk w;
     struct replay_entry e;
     struct msg **made = xcalloc(rp.nmsgs + 1, sizeof(*made));
-    index_queues(&by_sid);
+    index_queues(&by_sid.queues);
+    index_delayed(&by_sid.delayed);
     replay_walk_init(&w, &rp, find_queue, &by_sid);
     while (replay_next(&w, &e)) {
         if (e.fate == REPLAY_ORPHAN)
             orphans++;
         if (e.fate != REPLAY_LIVE)
             continue;
+        if (hx_qid != e.qid) {
+            hx_qid = e.qid;
+            hx = hmap_get(&by_sid.delayed, &e.qid, sizeof(e.qid));
+        }
+        if (hx) {
+            /* A delayed message: its expiry field is its due time. */
+            struct msg *m = e.msg ? restore_msg(&rp, e.msg, made, segs, maps)
+                                  : NULL;
+            if (m == NULL) {
+                log_warnx("store: delayed exchange '%s': message %" PRIu64
+                          " at position %" PRIu64 " is missing from the "
+                          "journal; dropped", hx->name, e.msg_id, e.seq);
+                continue;
+            }
+            restore_holder(m, segs[e.enq_seg]);
+            delayed_restore(hx, e.seq, e.expires_wall, m);
+            nheld++;
+            continue;
+        }
         q = e.queue;
         uint64_t expires = 0;
         if (e.expires_wall == 1)
@@ -1791,20 +1933,7 @@ store_recover(void)
                       e.msg_id, e.seq);
             continue;
         }
-        /* The message lives, for the accounting, in the oldest segment
-         * that a live record of it is in: a compaction cut short by a
-         * crash can leave its newest copy in one segment and an entry's
-         * only enqueue record in an older one, which must then not be
-         * deleted as if nothing in it were live. (Its record is then not
-         * where store_seg says: it is not paged from there.) */
-        uint64_t es = segs[e.enq_seg];
-        if (es < m->store_seg) {
-            *live_of(m->store_seg) -= rec_size(m);
-            m->store_seg = (uint32_t)es;
-            m->store_off = NO_OFF;
-            *live_of(es) += rec_size(m);
-        }
-        m->store_refs++;
+        restore_holder(m, segs[e.enq_seg]);
         qe.m = m;
         queue_restore(q, &qe, m->env->priority, due);
         nrec++;
@@ -1828,12 +1957,16 @@ store_recover(void)
         }
         if (i == 0 || id != qid) {
             qid = id;
-            q = queue_by_sid(&by_sid, qid);
+            q = queue_by_sid(&by_sid.queues, qid);
+            hx = q ? NULL : hmap_get(&by_sid.delayed, &qid, sizeof(qid));
         }
         if (q && seq >= q->next_seq)
             q->next_seq = seq + 1;
+        else if (hx)
+            delayed_note_seq(hx, seq);
     }
-    hmap_destroy(&by_sid);
+    hmap_destroy(&by_sid.queues);
+    hmap_destroy(&by_sid.delayed);
     /* Each restored message holds itself once; the queues hold the rest. */
     for (size_t i = 0; i < rp.nmsgs; i++)
         msg_unref(made[i]);
@@ -1857,11 +1990,15 @@ store_recover(void)
         while ((qs = hmap_next(&vh->queues, &qpos)) != NULL)
             queue_arm(qs->val);
     }
+    if (nheld)
+        log_info("store: recovered %" PRIu64 " delayed messages",
+                 nheld);
     log_info("store: recovered %d definitions, %" PRIu64 " messages in %"
              PRIu64 " durable queues from %zu segments (%" PRIu64 " bytes) "
              "in %" PRIu64 " ms after %s stop; %" PRIu64 " orphan records "
              "dropped, %" PRIu64 " corrupt records skipped, %" PRIu64
-             " torn tails cut", ndefs, nrec, w.queues, nsegs, bytes,
+             " torn tails cut", ndefs, nrec, w.queues - by_sid.delayed_known,
+             nsegs, bytes,
              now_ms() - t0, clean ? "a clean" : "an unclean", orphans,
              corrupt, torn);
     if (io_start(st.dir, st.seg_size, job_done) != 0) {

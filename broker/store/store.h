@@ -119,6 +119,26 @@ void store_trim_memory(void);
 /* A message whose record is in the scratch area is freed (msg.c). */
 void store_msg_freed(struct msg *m);
 
+/*
+ * Delayed messages (delayed.h): persistent 'm' held by the durable
+ * x-delayed-message exchange with store id 'sid', as its entry 'seq' due
+ * at 'due_wall' (wall-clock ms): an enqueue record under the exchange's
+ * id whose expiry field is the due time. True if it went to the store
+ * (the confirm then waits for store_open_batch()).
+ */
+bool store_delay_hold(uint32_t sid, uint64_t seq, struct msg *m,
+                      uint64_t due_wall);
+/* Whether held message 'm' may be routed now: its record is no longer
+ * waiting to be written (routing would otherwise let the store drop
+ * the record and its publisher's confirm go out before the routed
+ * copy is on disk). */
+bool store_delay_ready(const struct msg *m);
+/* The held entry ends: routed ('routed': a settled record, in the
+ * transaction of its routing), or its exchange is gone (no record: the
+ * exchange's deletion makes its records orphans). */
+void store_delay_release(uint32_t sid, uint64_t seq, struct msg *m,
+                         bool routed);
+
 /* The queue is gone with everything in it (its records become orphans). */
 void store_queue_gone(struct queue *q);
 

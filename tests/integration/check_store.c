@@ -22,6 +22,10 @@
  *   out their delay at each kill;
  * - power_cut_retry: the same while messages wait out a requeue delay
  *   (x-requeue-delay): every one not acked is back after it;
+ * - crash_loop_delayed: the same with persistent delayed messages
+ *   (x-delayed-message) confirmed while held: after each kill, every
+ *   confirmed one is routed exactly once when due, none early;
+ *   power_cut_delayed: power_cut's cut while they are held;
  * - power_cut: writes after the last sync (ROOST_TEST_SYNC_LOG says where)
  *   are cut off and replaced with zeros or garbage: every confirmed message
  *   survives, and the garbage is reported as a torn tail;
@@ -894,6 +898,266 @@ START_TEST(crash_loop_retry)
 }
 END_TEST
 
+/* ---- 3b. delayed messages (x-delayed-message, broker/delayed.h) ---- */
+
+enum { DL_MAX_IDS = 100000, DL_ROUND_MAX = 800, DL_DELAY_MAX = 600 };
+
+/* What the delayed crash loop published, confirmed and saw delivered. */
+struct dl {
+    const char *q, *x;
+    uint64_t *sent;     /* per id: when its publish began (h_now_ms) */
+    uint32_t *delay;    /* its x-delay */
+    uint8_t *conf;      /* confirmed */
+    int next_id;
+    uint64_t last_due;  /* the latest sent + delay */
+    amqp_connection_state_t cc;
+    atomic_bool stop;
+    int early, strange;
+    char cerr[512];
+    unsigned long long held_recovered;
+};
+
+/* Publish delayed message 'id' (persistent, its delay at random up to
+ * 'max_delay' ms) to the test's exchange, noting it in 't' and 's'. */
+static void
+dl_publish(struct dl *s, amqp_connection_state_t c, struct confirms *t,
+           int id, uint32_t min_delay, uint32_t max_delay, uint64_t window)
+{
+    amqp_basic_properties_t p = mode_props(2);
+    amqp_table_entry_t h = h_entry_int("x-delay", 0);
+    uint32_t delay = (uint32_t)rnd_in(min_delay, max_delay);
+
+    h.value.value.i32 = (int32_t)delay;
+    p._flags |= AMQP_BASIC_HEADERS_FLAG;
+    p.headers = h_table(&h, 1);
+    s->delay[id] = delay;
+    uint64_t now = h_now_ms();
+    __atomic_store_n(&s->sent[id], now, __ATOMIC_RELEASE);
+    if (now + delay > s->last_due)
+        s->last_due = now + delay;
+    pub_at(__FILE__, __LINE__, c, 1, t, s->x, "k", id, 64 + id % 200, &p,
+           window, 5000);
+}
+
+/* The consumer of a round: notes each delivery (it never acks, so the
+ * queue keeps everything for the checks) and whether it came early. */
+static void *
+dl_consumer(void *arg)
+{
+    struct dl *s = arg;
+
+    while (!atomic_load(&s->stop)) {
+        amqp_envelope_t env;
+        struct timeval tv = { 0, 100000 };
+        amqp_maybe_release_buffers(s->cc);
+        amqp_rpc_reply_t r = amqp_consume_message(s->cc, &env, &tv, 0);
+        if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+            r.library_error == AMQP_STATUS_TIMEOUT)
+            continue;
+        if (r.reply_type != AMQP_RESPONSE_NORMAL)
+            break;      /* the kill */
+        uint64_t now = h_now_ms();
+        int id = body_id(env.message.body.bytes, env.message.body.len);
+        uint64_t sent = id > 0 && id < DL_MAX_IDS
+                            ? __atomic_load_n(&s->sent[id], __ATOMIC_ACQUIRE)
+                            : 0;
+        if (sent == 0) {
+            if (s->strange++ == 0)
+                snprintf(s->cerr, sizeof(s->cerr), "a delivery of id %d, "
+                         "never published", id);
+        } else if (now < sent + s->delay[id]) {
+            if (s->early++ == 0)
+                snprintf(s->cerr, sizeof(s->cerr), "id %d delivered %" PRIu64
+                         " ms after its publish began, before its x-delay "
+                         "of %u ms", id, now - sent, s->delay[id]);
+        }
+        amqp_destroy_envelope(&env);
+    }
+    return NULL;
+}
+
+/* The number in the last "store: recovered N delayed messages". */
+static unsigned long long
+dl_recovered(const struct harness *h, size_t from)
+{
+    FILE *f = fopen(h->log_path, "r");
+    char line[1024];
+    unsigned long long n = 0, v;
+
+    if (f == NULL)
+        return 0;
+    if (fseek(f, (long)from, SEEK_SET) == 0)
+        while (fgets(line, sizeof(line), f)) {
+            const char *p = strstr(line, "store: recovered ");
+            if (p && sscanf(p, "store: recovered %llu delayed", &v) == 1 &&
+                strstr(p, " delayed messages"))
+                n = v;
+        }
+    fclose(f);
+    return n;
+}
+
+/*
+ * Once everything published is due (and so routed): the queue holds
+ * every confirmed id exactly once, and nothing never published. (One
+ * published but not confirmed may be there or not.)
+ */
+static void
+dl_check(struct dl *s, const char *name, int round, uint64_t the_seed)
+{
+    while (h_now_ms() < s->last_due + 300)
+        h_sleep_ms(50);
+    amqp_connection_state_t c = h_connect(H);
+    struct qmsg *m;
+    int n = READ_QUEUE(c, 1, s->q, 0, &m);
+    uint8_t *seen = calloc(DL_MAX_IDS, 1);
+    int twice = 0, unknown = 0, lost = 0, first_lost = 0, confirmed = 0;
+
+    ck_assert(seen != NULL);
+    for (int i = 0; i < n; i++) {
+        int id = m[i].id;
+        if (id <= 0 || id >= s->next_id)
+            unknown++;
+        else if (seen[id]++)
+            twice++;
+    }
+    for (int id = 1; id < s->next_id; id++) {
+        confirmed += s->conf[id];
+        if (s->conf[id] && !seen[id] && lost++ == 0)
+            first_lost = id;
+    }
+    fprintf(stderr, "%s: round %d: %d ids published, %d confirmed, %d in "
+            "the queue; %llu held ones recovered\n", name, round,
+            s->next_id - 1, confirmed, n, s->held_recovered);
+    ck_assert_msg(lost == 0 && twice == 0 && unknown == 0, "%s round %d "
+                  "(seed %" PRIu64 "): %d confirmed ids lost (the first "
+                  "%d), %d ids twice, %d never published", name, round,
+                  the_seed, lost, first_lost, twice, unknown);
+    free(seen);
+    free(m);
+    h_close(c);
+}
+
+/* A durable x-delayed-message exchange (direct) and a durable queue
+ * bound to it with key "k". */
+static void
+dl_declare(struct dl *s, char *x, char *q)
+{
+    amqp_connection_state_t c = h_connect(H);
+    amqp_table_entry_t a = h_entry_str("x-delayed-type", "direct");
+    char out[256];
+
+    s->x = h_name(x, 64, "dlx");
+    s->q = h_name(q, 64, "dlq");
+    h_declare_exchange_at(__FILE__, __LINE__, c, 1, x, "x-delayed-message",
+                          true, false, false, h_table(&a, 1));
+    DECLARE_QUEUE(c, 1, q, true, false, false, out);
+    BIND(c, 1, q, x, "k");
+    h_close(c);
+}
+
+static void
+dl_init(struct dl *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->sent = calloc(DL_MAX_IDS, sizeof(*s->sent));
+    s->delay = calloc(DL_MAX_IDS, sizeof(*s->delay));
+    s->conf = calloc(DL_MAX_IDS, 1);
+    ck_assert(s->sent && s->delay && s->conf);
+    s->next_id = 1;
+}
+
+static void
+dl_free(struct dl *s)
+{
+    free(s->sent);
+    free(s->delay);
+    free(s->conf);
+}
+
+/* Every tag acked in 't' confirms its id ('first' is the round's first). */
+static void
+dl_confirmed(struct dl *s, const struct confirms *t, int first)
+{
+    ck_assert_uint_eq(t->nacks, 0);
+    for (uint64_t tag = 1; tag <= t->n; tag++)
+        if (t->st[tag] == 1)
+            s->conf[first + (int)tag - 1] = 1;
+}
+
+/*
+ * Rounds of a producer of persistent delayed messages (x-delay up to
+ * 600 ms) with confirms, and a consumer, against a roostd killed at a
+ * random moment: many messages are held at the kill, others are being
+ * routed. After each restart: every confirmed id is in the queue exactly
+ * once once it is due (its routing and the end of its held entry are one
+ * transaction), and no delivery ever came before its delay.
+ */
+START_TEST(crash_loop_delayed)
+{
+    enum { ROUNDS = 20 };
+    const char *const *args = ARGS("--set", "store.segment_size=65536");
+    const char *name = "crash_loop_delayed";
+    struct dl s;
+    char x[64], q[64];
+    uint64_t t0 = h_now_ms();
+
+    SKIP_IF_REMOTE("kills roostd");
+    uint64_t the_seed = seed(name, 20261204);
+    dl_init(&s);
+    harness_start(H, args);
+    dl_declare(&s, x, q);
+    int rounds = ROUNDS;
+    const char *want = getenv("ROOST_CRASH_ROUNDS");
+    if (want && atoi(want) > 0)
+        rounds = atoi(want);
+    for (int round = 1; round <= rounds; round++) {
+        if (round > 1) {
+            size_t mark = log_mark(H);
+            harness_restart(H, args);
+            s.held_recovered += dl_recovered(H, mark);
+            dl_check(&s, name, round - 1, the_seed);
+        }
+        struct confirms t = { 0 };
+        int first = s.next_id;
+        amqp_connection_state_t pc = h_connect(H);
+        confirm_select(pc, 1);
+        s.cc = h_connect(H);
+        CONSUME(s.cc, 1, q, "dl-consumer", false, NULL);
+        atomic_store(&s.stop, false);
+        pthread_t ct;
+        ck_assert_int_eq(pthread_create(&ct, NULL, dl_consumer, &s), 0);
+        /* The moment of the crash is what this test is about. */
+        uint64_t kill_at = h_now_ms() + rnd_in(50, 400);
+        while (h_now_ms() < kill_at) {
+            if (s.next_id - first < DL_ROUND_MAX && s.next_id < DL_MAX_IDS)
+                dl_publish(&s, pc, &t, s.next_id++, 1, DL_DELAY_MAX, 64);
+            else
+                (void)CONF_PUMP(pc, &t, 10);
+        }
+        KILL9(H);
+        atomic_store(&s.stop, true);
+        pthread_join(ct, NULL);
+        h_drop(pc);
+        h_drop(s.cc);
+        dl_confirmed(&s, &t, first);
+        conf_free(&t);
+        ck_assert_msg(s.early == 0 && s.strange == 0, "round %d: %s", round,
+                      s.cerr);
+    }
+    size_t mark = log_mark(H);
+    harness_restart(H, args);
+    s.held_recovered += dl_recovered(H, mark);
+    dl_check(&s, name, rounds, the_seed);
+    fprintf(stderr, "%s: %d rounds, %d ids, %llu held ones recovered, %"
+            PRIu64 " ms\n", name, rounds, s.next_id - 1, s.held_recovered,
+            h_now_ms() - t0);
+    ck_assert_msg(s.held_recovered > 0, "no round recovered a held message");
+    dl_free(&s);
+    harness_stop(H);
+}
+END_TEST
+
 /* ---- 4. power cut ---- */
 
 /* The largest synced length of segment 'name' in the sync log. */
@@ -998,13 +1262,14 @@ START_TEST(large_batch_split)
 END_TEST
 
 /*
- * A power cut after a SIGKILL: each journal segment loses what came
- * after its last sync (in 'sync_log'), from a random point on: zeros, or
- * garbage (as a write the cut tore). Returns how many got garbage (the
- * last always does if none did before); 'what' names the test.
+ * A power cut: each journal segment loses what came after its last sync
+ * (per 'sync_log'), from a random point on: zeros, or garbage (as a
+ * write the cut tore; the last segment always gets some if none did).
+ * 'test' names the test in what is printed. Returns how many segments
+ * got garbage.
  */
 static int
-cut_unsynced(const char *what, const char *sync_log)
+cut_unsynced(const char *test, const char *sync_log)
 {
     char dir[512], path[1024];
 
@@ -1044,12 +1309,11 @@ cut_unsynced(const char *what, const char *sync_log)
             off += k;
         }
         fprintf(stderr, "%s: %s: %" PRIu64 " bytes, synced %" PRIu64
-                ", %s from %" PRIu64 " to %" PRIu64 "\n", what, names[i],
+                ", %s from %" PRIu64 " to %" PRIu64 "\n", test, names[i],
                 size, synced, junk ? "garbage" : "zeros", cut, end);
         garbage += junk;
         close(fd);
     }
-
     return garbage;
 }
 
@@ -1174,6 +1438,47 @@ START_TEST(power_cut_retry)
     free(m);
     h_close(c);
     conf_free(&t);
+    harness_stop(H);
+    unlink(sync_log);
+}
+END_TEST
+
+/* The same power cut while persistent delayed messages are held (x-delay
+ * 300 .. 1500 ms): every confirmed one is routed after the restart,
+ * exactly once. */
+START_TEST(power_cut_delayed)
+{
+    enum { CONFIRMED = 600 };
+    const char *const *args = ARGS("--set", "store.segment_size=65536");
+    char sync_log[256], x[64], q[64];
+    struct confirms t = { 0 };
+    struct dl s;
+
+    SKIP_IF_REMOTE("kills roostd");
+    uint64_t the_seed = seed("power_cut_delayed", 424243);
+    dl_init(&s);
+    start_sync_logged(sync_log, sizeof(sync_log), "sync-log-delayed", "3000",
+                      args);
+    dl_declare(&s, x, q);
+    amqp_connection_state_t c = h_connect(H);
+    confirm_select(c, 1);
+    while (t.acks < CONFIRMED)
+        dl_publish(&s, c, &t, s.next_id++, 300, 1500, 400);
+    KILL9(H);
+    h_drop(c);
+    dl_confirmed(&s, &t, 1);
+    int garbage = cut_unsynced("power_cut_delayed", sync_log);
+    size_t mark = log_mark(H);
+    harness_restart(H, args);
+    if (garbage)
+        ck_assert_msg(log_has_since(H, mark, "torn record at offset"),
+                      "garbage after the last sync, but no torn record in "
+                      "the log");
+    s.held_recovered = dl_recovered(H, mark);
+    ck_assert_msg(s.held_recovered > 0, "no held message recovered");
+    dl_check(&s, "power_cut_delayed", 1, the_seed);
+    conf_free(&t);
+    dl_free(&s);
     harness_stop(H);
     unlink(sync_log);
 }
@@ -1806,9 +2111,11 @@ main(void)
     tcase_add_test(tc, crash_loop_paged);
     tcase_add_test(tc, crash_loop_quorum);
     tcase_add_test(tc, crash_loop_retry);
+    tcase_add_test(tc, crash_loop_delayed);
     tc = h_tcase(s, "power_cut", 120, false);
     tcase_add_test(tc, power_cut);
     tcase_add_test(tc, power_cut_retry);
+    tcase_add_test(tc, power_cut_delayed);
     tcase_add_test(tc, large_batch_split);
 
     tc = h_tcase(s, "damage", 60, false);
