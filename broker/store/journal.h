@@ -14,6 +14,11 @@
  *   J_ACK        u32 queue id, u64 first seq, u64 last seq
  *   J_TX_BEGIN   u64 transaction id
  *   J_TX_COMMIT  u64 transaction id
+ *
+ * A queue id may also name a durable x-delayed-message exchange (its
+ * store id, from the same space): its J_ENQ records are the messages it
+ * holds, the expiry field their due time (delayed.h), and J_ACK ends
+ * them when they are routed.
  */
 #ifndef ROOST_BROKER_STORE_JOURNAL_H
 #define ROOST_BROKER_STORE_JOURNAL_H

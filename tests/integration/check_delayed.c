@@ -18,6 +18,8 @@
  * - confirms: at once for held messages in memory, after the sync for
  *   persistent ones in durable exchanges; the bound's nack;
  * - deleting the exchange drops what it holds;
+ * - transactions: held at tx.commit, not after tx.rollback;
+ * - a message due before its batch is synced is routed once;
  * - restarts (clean and kill -9): persistent messages in durable
  *   exchanges come back with their due time, the others do not; also
  *   once compaction has copied them forward.
@@ -595,6 +597,74 @@ START_TEST(held_messages_compacted)
 }
 END_TEST
 
+/* A transaction's delayed publishes are held at tx.commit (stored with
+ * it), not at all after tx.rollback. */
+START_TEST(tx_commit_holds_rollback_drops)
+{
+    SKIP_IF_REMOTE("restarts roostd");
+    harness_start(H, NULL);
+    amqp_connection_state_t c = h_connect(H);
+    char x[256], q[256];
+    amqp_field_value_t d = v_int(300);
+
+    DECLARE_DELAYED(c, x, "tx", "direct", true);
+    BOUND_QUEUE(c, q, "tx", x, "k", true);
+    amqp_tx_select(c, 1);
+    EXPECT_OK(c, "tx.select");
+    pub_delay_at(__FILE__, __LINE__, c, x, "k", "rolled", &d, true, false);
+    amqp_tx_rollback(c, 1);
+    EXPECT_OK(c, "tx.rollback");
+    pub_delay_at(__FILE__, __LINE__, c, x, "k", "c1", &d, true, false);
+    pub_delay_at(__FILE__, __LINE__, c, x, "k", "c2", &d, true, false);
+    amqp_tx_commit(c, 1);
+    EXPECT_OK(c, "tx.commit");
+    /* commit-ok waited for the disk: a kill now loses nothing. */
+    harness_kill(H, SIGKILL);
+    h_drop(c);
+    harness_reap(H);
+    harness_restart(H, NULL);
+    amqp_connection_state_t cons = consumer(q);
+    EXPECT_ORDER(cons, "c1 c2", NULL, NULL, 0, 2000);
+    h_close(cons);
+    harness_stop(H);
+}
+END_TEST
+
+/*
+ * A held message due before its batch is synced (x-delay 1 ms, syncs
+ * slowed to 300 ms) is routed only once its record is written, and a
+ * kill just after its confirm finds it once: routed, or held and routed
+ * at recovery.
+ */
+START_TEST(due_before_its_sync_routed_once)
+{
+    SKIP_IF_REMOTE("needs roostd's test hooks");
+    setenv("ROOST_TEST_SYNC_DELAY_US", "300000", 1);
+    harness_start(H, NULL);
+    unsetenv("ROOST_TEST_SYNC_DELAY_US");
+    amqp_connection_state_t c = h_connect(H);
+    char x[256], q[256];
+    struct h_event e;
+    amqp_field_value_t d = v_int(1);
+
+    DECLARE_DELAYED(c, x, "early", "direct", true);
+    BOUND_QUEUE(c, q, "early", x, "k", true);
+    amqp_confirm_select(c, 1);
+    EXPECT_OK(c, "confirm.select");
+    pub_delay_at(__FILE__, __LINE__, c, x, "k", "quick", &d, true, false);
+    EXPECT_METHOD(c, AMQP_BASIC_ACK_METHOD, &e);
+    h_event_free(&e);
+    harness_kill(H, SIGKILL);
+    h_drop(c);
+    harness_reap(H);
+    harness_restart(H, NULL);
+    amqp_connection_state_t cons = consumer(q);
+    EXPECT_ORDER(cons, "quick", NULL, NULL, 0, 2000);
+    h_close(cons);
+    harness_stop(H);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -613,6 +683,8 @@ main(void)
     tcase_add_test(tc, bound_refuses_with_nack);
     tcase_add_test(tc, persistent_held_survive_restarts);
     tcase_add_test(tc, held_messages_compacted);
+    tcase_add_test(tc, tx_commit_holds_rollback_drops);
+    tcase_add_test(tc, due_before_its_sync_routed_once);
 
     return h_run(s);
 }
