@@ -395,8 +395,18 @@ delayed_restore(struct exchange *x, uint64_t seq, uint64_t due_wall,
 
     if (x->ops != &exchange_delayed_ops)
         fatalx("delayed: exchange '%s' is not x-delayed-message", x->name);
-    /* Relative to now on both clocks: past ones keep their order. */
-    h.due = mono_ms() + ((int64_t)due_wall - (int64_t)wall_ms());
+    /* Relative to now on both clocks, by one offset between them read
+     * at the first message recovered, so that every one keeps its place
+     * among the others (each reading of the two would differ by a
+     * millisecond or so); a millisecond later, as both clocks are read
+     * to the millisecond: never early. */
+    static bool have_offset;
+    static int64_t offset;
+    if (!have_offset) {
+        offset = mono_ms() - (int64_t)wall_ms();
+        have_offset = true;
+    }
+    h.due = (int64_t)due_wall + offset + 1;
     h.due_wall = due_wall;
     h.seq = seq;
     h.stored = 1;
