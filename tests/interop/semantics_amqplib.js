@@ -17,6 +17,12 @@
 // basic.return for a held mandatory publish. The reference RabbitMQ has
 // no delayed-message plugin: against a broker run.sh did not start (no
 // ROOSTD_LOG), that section is skipped, and says so.
+//
+// Policies, set through the management API (its port from roostd's log,
+// or MGMT_PORT, e.g. 15699 for the reference): a max-length policy caps a
+// queue declared with no arguments, a queue's own smaller x-max-length
+// wins, a message-ttl policy expires messages, and deleting the policy
+// lifts the cap.
 // Usage: node semantics_amqplib.js PORT
 'use strict';
 const amqp = require('amqplib');
@@ -28,6 +34,77 @@ const check = (name, cond, why) => {
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const prefix = (t) => `interop.amqplib.${t}.${process.pid}.${Date.now()}`;
+
+// The management API's port: roostd's log says it, MGMT_PORT overrides.
+function mgmtPort() {
+  if (process.env.MGMT_PORT) return Number(process.env.MGMT_PORT);
+  if (!process.env.ROOSTD_LOG) return 0;
+  const fs = require('node:fs');
+  const m = /management API listening on http:\/\/127\.0\.0\.1:(\d+)\//
+    .exec(fs.readFileSync(process.env.ROOSTD_LOG, 'utf8'));
+  return m ? Number(m[1]) : 0;
+}
+
+// An HTTP request to the management API as guest: its status.
+function api(port, method, path, body) {
+  const http = require('node:http');
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      host: '127.0.0.1', port, method, path: `/api/${path}`,
+      auth: 'guest:guest', headers: { 'content-type': 'application/json' },
+    }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); });
+    req.on('error', reject);
+    req.end(body ? JSON.stringify(body) : undefined);
+  });
+}
+
+async function policies(conn) {
+  const port = mgmtPort();
+  if (!port) {
+    console.log('skip: policies: no management port (ROOSTD_LOG or MGMT_PORT)');
+    return;
+  }
+  const ch = await conn.createChannel();
+  const base = prefix('pol');
+  const name = encodeURIComponent(base);
+  const re = `^${base.replace(/\./g, '\\.')}\\.`;
+  let st = await api(port, 'PUT', `policies/%2F/${name}`, {
+    pattern: re, definition: { 'max-length': 2, 'message-ttl': 60000 },
+    'apply-to': 'queues', priority: 1,
+  });
+  check('policies: PUT a policy', st === 201 || st === 204, st);
+  const q = `${base}.q`, own = `${base}.own`, ttlq = `${base}.ttl`;
+  await ch.assertQueue(q, { durable: false });
+  await ch.assertQueue(own, { durable: false, maxLength: 1 });
+  for (let i = 0; i < 4; i++) {
+    ch.sendToQueue(q, Buffer.from(`m${i}`));
+    ch.sendToQueue(own, Buffer.from(`m${i}`));
+  }
+  // RabbitMQ counts what its queue has taken in so far.
+  await sleep(200);
+  const n = (await ch.checkQueue(q)).messageCount;
+  const o = (await ch.checkQueue(own)).messageCount;
+  check('policies: max-length 2 caps a matching queue, its own x-max-length 1 wins',
+    n === 2 && o === 1, { n, o });
+  st = await api(port, 'PUT', `policies/%2F/${name}.ttl`, {
+    pattern: `^${ttlq.replace(/\./g, '\\.')}$`, definition: { 'message-ttl': 100 },
+    'apply-to': 'queues', priority: 2,
+  });
+  await ch.assertQueue(ttlq, { durable: false });
+  ch.sendToQueue(ttlq, Buffer.from('short'));
+  await sleep(400);
+  const t = (await ch.checkQueue(ttlq)).messageCount;
+  check('policies: a message-ttl policy expires messages',
+    (st === 201 || st === 204) && t === 0, { st, t });
+  await api(port, 'DELETE', `policies/%2F/${name}.ttl`);
+  st = await api(port, 'DELETE', `policies/%2F/${name}`);
+  for (let i = 0; i < 3; i++) ch.sendToQueue(q, Buffer.from(`k${i}`));
+  await sleep(200);
+  const after = (await ch.checkQueue(q)).messageCount;
+  check('policies: deleted, the cap is lifted', st === 204 && after === 5, { st, after });
+  for (const x of [q, own, ttlq]) await ch.deleteQueue(x);
+  await ch.close();
+}
 
 async function drain(ch, q) {
   const out = [];
@@ -142,6 +219,7 @@ async function main() {
   const conn = await amqp.connect(`amqp://guest:guest@127.0.0.1:${port}`);
   await priorities(conn);
   await delayed(conn);
+  await policies(conn);
   await conn.close();
   console.log(`${failures.length} failed`);
   process.exit(failures.length ? 1 : 0);
