@@ -346,15 +346,19 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
 
 static bool ring_pop(struct queue *q, struct qring *r, struct qentry *out);
 
-/* Each level expires from its own head, as in RabbitMQ. */
+/* Each level expires from its own head, as in RabbitMQ. The clock is
+ * read only when a head has an expiry (twice a delivery otherwise). */
 void
 queue_expire(struct queue *q)
 {
-    uint64_t now = now_ms();
+    uint64_t now = 0;
     for (size_t l = q->len ? q->top + 1 : 0; l-- > 0;) {
         struct qring *r = &q->lv[l];
-        while (r->len > 0 && at(r, 0)->expires_at &&
-               at(r, 0)->expires_at <= now && head_can_go(q, r)) {
+        while (r->len > 0 && at(r, 0)->expires_at) {
+            if (now == 0)
+                now = now_ms();
+            if (at(r, 0)->expires_at > now || !head_can_go(q, r))
+                break;
             struct qentry e;
             ring_pop(q, r, &e);
             dead_letter(q, e, "expired");
