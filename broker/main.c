@@ -31,6 +31,7 @@
 #include "broker/store/store.h"
 #include "broker/util.h"
 #include "broker/version.h"
+#include "broker/stats.h"
 #include "broker/vhost.h"
 #include "tls/tls.h"
 
@@ -604,9 +605,11 @@ main(int argc, char **argv)
     } else {
         log_info("server startup complete; ready for connections on port %d",
                  broker.port);
+        stats_start();
         event_base_dispatch(broker.base);
     }
 
+    stats_stop();
     listener_stop();
     mgmt_stop();
     alarm_shutdown();
