@@ -1325,8 +1325,15 @@ format_peer(char *out, size_t outlen, const struct sockaddr *sa)
     } else if (sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *in6 =
             (const struct sockaddr_in6 *)(const void *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
         port = ntohs(in6->sin6_port);
+        /* A dual-stack listener's IPv4 peer, as RabbitMQ names it. */
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+            inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], host,
+                      sizeof(host));
+            snprintf(out, outlen, "%s:%u", host, port);
+            return;
+        }
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
         snprintf(out, outlen, "[%s]:%u", host, port);
     } else {
         snprintf(out, outlen, "unknown");

@@ -596,6 +596,7 @@ main(int argc, char **argv)
     log_info("%s %s starting (pid %d)", ROOST_PRODUCT, ROOST_VERSION,
              (int)getpid());
     alarm_init();
+    broker.started_ms = now_ms();
     int rc = 0;
     broker.port = open_listeners();
     /* The management API after the AMQP listeners, as RabbitMQ starts

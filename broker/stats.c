@@ -12,6 +12,7 @@
 #include <event2/event.h>
 
 #include "broker/broker.h"
+#include "broker/channel.h"
 #include "broker/conn.h"
 #include "broker/log.h"
 #include "broker/util.h"
@@ -61,6 +62,7 @@ const char *const hist_names[HIST_KINDS] = {
 };
 
 static struct event *tick_ev;
+static struct stats_series *overview_series;
 static uint64_t ticks, tick_max_us;
 static double interval_s = 5.0;
 
@@ -93,6 +95,38 @@ stats_series_free(struct stats_series **s)
     *s = NULL;
 }
 
+static void
+add_gone(struct vhost *vh, void *arg)
+{
+    msg_stats_add(arg, &vh->channels_gone);
+}
+
+static void
+add_channel(struct channel *ch, void *arg)
+{
+    msg_stats_add(arg, &ch->ms);
+}
+
+static void
+add_conn(struct conn *c, void *arg)
+{
+    conn_foreach_channel(c, add_channel, arg);
+}
+
+void
+stats_overview(struct msg_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    vhost_foreach(add_gone, out);
+    conn_foreach(add_conn, out);
+}
+
+const struct stats_series *
+stats_overview_series(void)
+{
+    return overview_series;
+}
+
 static uint64_t
 mono_us(void)
 {
@@ -111,6 +145,9 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
     ticks++;
     vhost_sample_all();
     conn_sample_all();
+    struct msg_stats all;
+    stats_overview(&all);
+    stats_sample(&overview_series, all.n, MS_COUNT);
     uint64_t took = mono_us() - t0;
     if (took > tick_max_us)
         tick_max_us = took;
@@ -147,6 +184,7 @@ stats_stop(void)
     if (tick_ev)
         event_free(tick_ev);
     tick_ev = NULL;
+    stats_series_free(&overview_series);
 }
 
 double

@@ -152,6 +152,11 @@ double stats_interval(void);
 uint64_t stats_ticks(void);
 enum rates_mode stats_rates_mode(void);
 
+/* The broker's message_stats: every channel's, open or closed, and
+ * their rates (sampled by the tick). */
+void stats_overview(struct msg_stats *out);
+const struct stats_series *stats_overview_series(void);
+
 /* The longest the tick held the loop, in microseconds (for the
  * benchmark's stall figure). */
 uint64_t stats_tick_max_us(void);

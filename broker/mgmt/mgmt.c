@@ -61,6 +61,7 @@ enum route_auth {
     AUTH_VHOST,             /* admin, or a user with permissions in arg[0] */
     AUTH_VHOST_VISIBLE,     /* admin, or a user who sees vhost arg[0] */
     AUTH_POLICY,            /* AUTH_VHOST, and a policymaker */
+    AUTH_MONITOR,           /* administrator or monitoring */
 };
 
 #define M_GET (1u << 0)
@@ -141,6 +142,29 @@ static const struct route routes[] = {
     { "bindings/*/e/*/e/*/*", M_GET | M_DELETE, AUTH_VHOST, false,
       mgmt_binding_ee },
     { "consumers", M_GET, AUTH_MGMT, false, mgmt_consumers },
+    { "connections", M_GET, AUTH_MGMT, false, mgmt_connections },
+    { "connections/*", M_GET | M_DELETE, AUTH_MGMT, false, mgmt_connection },
+    { "connections/*/channels", M_GET, AUTH_MGMT, false,
+      mgmt_connection_channels },
+    { "vhosts/*/connections", M_GET, AUTH_VHOST_VISIBLE, false,
+      mgmt_vhost_connections },
+    { "channels", M_GET, AUTH_MGMT, false, mgmt_channels },
+    { "channels/*", M_GET, AUTH_MGMT, false, mgmt_channel },
+    { "vhosts/*/channels", M_GET, AUTH_VHOST_VISIBLE, false,
+      mgmt_vhost_channels },
+    { "nodes", M_GET, AUTH_MONITOR, false, mgmt_nodes },
+    { "nodes/*", M_GET, AUTH_MONITOR, false, mgmt_node },
+    { "health/checks/local-alarms", M_GET, AUTH_MGMT, false, mgmt_alarms },
+    { "health/checks/virtual-hosts", M_GET, AUTH_MGMT, false,
+      mgmt_health_virtual_hosts },
+    { "health/checks/port-listener/*", M_GET, AUTH_MGMT, false,
+      mgmt_health_port_listener },
+    { "health/checks/protocol-listener/*", M_GET, AUTH_MGMT, false,
+      mgmt_health_protocol_listener },
+    { "health/checks/node-is-mirror-sync-critical", M_GET, AUTH_MGMT, false,
+      mgmt_health_critical },
+    { "health/checks/node-is-quorum-critical", M_GET, AUTH_MGMT, false,
+      mgmt_health_critical },
     { "consumers/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_consumers },
 };
 
@@ -217,6 +241,27 @@ mgmt_listeners_json(void)
             "port", s->port));
     }
     return arr;
+}
+
+bool
+mgmt_has_listener_port(int port)
+{
+    for (size_t i = 0; i < n_amqp_listeners; i++)
+        if (amqp_listeners[i].port == port)
+            return true;
+    for (size_t i = 0; i < NELEMS(servers); i++)
+        if (servers[i].http != NULL && servers[i].port == port)
+            return true;
+    return false;
+}
+
+bool
+mgmt_has_listener_kind(bool tls)
+{
+    for (size_t i = 0; i < n_amqp_listeners; i++)
+        if (amqp_listeners[i].tls == tls)
+            return true;
+    return false;
 }
 
 json_t *
@@ -854,6 +899,10 @@ authorize(struct mgmt_req *r, const struct route *rt)
             return 0;
         return refuse(r, name, "not_authorised", "Not administrator user",
                       false);
+    case AUTH_MONITOR:
+        if (mgmt_is_monitor(u))
+            return 0;
+        return refuse(r, name, "not_authorised", "Not monitor user", false);
     case AUTH_POLICY:
         /* Even to read one, as RabbitMQ 3.10.8 answers. */
         if (!is_policymaker(u))

@@ -211,5 +211,31 @@ void mgmt_consumers(struct mgmt_req *r);
  * API's own, as RabbitMQ lists them. */
 json_t *mgmt_listeners_json(void);
 json_t *mgmt_contexts_json(void);
+/* Whether an AMQP or HTTP listener has 'port'; an AMQP one over TLS
+ * ('tls') or not. */
+bool mgmt_has_listener_port(int port);
+bool mgmt_has_listener_kind(bool tls);
+/* o[hkey] and o[pkey]: the host and port of "127.0.0.1:5672" or
+ * "[::1]:5672". */
+void mgmt_set_addr(json_t *o, const char *hkey, const char *pkey,
+                   const char *addr);
+/* The exchange types, as RabbitMQ describes them. */
+json_t *mgmt_exchange_types_json(void);
+/* The node, as /api/nodes/NAME shows it (with its memory by kind). */
+json_t *mgmt_node_json(bool memory);
+
+void mgmt_connections(struct mgmt_req *r);
+void mgmt_vhost_connections(struct mgmt_req *r);
+void mgmt_connection(struct mgmt_req *r);
+void mgmt_connection_channels(struct mgmt_req *r);
+void mgmt_channels(struct mgmt_req *r);
+void mgmt_vhost_channels(struct mgmt_req *r);
+void mgmt_channel(struct mgmt_req *r);
+void mgmt_nodes(struct mgmt_req *r);
+void mgmt_node(struct mgmt_req *r);
+void mgmt_health_virtual_hosts(struct mgmt_req *r);
+void mgmt_health_port_listener(struct mgmt_req *r);
+void mgmt_health_protocol_listener(struct mgmt_req *r);
+void mgmt_health_critical(struct mgmt_req *r);
 
 #endif

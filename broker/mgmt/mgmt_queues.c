@@ -62,17 +62,14 @@ consumer_json(struct consumer *c, bool with_queue)
     struct conn *cn = c->ch->conn;
     conn_name(cn, name, sizeof(name));
     snprintf(chname, sizeof(chname), "%s (%u)", name, c->ch->number);
-    const char *host_end = strrchr(cn->peer, ':');
+    json_t *cd = json_pack("{s:o, s:o, s:s, s:i, s:o}", "connection_name",
+                           mgmt_str(name), "name", mgmt_str(chname), "node",
+                           broker_node_name(), "number", c->ch->number,
+                           "user", mgmt_str(cn->user ? cn->user : ""));
+    mgmt_set_addr(cd, "peer_host", "peer_port", cn->peer);
     json_t *o = json_pack(
         "{s:{}, s:o, s:b, s:b, s:s, s:o, s:b, s:I}",
-        "arguments", "channel_details",
-        json_pack("{s:o, s:o, s:s, s:i, s:o, s:i, s:o}", "connection_name",
-                  mgmt_str(name), "name", mgmt_str(chname), "node",
-                  broker_node_name(), "number", c->ch->number, "peer_host",
-                  host_end ? bytes_str(cn->peer, (size_t)(host_end - cn->peer))
-                           : mgmt_str(cn->peer),
-                  "peer_port", host_end ? atoi(host_end + 1) : 0, "user",
-                  mgmt_str(cn->user ? cn->user : "")),
+        "arguments", "channel_details", cd,
         "ack_required", !c->no_ack, "active", 1, "activity_status", "up",
         "consumer_tag", bytes_str(c->tag, c->tag_len), "exclusive",
         c->exclusive, "prefetch_count", (json_int_t)c->prefetch);
