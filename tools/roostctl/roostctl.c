@@ -1,7 +1,9 @@
 /*
  * roostctl: rabbitmqctl's user, vhost, permission, policy, definitions and
- * status commands, done through the management HTTP API (RabbitMQ's paths and
- * JSON), so it works against roostd and RabbitMQ alike.
+ * status commands, its list_* commands with their columns, purge_queue,
+ * delete_queue and close_connection, done through the management HTTP API
+ * (RabbitMQ's paths and JSON), so it works against roostd and RabbitMQ
+ * alike.
  *
  * This file owns the command line: the option and command tables, their
  * checks (all before anything is sent, as rabbitmqctl validates before it
