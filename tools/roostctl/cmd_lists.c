@@ -513,20 +513,25 @@ list(struct ctl *c, const struct listing *l)
     if (rc != 0)
         goto out;
     json_t *rows = json_array();
-    /* rabbitmqctl lists nothing for a vhost that does not exist; a node
-     * has no queue on an offline node. */
-    if (a.status == 200 && json_is_array(a.json) && !c->offline) {
+    if (a.status == 200 && json_is_array(a.json)) {
         size_t i;
         json_t *row;
+        /* one node: no queue is on an offline one */
         json_array_foreach(a.json, i, row) {
+            if (c->offline)
+                break;
             json_t *r = json_object();
             for (size_t k = 0; k < ch.n; k++)
                 json_object_set_new(r, ch.cols[k]->key, cell(c, ch.cols[k],
                                                              row));
             json_array_append_new(rows, r);
         }
-    } else if (!(a.status == 404 && l->scoped && !has_vhost(c, &rc)) &&
-               !(a.status == 200 && c->offline) && rc == 0) {
+    } else if (a.status == 404 && l->scoped) {
+        /* rabbitmqctl lists nothing for a vhost that does not exist; a
+         * 404 in one that does is the API failing */
+        if (has_vhost(c, &rc) && rc == 0)
+            rc = ctl_unexpected(&a, "listing");
+    } else {
         rc = ctl_unexpected(&a, "listing");
     }
     if (rc == 0 && json_array_size(rows) == 0 && l->streamed) {
