@@ -773,7 +773,7 @@ prefix(const char *s)
     int i = 0;
     for (; s != NULL && i < 8 && s[i] != '\0'; i++)
         p = (p << 8) | (uint8_t)s[i];
-    return p << (8 * (8 - i));
+    return i == 0 ? 0 : p << (8 * (8 - i));
 }
 
 /* Compare two texts whose prefixes are 'pa' and 'pb'. */
