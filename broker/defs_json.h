@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "amqp/table.h"
+
 /*
  * Read the definitions file at 'path' and add what it defines to the
  * broker, with RabbitMQ's import semantics: an object that exists
@@ -58,6 +60,10 @@ char *defs_json_export_text(void);
 
 /* A JSON string of 'n' bytes; bytes that are not UTF-8 become '?'
  * (AMQP names need not be UTF-8; JSON strings must be). */
+/* A field table as RabbitMQ's JSON shows one: an object; arrays as
+ * lists, tables as objects, timestamps as integers. */
+json_t *defs_json_table(struct amqp_table t);
+
 json_t *defs_json_str(const void *s, size_t n);
 
 /* Tags kept comma separated, as a JSON list. */

@@ -2,8 +2,8 @@
  * The management API's server: the HTTP and HTTPS listeners (evhttp on
  * the broker's event loop), the route table, basic auth with RabbitMQ's
  * tag rules, and JSON answers in RabbitMQ's shapes. The resources
- * themselves are answered in mgmt_users.c, mgmt_vhosts.c and
- * mgmt_overview.c.
+ * themselves are answered in mgmt_users.c, mgmt_vhosts.c,
+ * mgmt_overview.c, mgmt_policies.c and mgmt_deadletters.c.
  *
  * Every request is checked in the order RabbitMQ's cowboy_rest does it,
  * so that clients see the same status for the same mistake: the path
@@ -112,6 +112,13 @@ static const struct route routes[] = {
       mgmt_operator_policies_vhost },
     { "operator-policies/*/*", M_GET | M_PUT | M_DELETE, AUTH_ADMIN, false,
       mgmt_operator_policy },
+    /* Roost's own: dead-letter tools (mgmt_deadletters.c) */
+    { "queues/*/*/browse", M_GET, AUTH_VHOST, false, mgmt_queue_browse },
+    { "queues/*/*/dead-letters", M_GET, AUTH_VHOST, false,
+      mgmt_queue_dead_letters },
+    { "queues/*/*/replay", M_POST, AUTH_VHOST, true, mgmt_queue_replay },
+    { "replays", M_GET, AUTH_MGMT, false, mgmt_replays },
+    { "replays/*", M_GET | M_DELETE, AUTH_MGMT, false, mgmt_replay },
 };
 
 /* ---- the servers ---- */
@@ -373,6 +380,40 @@ reply_empty(struct mgmt_req *r, int code)
 {
     add_header(r, "Content-Length", "0");
     answer(r, code, NULL);
+}
+
+struct mgmt_req *
+mgmt_req_defer(struct mgmt_req *r)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r->ev);
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    struct mgmt_req *d = xcalloc(1, sizeof(*d));
+
+    d->ev = r->ev;
+    d->method = r->method;
+    TAILQ_INIT(&d->query);
+    if (query != NULL && evhttp_parse_query_str(query, &d->query) != 0)
+        evhttp_clear_headers(&d->query);
+    /* The handler has answered, as far as dispatch() is concerned. */
+    r->answered = true;
+    return d;
+}
+
+void
+mgmt_req_free(struct mgmt_req *d)
+{
+    if (d == NULL)
+        return;
+    if (!d->answered)
+        fatalx("management API: a deferred request freed unanswered");
+    evhttp_clear_headers(&d->query);
+    free(d);
+}
+
+void
+mgmt_add_header(struct mgmt_req *r, const char *key, const char *value)
+{
+    add_header(r, key, value);
 }
 
 /* ---- sorting lists ---- */
@@ -1063,6 +1104,8 @@ mgmt_start(void)
 void
 mgmt_stop(void)
 {
+    /* Answer what waits before evhttp frees its requests. */
+    mgmt_deadletters_stop();
     for (size_t i = 0; i < NELEMS(servers); i++) {
         if (servers[i].http != NULL)
             evhttp_free(servers[i].http);

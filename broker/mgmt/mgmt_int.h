@@ -1,7 +1,8 @@
 /*
  * Inside the management API: what mgmt.c (the server, routing, auth and
  * replies) gives the files that answer each family of resources
- * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c). Not for use outside
+ * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c,
+ * mgmt_deadletters.c). Not for use outside
  * broker/mgmt/.
  *
  * A handler gets a request that matched its route, passed the method
@@ -35,6 +36,21 @@ struct mgmt_req {
 };
 
 /* ---- answers ---- */
+
+/*
+ * Answer later (a handler that waits for the pager thread): a copy of
+ * 'r' that outlives the handler, with its query (not its user or path
+ * arguments), to be answered once with mgmt_reply or an error helper and
+ * then freed with mgmt_req_free. 'r' counts as answered. If the client
+ * goes meanwhile, evhttp keeps the request until it is answered; before
+ * mgmt_stop frees the servers every deferred request must be answered
+ * (mgmt_deadletters_stop).
+ */
+struct mgmt_req *mgmt_req_defer(struct mgmt_req *r);
+void mgmt_req_free(struct mgmt_req *d);
+
+/* One more header on the answer (before it is sent). */
+void mgmt_add_header(struct mgmt_req *r, const char *key, const char *value);
 
 /* Answer 'code' with 'body' (a reference is stolen; NULL: no body) as
  * JSON, with RabbitMQ's headers. An object or a list of objects is cut
@@ -143,6 +159,15 @@ void mgmt_policy(struct mgmt_req *r);
 void mgmt_operator_policies(struct mgmt_req *r);
 void mgmt_operator_policies_vhost(struct mgmt_req *r);
 void mgmt_operator_policy(struct mgmt_req *r);
+
+/* Roost's dead-letter tools (mgmt_deadletters.c). */
+void mgmt_queue_browse(struct mgmt_req *r);
+void mgmt_queue_dead_letters(struct mgmt_req *r);
+void mgmt_queue_replay(struct mgmt_req *r);
+void mgmt_replays(struct mgmt_req *r);
+void mgmt_replay(struct mgmt_req *r);
+/* Answer 503 to the browses waiting for reads (at shutdown). */
+void mgmt_deadletters_stop(void);
 
 /* For the overview: the listeners noted (mgmt_add_listener) and the
  * API's own, as RabbitMQ lists them. */
