@@ -50,6 +50,9 @@
 #define SCAN_MAX 10000
 #define SCAN_MAX_BYTES (64u * 1024 * 1024)
 #define REPLAY_COUNT_MAX 1000000000000ull
+/* Browses waiting for the pager at once, each holding up to
+ * SCAN_MAX_BYTES of messages read: beyond, 503 (try again). */
+#define WAITING_MAX 8
 
 /* What a browse asks for. */
 struct browse {
@@ -68,6 +71,7 @@ struct browse {
 };
 
 static TAILQ_HEAD(, browse) waiting = TAILQ_HEAD_INITIALIZER(waiting);
+static size_t nwaiting;
 
 /* ---- parameters ---- */
 
@@ -406,6 +410,7 @@ browse_loaded(struct queue_peek *p, void *arg)
     (void)p;
 
     TAILQ_REMOVE(&waiting, b, link);
+    nwaiting--;
     browse_answer(b->req, b);
     mgmt_req_free(b->req);
     browse_free(b);
@@ -445,6 +450,12 @@ browse(struct mgmt_req *r, bool dead_letters)
         free(b);
         return;
     }
+    if (nwaiting >= WAITING_MAX) {
+        mgmt_error(r, 503, "unavailable", "too many browses are waiting for "
+                   "the disk; try again");
+        free(b);
+        return;
+    }
     if (is_filtered(b))
         b->peek = queue_peek_new(q, b->offset, SCAN_MAX, SCAN_MAX_BYTES);
     else
@@ -457,6 +468,7 @@ browse(struct mgmt_req *r, bool dead_letters)
     keep_strings(b);
     b->req = mgmt_req_defer(r);
     TAILQ_INSERT_TAIL(&waiting, b, link);
+    nwaiting++;
 }
 
 void
@@ -477,6 +489,7 @@ mgmt_deadletters_stop(void)
     struct browse *b;
     while ((b = TAILQ_FIRST(&waiting)) != NULL) {
         TAILQ_REMOVE(&waiting, b, link);
+        nwaiting--;
         mgmt_error(b->req, 503, "unavailable", "the broker is stopping");
         mgmt_req_free(b->req);
         browse_free(b);

@@ -42,6 +42,8 @@ struct ctl {
     const char *description, *tags, *default_queue_type;
     /* set_policy's options, NULL when absent ('priority' is checked) */
     const char *priority, *apply_to;
+    /* the dead-letter commands' options, NULL when absent */
+    const char *offset, *count, *rate, *exchange, *routing_key;
     /* the command's positional arguments */
     int argc;
     char **argv;
@@ -142,6 +144,8 @@ int cmd_list_policies(struct ctl *c);
 int cmd_set_operator_policy(struct ctl *c);
 int cmd_clear_operator_policy(struct ctl *c);
 int cmd_list_operator_policies(struct ctl *c);
+int cmd_list_dead_letters(struct ctl *c);
+int cmd_replay_dead_letters(struct ctl *c);
 
 /* The columns list_vhosts accepts, NULL-terminated (roostctl.c checks
  * them before anything is sent). */
