@@ -1561,13 +1561,10 @@ queue_move_next(struct queue *q, struct queue_cursor *c, queue_move_fn fn,
         c->from[l] = seq + 1;
         return QUEUE_PASSED;
     }
-    struct msg *m = e->m, *copy;
+    /* Always a copy, with a record of its own: a message and its
+     * enqueue records stay in one batch (docs/storage.md). */
     struct amqp_bytes xn = { (const uint8_t *)x->name, x->name_len };
-    if (amqp_bytes_eq(xn, msg_exchange(m)) &&
-        rk.len == msg_rkey_len(m) && memcmp(rk.ptr, msg_rkey(m), rk.len) == 0)
-        copy = msg_ref(m);
-    else
-        copy = msg_copy_as(m, xn, rk);
+    struct msg *copy = msg_copy_as(e->m, xn, rk);
 
     rr.n = 0;
     struct msg *out = exchange_route_msg(x, copy, &rr);

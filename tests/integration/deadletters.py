@@ -344,6 +344,25 @@ check("chosen exchange: routed there", m and m.exchange == "alt" and
       m.routing_key == "k" and body == b"plain", (m, body))
 drain(ch, "altq")
 
+# ---- a priority queue: delivery order is the highest level first ----
+ch.queue_declare("pq", arguments={"x-max-priority": 5})
+ch.queue_declare("pq-target")
+for i, prio in enumerate([0, 5, 2, 5, 0]):
+    ch.basic_publish("", "pq", b"p%d" % i, pika.BasicProperties(priority=prio))
+s, b = browse("pq")
+want = [b"p1", b"p3", b"p2", b"p0", b"p4"]
+check("priority queue browsed in delivery order", s == 200 and
+      [x["payload"].encode() for x in b] == want and
+      [x["position"] for x in b] == list(range(5)), (s, b))
+s, b = browse("pq", "?offset=2&count=2")
+check("priority queue offset", s == 200 and
+      [x["payload"] for x in b] == ["p2", "p0"], (s, b))
+s, r = api.call("POST", "queues/%2F/pq/replay",
+                {"rate": 0, "exchange": "", "routing_key": "pq-target"})
+r = wait_replay(api, r["id"])
+check("priority queue replayed in delivery order", r["moved"] == 5 and
+      [b for _, b in drain(ch, "pq-target")] == want, r)
+
 # ---- cancel, and a deleted queue cancels ----
 ch.queue_declare("slow", durable=True)
 for i in range(20):
