@@ -24,8 +24,10 @@ if ROOST_TEST_READ_DELAY_US=$((delay_ms * 1000)) start "$tmp/data" "$log" \
     http=$(sed -n 's|.*management API listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$log" | tail -n1)
     run_checks "deadletters.py" \
         $py "$here/deadletters.py" --amqp "$port" --http "$http" \
-        --roostctl "$ctl_bin" --read-delay-ms $delay_ms
-    stop || bad "clean stop" "$(tail -3 "$log")"
+        --roostctl "$ctl_bin" --read-delay-ms $delay_ms --pid "$pid"
+    # deadletters.py sent SIGTERM with a replay running and a browse
+    # waiting: roostd stops cleanly (and ASan finds no leak).
+    stop && ok "clean stop" || bad "clean stop" "$(tail -3 "$log")"
     grep -q "ERROR: AddressSanitizer\|runtime error" "$tmp/stderr" &&
         bad "sanitizers" "$(head -20 "$tmp/stderr")"
 else
