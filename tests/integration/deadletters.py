@@ -435,6 +435,43 @@ out = subprocess.run(ctl + ["replay_dead_letters", "dlq", "--rate", "-1"],
                      capture_output=True, text=True)
 check("roostctl replay_dead_letters bad rate", out.returncode == 64,
       (out.returncode, out.stderr))
+# The bounds: 16 replays running at once, the last 100 finished kept.
+ids = []
+for i in range(16):
+    ch.queue_declare("many-%d" % i)
+    for _ in range(3):
+        ch.basic_publish("", "many-%d" % i, b"x")
+    s, r = api.call("POST", "queues/%%2F/many-%d/replay" % i,
+                    {"rate": 1, "exchange": "", "routing_key": "altq"})
+    ids.append(r["id"] if s == 201 else None)
+ch.queue_declare("many-16")
+s, b = api.call("POST", "queues/%2F/many-16/replay", {})
+check("at most 16 replays running: 409", s == 409 and
+      "too many" in b, (s, b))
+for rid in ids:
+    if rid:
+        api.call("DELETE", "replays/" + rid)
+drain(ch, "altq")
+for i in range(101):
+    s, r = api.call("POST", "queues/%2F/many-16/replay", {"rate": 0})
+    wait_replay(api, r["id"])
+s, lst = api.call("GET", "replays")
+check("the last 100 finished replays kept", s == 200 and len(lst) == 100
+      and lst[-1]["id"] == r["id"] and all(x["state"] != "running"
+                                           for x in lst), (s, len(lst)))
+
+# On a terminal, replay_dead_letters draws a progress bar.
+for i in range(3):
+    ch.basic_publish("", "dlq", b"tty%d" % i)
+out = subprocess.run(["script", "-qec", " ".join(
+    ctl + ["replay_dead_letters", "dlq", "--rate", "10", "--exchange",
+           "''", "--routing-key", "altq"]), "/dev/null"],
+    capture_output=True)
+check("replay_dead_letters progress bar on a terminal", out.returncode == 0
+      and b"\r[" in out.stdout and b"#" * 40 in out.stdout and
+      b"100% 3 moved" in out.stdout, (out.returncode, out.stdout[-300:]))
+drain(ch, "altq")
+
 # Stopping with a replay running and a browse waiting for the disk: the
 # browse gets 503 (or the connection closes), nothing leaks (the shell
 # checks the exit status, which ASan's leak check would change).

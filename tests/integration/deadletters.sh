@@ -26,8 +26,14 @@ if ROOST_TEST_READ_DELAY_US=$((delay_ms * 1000)) start "$tmp/data" "$log" \
         $py "$here/deadletters.py" --amqp "$port" --http "$http" \
         --roostctl "$ctl_bin" --read-delay-ms $delay_ms --pid "$pid"
     # deadletters.py sent SIGTERM with a replay running and a browse
-    # waiting: roostd stops cleanly (and ASan finds no leak).
-    stop && ok "clean stop" || bad "clean stop" "$(tail -3 "$log")"
+    # waiting: roostd stops cleanly (and ASan finds no leak). Not a
+    # second SIGTERM: one that comes after the signal events are freed,
+    # late in the teardown, would end roostd with the default action.
+    wait "$pid"
+    rc=$?
+    pid=
+    [ $rc -eq 0 ] && ok "clean stop" ||
+        bad "clean stop" "exit $rc: $(tail -3 "$log"; head -30 "$tmp/stderr")"
     grep -q "ERROR: AddressSanitizer\|runtime error" "$tmp/stderr" &&
         bad "sanitizers" "$(head -20 "$tmp/stderr")"
 else
