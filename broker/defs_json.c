@@ -319,6 +319,12 @@ put_value(struct wire_wr *w, json_t *v, unsigned depth)
     return 0;
 }
 
+int
+defs_json_put_table(struct wire_wr *w, json_t *obj)
+{
+    return put_table(w, obj, 1);
+}
+
 /* "arguments" of an item as an encoded table in a new buffer ('*buf',
  * which 't' borrows). Absent or null: an empty table. */
 static int
@@ -1100,7 +1106,6 @@ jreal(double d)
     /* NaN and infinities have no JSON form. */
     return v ? v : json_null();
 }
-
 
 static json_t *
 field_to_json(const struct amqp_field *f)

@@ -61,14 +61,6 @@ static TAILQ_HEAD(, delayed) all = TAILQ_HEAD_INITIALIZER(all);
 static uint64_t total;          /* held by every exchange */
 static bool bound_logged;       /* since the bound was last reached */
 
-static uint64_t
-wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- arguments and the x-delay header ---- */
 
 int

@@ -40,7 +40,6 @@
 #include "broker/queue.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
-#include "tls/hash.h"
 
 #define BROWSE_COUNT_DEFAULT 50
 #define BROWSE_COUNT_MAX 1000
@@ -194,74 +193,15 @@ bytes_json(struct amqp_bytes s)
     return defs_json_str(s.ptr, s.len);
 }
 
-/* RabbitMQ's "properties" of a message (rabbit_mgmt_format): the ones
- * it has. */
-static json_t *
-props_json(const struct amqp_basic_props *p)
-{
-    json_t *o = json_object();
-    static const struct {
-        uint16_t flag;
-        const char *name;
-        size_t off;
-    } strs[] = {
-#define STR(f, n, field) \
-    { f, n, offsetof(struct amqp_basic_props, field) }
-        STR(AMQP_BASIC_CONTENT_TYPE_FLAG, "content_type", content_type),
-        STR(AMQP_BASIC_CONTENT_ENCODING_FLAG, "content_encoding",
-            content_encoding),
-        STR(AMQP_BASIC_CORRELATION_ID_FLAG, "correlation_id", correlation_id),
-        STR(AMQP_BASIC_REPLY_TO_FLAG, "reply_to", reply_to),
-        STR(AMQP_BASIC_EXPIRATION_FLAG, "expiration", expiration),
-        STR(AMQP_BASIC_MESSAGE_ID_FLAG, "message_id", message_id),
-        STR(AMQP_BASIC_TYPE_FLAG, "type", type),
-        STR(AMQP_BASIC_USER_ID_FLAG, "user_id", user_id),
-        STR(AMQP_BASIC_APP_ID_FLAG, "app_id", app_id),
-        STR(AMQP_BASIC_CLUSTER_ID_FLAG, "cluster_id", cluster_id),
-#undef STR
-    };
-
-    for (size_t i = 0; i < NELEMS(strs); i++)
-        if (p->flags & strs[i].flag)
-            json_object_set_new(o, strs[i].name, bytes_json(
-                *(const struct amqp_bytes *)((const char *)p + strs[i].off)));
-    if (p->flags & AMQP_BASIC_DELIVERY_MODE_FLAG)
-        json_object_set_new(o, "delivery_mode",
-                            json_integer(p->delivery_mode));
-    if (p->flags & AMQP_BASIC_PRIORITY_FLAG)
-        json_object_set_new(o, "priority", json_integer(p->priority));
-    if (p->flags & AMQP_BASIC_TIMESTAMP_FLAG)
-        json_object_set_new(o, "timestamp",
-                            json_integer((json_int_t)p->timestamp));
-    if (p->flags & AMQP_BASIC_HEADERS_FLAG)
-        json_object_set_new(o, "headers", defs_json_table(p->headers));
-    return o;
-}
-
-/* The payload, as RabbitMQ's /get gives it: cut to 'truncate' bytes, a
- * string if it is UTF-8 (and base64 was not asked for), else base64. */
+/* The payload, as RabbitMQ's /get gives it (mgmt_payload_json). */
 static void
 payload_json(json_t *o, const struct msg *m, const struct browse *b)
 {
-    size_t n = m->body_len;
-    uint8_t *body = xmalloc(n ? n : 1);
-    json_t *s = NULL;
+    uint8_t *body = xmalloc(m->body_len ? m->body_len : 1);
 
     msg_body_copy(m, body);
-    if (b->truncate && b->truncate_at < n)
-        n = (size_t)b->truncate_at;
-    if (!b->base64)
-        s = json_stringn((const char *)body, n);
-    if (s != NULL) {
-        json_object_set_new(o, "payload_encoding", json_string("string"));
-    } else {
-        char *text = xmalloc(4 * ((n + 2) / 3) + 1);
-        tls_base64(body, n, text);
-        s = json_string(text);
-        free(text);
-        json_object_set_new(o, "payload_encoding", json_string("base64"));
-    }
-    json_object_set_new(o, "payload", s);
+    mgmt_payload_json(o, body, m->body_len,
+                      b->truncate ? (long)b->truncate_at : -1, b->base64);
     free(body);
 }
 
@@ -348,8 +288,7 @@ entry_json(const struct browse *b, const struct queue_peek_entry *pe,
                         defs_json_str(msg_rkey(m), msg_rkey_len(m)));
     json_object_set_new(o, "redelivered", json_boolean(pe->redelivered));
     json_object_set_new(o, "delivery_count", json_integer(pe->deliveries));
-    json_object_set_new(o, "properties", props_json(&h->props));
-    json_object_set_new(o, "payload_bytes", json_integer(m->body_len));
+    json_object_set_new(o, "properties", mgmt_props_json(&h->props));
     payload_json(o, m, b);
     struct deadletter_death d;
     if (b->dead_letters && deadletter_first_death(m, &d)) {
@@ -466,7 +405,7 @@ browse(struct mgmt_req *r, bool dead_letters)
         return;
     }
     keep_strings(b);
-    b->req = mgmt_req_defer(r);
+    b->req = mgmt_defer(r);
     TAILQ_INSERT_TAIL(&waiting, b, link);
     nwaiting++;
 }
