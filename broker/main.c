@@ -21,6 +21,7 @@
 #include "broker/config.h"
 #include "broker/conn.h"
 #include "broker/defs.h"
+#include "broker/dlreplay.h"
 #include "broker/defs_json.h"
 #include "broker/listener.h"
 #include "broker/log.h"
@@ -236,6 +237,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
              sig == SIGTERM ? "SIGTERM" : "SIGINT", conn_count());
     listener_stop();
     mgmt_stop();
+    dlreplay_free_all();
     conn_close_all("broker forced connection closure with reason 'shutdown'");
     shutdown_deadline = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
     struct timeval tv = { 0, 50 * 1000 };
@@ -613,6 +615,7 @@ main(int argc, char **argv)
     stats_stop();
     listener_stop();
     mgmt_stop();
+    dlreplay_free_all();
     alarm_shutdown();
     conn_free_all();
     for (int i = 0; i < 3; i++)

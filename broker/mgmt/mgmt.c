@@ -2,8 +2,8 @@
  * The management API's server: the HTTP and HTTPS listeners (evhttp on
  * the broker's event loop), the route table, basic auth with RabbitMQ's
  * tag rules, and JSON answers in RabbitMQ's shapes. The resources
- * themselves are answered in mgmt_users.c, mgmt_vhosts.c and
- * mgmt_overview.c.
+ * themselves are answered in mgmt_users.c, mgmt_vhosts.c,
+ * mgmt_overview.c, mgmt_policies.c and mgmt_deadletters.c.
  *
  * Every request is checked in the order RabbitMQ's cowboy_rest does it,
  * so that clients see the same status for the same mistake: the path
@@ -166,6 +166,13 @@ static const struct route routes[] = {
     { "health/checks/node-is-quorum-critical", M_GET, AUTH_MGMT, false,
       mgmt_health_critical },
     { "consumers/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_consumers },
+    /* Roost's own: dead-letter tools (mgmt_deadletters.c) */
+    { "queues/*/*/browse", M_GET, AUTH_VHOST, false, mgmt_queue_browse },
+    { "queues/*/*/dead-letters", M_GET, AUTH_VHOST, false,
+      mgmt_queue_dead_letters },
+    { "queues/*/*/replay", M_POST, AUTH_VHOST, true, mgmt_queue_replay },
+    { "replays", M_GET, AUTH_MGMT, false, mgmt_replays },
+    { "replays/*", M_GET | M_DELETE, AUTH_MGMT, false, mgmt_replay },
 };
 
 /* ---- the servers ---- */
@@ -530,6 +537,12 @@ mgmt_req_free(struct mgmt_req *d)
         free((char *)d->arg[i]);
     evhttp_clear_headers(&d->query);
     free(d);
+}
+
+void
+mgmt_add_header(struct mgmt_req *r, const char *key, const char *value)
+{
+    add_header(r, key, value);
 }
 
 /* ---- sorting lists ---- */
@@ -1619,6 +1632,8 @@ mgmt_start(void)
 void
 mgmt_stop(void)
 {
+    /* Answer what waits before evhttp frees its requests. */
+    mgmt_deadletters_stop();
     for (size_t i = 0; i < NELEMS(servers); i++) {
         if (servers[i].http != NULL)
             evhttp_free(servers[i].http);

@@ -1,7 +1,8 @@
 /*
  * Inside the management API: what mgmt.c (the server, routing, auth and
  * replies) gives the files that answer each family of resources
- * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c). Not for use outside
+ * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c,
+ * mgmt_deadletters.c). Not for use outside
  * broker/mgmt/.
  *
  * A handler gets a request that matched its route, passed the method
@@ -46,6 +47,13 @@ struct mgmt_req *mgmt_defer(struct mgmt_req *r);
 void mgmt_req_free(struct mgmt_req *d);
 
 /* ---- answers ---- */
+
+/* The dead-letter tools defer a browse that waits for the pager thread;
+ * before mgmt_stop frees the servers, they answer what still waits
+ * (mgmt_deadletters_stop). */
+
+/* One more header on the answer (before it is sent). */
+void mgmt_add_header(struct mgmt_req *r, const char *key, const char *value);
 
 /* Answer 'code' with 'body' (a reference is stolen; NULL: no body) as
  * JSON, with RabbitMQ's headers. An object or a list of objects is cut
@@ -209,6 +217,15 @@ void mgmt_policy(struct mgmt_req *r);
 void mgmt_operator_policies(struct mgmt_req *r);
 void mgmt_operator_policies_vhost(struct mgmt_req *r);
 void mgmt_operator_policy(struct mgmt_req *r);
+
+/* Roost's dead-letter tools (mgmt_deadletters.c). */
+void mgmt_queue_browse(struct mgmt_req *r);
+void mgmt_queue_dead_letters(struct mgmt_req *r);
+void mgmt_queue_replay(struct mgmt_req *r);
+void mgmt_replays(struct mgmt_req *r);
+void mgmt_replay(struct mgmt_req *r);
+/* Answer 503 to the browses waiting for reads (at shutdown). */
+void mgmt_deadletters_stop(void);
 
 void mgmt_queues(struct mgmt_req *r);
 void mgmt_queue(struct mgmt_req *r);
