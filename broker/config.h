@@ -94,6 +94,7 @@ struct config {
     char *mgmt_ssl_password;
     int64_t mgmt_max_body_size;
     int mgmt_idle_timeout_ms;
+    char *mgmt_allowed_hosts;   /* list: more names the Host may say */
 };
 
 /*
