@@ -56,6 +56,8 @@ struct pend_confirm {
     uint64_t seq, batch;
     bool told;
     struct msg *m;              /* waiting for the store: its message */
+    struct queue *q;            /* and the first queue that stored it (a
+                                 * reference): its confirm latency */
 };
 
 /* A publish held by an open transaction. */
@@ -108,6 +110,10 @@ struct channel {
     struct tx_pub *tx_pubs;
     size_t tx_npubs, tx_cap;
     uint64_t tx_bytes;
+    /* counters (stats.h), read through channel_info; folded into its
+     * vhost's when it closes */
+    struct msg_stats ms;
+    struct stats_series *series;
     /* a basic.get waiting for its queue's head to be read back */
     struct get_wait get_w;
     bool get_no_ack;
@@ -154,6 +160,22 @@ bool channel_can_deliver(const struct channel *ch, const struct consumer *c);
 /* The same, leaving out whether its connection's output is congested:
  * open, not stopped by channel.flow, under its prefetch limits. */
 bool channel_has_credit(const struct channel *ch, const struct consumer *c);
+
+/* ---- read functions (the management API's) ---- */
+
+/* Each consumer of 'ch' that is not cancelled. */
+void channel_foreach_consumer(struct channel *ch,
+                              void (*fn)(struct consumer *c, void *arg),
+                              void *arg);
+
+struct channel_info {
+    uint32_t consumers;
+    uint32_t unacked;           /* deliveries not yet settled */
+    uint64_t unconfirmed;       /* publishes not yet confirmed */
+    uint64_t uncommitted;       /* publishes a transaction holds */
+    const struct stats_series *series;  /* MS_* rates */
+};
+void channel_info(const struct channel *ch, struct channel_info *out);
 
 /* Deliver 'e' from 'q' to consumer 'c' (basic.deliver). Takes over the
  * entry's message reference. */

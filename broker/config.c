@@ -233,6 +233,15 @@ const struct opt_def config_opts[] = {
         false, mgmt_idle_timeout_ms,
         "milliseconds a management API connection may be idle, or take "
         "to send its request, before it is closed"),
+    OPT("collect_statistics_interval", OPT_INT, "5000", 100, 3600000,
+        false, collect_statistics_interval,
+        "milliseconds between the samples that message rates are made "
+        "of (RabbitMQ's key): a rate is that of the last interval"),
+    OPT("management.rates_mode", OPT_STRING, "basic", 0, 0, false,
+        rates_mode,
+        "basic or detailed: message rates of the last interval in the "
+        "management API (detailed is basic: no per-pair samples); none: "
+        "counts only, no rates"),
     OPT("management.allowed_hosts", OPT_LIST, "", 0, 0, false,
         mgmt_allowed_hosts,
         "more names the management listener answers to (against DNS "
@@ -595,6 +604,13 @@ config_validate(const struct config *c, char *err, size_t errlen)
         strcmp(c->ssl_verify, "verify_peer") != 0) {
         snprintf(err, errlen, "ssl_options.verify: '%s' is not verify_none "
                  "or verify_peer", c->ssl_verify);
+        return -1;
+    }
+    if (strcmp(c->rates_mode, "basic") != 0 &&
+        strcmp(c->rates_mode, "detailed") != 0 &&
+        strcmp(c->rates_mode, "none") != 0) {
+        snprintf(err, errlen, "management.rates_mode: '%s' is not basic, "
+                 "detailed or none", c->rates_mode);
         return -1;
     }
     size_t pos = 0;

@@ -94,6 +94,9 @@ struct config {
     char *mgmt_ssl_password;
     int64_t mgmt_max_body_size;
     int mgmt_idle_timeout_ms;
+    /* statistics (stats.c) */
+    int collect_statistics_interval;
+    char *rates_mode;
     char *mgmt_allowed_hosts;   /* list: more names the Host may say */
 };
 

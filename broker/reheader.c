@@ -33,6 +33,7 @@ reheader_copy(const struct msg *m, reheader_fn fn, void *arg,
     struct msg *copy = msg_new(exchange ? *exchange : xn, rkey ? *rkey : rk,
                                hdr, len, &h, false, NULL);
     msg_body_copy_from(copy, m);
+    copy->born = m->born;
     free(hdr);
     return copy;
 }

@@ -98,6 +98,14 @@ now_ms(void)
 }
 
 uint64_t
+wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t
 hash_bytes(const void *p, size_t len)
 {
     const unsigned char *s = p;

@@ -48,6 +48,7 @@
 #include "broker/log.h"
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/perm.h"
+#include "broker/stats.h"
 #include "broker/util.h"
 #include "tls/hash.h"
 #include "tls/tls.h"
@@ -65,6 +66,7 @@ enum route_auth {
     AUTH_VHOST,             /* admin, or a user with permissions in arg[0] */
     AUTH_VHOST_VISIBLE,     /* admin, or a user who sees vhost arg[0] */
     AUTH_POLICY,            /* AUTH_VHOST, and a policymaker */
+    AUTH_MONITOR,           /* administrator or monitoring */
 };
 
 #define M_GET (1u << 0)
@@ -117,6 +119,58 @@ static const struct route routes[] = {
       mgmt_operator_policies_vhost },
     { "operator-policies/*/*", M_GET | M_PUT | M_DELETE, AUTH_ADMIN, false,
       mgmt_operator_policy },
+    { "queues", M_GET, AUTH_MGMT, false, mgmt_queues },
+    { "queues/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_queues },
+    { "queues/*/*", M_GET | M_PUT | M_DELETE, AUTH_VHOST, true, mgmt_queue },
+    { "queues/*/*/contents", M_DELETE, AUTH_VHOST, false,
+      mgmt_queue_contents },
+    { "queues/*/*/get", M_POST, AUTH_VHOST, true, mgmt_queue_get },
+    { "queues/*/*/bindings", M_GET, AUTH_VHOST, false, mgmt_queue_bindings },
+    { "exchanges", M_GET, AUTH_MGMT, false, mgmt_exchanges },
+    { "exchanges/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_exchanges },
+    { "exchanges/*/*", M_GET | M_PUT | M_DELETE, AUTH_VHOST, true,
+      mgmt_exchange },
+    { "exchanges/*/*/publish", M_POST, AUTH_VHOST, true,
+      mgmt_exchange_publish },
+    { "exchanges/*/*/bindings/source", M_GET, AUTH_VHOST, false,
+      mgmt_exchange_bindings_source },
+    { "exchanges/*/*/bindings/destination", M_GET, AUTH_VHOST, false,
+      mgmt_exchange_bindings_destination },
+    { "bindings", M_GET, AUTH_MGMT, false, mgmt_bindings },
+    { "bindings/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_bindings },
+    { "bindings/*/e/*/q/*", M_GET | M_POST, AUTH_VHOST, true,
+      mgmt_bindings_eq },
+    { "bindings/*/e/*/e/*", M_GET | M_POST, AUTH_VHOST, true,
+      mgmt_bindings_ee },
+    { "bindings/*/e/*/q/*/*", M_GET | M_DELETE, AUTH_VHOST, false,
+      mgmt_binding_eq },
+    { "bindings/*/e/*/e/*/*", M_GET | M_DELETE, AUTH_VHOST, false,
+      mgmt_binding_ee },
+    { "consumers", M_GET, AUTH_MGMT, false, mgmt_consumers },
+    { "connections", M_GET, AUTH_MGMT, false, mgmt_connections },
+    { "connections/*", M_GET | M_DELETE, AUTH_MGMT, false, mgmt_connection },
+    { "connections/*/channels", M_GET, AUTH_MGMT, false,
+      mgmt_connection_channels },
+    { "vhosts/*/connections", M_GET, AUTH_VHOST_VISIBLE, false,
+      mgmt_vhost_connections },
+    { "channels", M_GET, AUTH_MGMT, false, mgmt_channels },
+    { "channels/*", M_GET, AUTH_MGMT, false, mgmt_channel },
+    { "vhosts/*/channels", M_GET, AUTH_VHOST_VISIBLE, false,
+      mgmt_vhost_channels },
+    { "nodes", M_GET, AUTH_MONITOR, false, mgmt_nodes },
+    { "nodes/*", M_GET, AUTH_MONITOR, false, mgmt_node },
+    { "health/checks/local-alarms", M_GET, AUTH_MGMT, false, mgmt_alarms },
+    { "health/checks/virtual-hosts", M_GET, AUTH_MGMT, false,
+      mgmt_health_virtual_hosts },
+    { "health/checks/port-listener/*", M_GET, AUTH_MGMT, false,
+      mgmt_health_port_listener },
+    { "health/checks/protocol-listener/*", M_GET, AUTH_MGMT, false,
+      mgmt_health_protocol_listener },
+    { "health/checks/node-is-mirror-sync-critical", M_GET, AUTH_MGMT, false,
+      mgmt_health_critical },
+    { "health/checks/node-is-quorum-critical", M_GET, AUTH_MGMT, false,
+      mgmt_health_critical },
+    { "consumers/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_consumers },
 };
 
 /* ---- the servers ---- */
@@ -192,6 +246,27 @@ mgmt_listeners_json(void)
             "port", s->port));
     }
     return arr;
+}
+
+bool
+mgmt_has_listener_port(int port)
+{
+    for (size_t i = 0; i < n_amqp_listeners; i++)
+        if (amqp_listeners[i].port == port)
+            return true;
+    for (size_t i = 0; i < NELEMS(servers); i++)
+        if (servers[i].http != NULL && servers[i].port == port)
+            return true;
+    return false;
+}
+
+bool
+mgmt_has_listener_kind(bool tls)
+{
+    for (size_t i = 0; i < n_amqp_listeners; i++)
+        if (amqp_listeners[i].tls == tls)
+            return true;
+    return false;
 }
 
 json_t *
@@ -302,10 +377,13 @@ mgmt_reply(struct mgmt_req *r, int code, json_t *body)
     const char *columns = evhttp_find_header(&r->query, "columns");
 
     if (body != NULL) {
-        if (columns != NULL && json_is_array(body)) {
-            for (size_t i = 0; i < json_array_size(body); i++) {
-                json_t *item = json_incref(json_array_get(body, i));
-                json_array_set_new(body, i, cut_columns(item, columns));
+        /* a page (paginate) cuts its items */
+        json_t *list = json_is_array(body) ? body
+                     : json_object_get(body, "items");
+        if (columns != NULL && json_is_array(list)) {
+            for (size_t i = 0; i < json_array_size(list); i++) {
+                json_t *item = json_incref(json_array_get(list, i));
+                json_array_set_new(list, i, cut_columns(item, columns));
             }
         } else if (columns != NULL) {
             body = cut_columns(body, columns);
@@ -394,6 +472,85 @@ reply_empty(struct mgmt_req *r, int code)
     answer(r, code, NULL);
 }
 
+const char *
+mgmt_user_name(const struct mgmt_req *r)
+{
+    return r->user->name;
+}
+
+/* ---- counters and rates ---- */
+
+json_t *
+mgmt_rate(double r)
+{
+    return json_pack("{s:f}", "rate", r);
+}
+
+void
+mgmt_set_count(json_t *o, const char *key, uint64_t n, double rate)
+{
+    char k[64];
+    json_object_set_new(o, key, json_integer((json_int_t)n));
+    if (stats_rates_mode() == RATES_NONE)
+        return;
+    snprintf(k, sizeof(k), "%s_details", key);
+    json_object_set_new(o, k, mgmt_rate(rate));
+}
+
+json_t *
+mgmt_msg_stats(const struct msg_stats *ms, unsigned keys,
+               const struct stats_series *s)
+{
+    static const int deliver_get[] = { MS_DELIVER, MS_DELIVER_NO_ACK, MS_GET,
+                                       MS_GET_NO_ACK };
+    json_t *o = json_object();
+    for (int i = 0; i < MS_COUNT; i++)
+        if (keys & (1u << i))
+            mgmt_set_count(o, msg_stat_names[i], ms->n[i], stats_rate(s, i));
+    if (keys & (1u << MS_DELIVER)) {
+        uint64_t n = 0;
+        double rate = 0;
+        for (size_t i = 0; i < NELEMS(deliver_get); i++) {
+            n += ms->n[deliver_get[i]];
+            rate += stats_rate(s, deliver_get[i]);
+        }
+        mgmt_set_count(o, "deliver_get", n, rate);
+    }
+    return o;
+}
+
+/* ---- answers that come later ---- */
+
+struct mgmt_req *
+mgmt_defer(struct mgmt_req *r)
+{
+    struct mgmt_req *d = xcalloc(1, sizeof(*d));
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r->ev);
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+
+    d->ev = r->ev;
+    d->method = r->method;
+    d->deferred = true;
+    for (int i = 0; i < 4; i++)
+        d->arg[i] = r->arg[i] ? xstrdup(r->arg[i]) : NULL;
+    TAILQ_INIT(&d->query);
+    if (query != NULL && evhttp_parse_query_str(query, &d->query) != 0)
+        evhttp_clear_headers(&d->query);
+    r->answered = true;     /* by the copy */
+    return d;
+}
+
+void
+mgmt_req_free(struct mgmt_req *d)
+{
+    if (!d->answered)
+        fatalx("management API: a deferred request was never answered");
+    for (int i = 0; i < 4; i++)
+        free((char *)d->arg[i]);
+    evhttp_clear_headers(&d->query);
+    free(d);
+}
+
 /* ---- sorting lists ---- */
 
 static const char *const *sort_keys;
@@ -428,6 +585,112 @@ cmp_items(const void *pa, const void *pb)
     return 0;
 }
 
+/* A decimal query parameter: -1 absent, -2 not a positive number. */
+static long
+query_number(struct mgmt_req *r, const char *name)
+{
+    const char *v = evhttp_find_header(&r->query, name);
+    char *end;
+    if (v == NULL)
+        return -1;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || errno != 0 || n < 0)
+        return -2;
+    return n;
+}
+
+/* Case-insensitive substring, as RabbitMQ's name filter without
+ * use_regex. */
+static bool
+name_has(const char *name, const char *part)
+{
+    size_t n = strlen(part);
+    for (const char *p = name; *p; p++)
+        if (strncasecmp(p, part, n) == 0)
+            return true;
+    return n == 0;
+}
+
+/*
+ * RabbitMQ's pagination (rabbit_mgmt_util:paginate): with "page", the
+ * list filtered by "name" (a substring, or with use_regex=true a
+ * regular expression) is cut to one page of "page_size" (100, at most
+ * 500) and answered inside {"items": ..., "page": ...}. 0 when answered
+ * (or there is no page to cut: '*out' is 'arr'), -1 after an error.
+ */
+static int
+paginate(struct mgmt_req *r, json_t *arr, json_t **out)
+{
+    long page = query_number(r, "page"), size = query_number(r, "page_size");
+    const char *name = evhttp_find_header(&r->query, "name");
+    const char *regex = evhttp_find_header(&r->query, "use_regex");
+    char msg[256];
+    size_t at;
+
+    *out = arr;
+    if (page == -1)
+        return 0;
+    if (page == -2 || size == -2) {
+        mgmt_bad_request(r, "Pagination parameters are invalid");
+        return -1;
+    }
+    if (page < 1 || size == 0 || size > 500) {
+        char reason[160], sz[24] = "undefined";
+        if (size >= 0)
+            snprintf(sz, sizeof(sz), "%ld", size);
+        snprintf(reason, sizeof(reason), "Invalid pagination parameters: "
+                 "page number %ld, page size %s", page, sz);
+        mgmt_error(r, 400, "invalid_pagination_parameters", reason);
+        return -1;
+    }
+    if (size < 0)
+        size = 100;
+    void *re = NULL;
+    bool use_re = regex != NULL && strcmp(regex, "true") == 0 &&
+                  name != NULL && name[0] != '\0';
+    if (use_re && (re = perm_re_compile(name, msg, sizeof(msg), &at)) == NULL) {
+        mgmt_bad_request(r, "Pagination parameters are invalid");
+        return -1;
+    }
+    size_t total = json_array_size(arr);
+    json_t *kept = json_array();
+    for (size_t i = 0; i < total; i++) {
+        json_t *item = json_array_get(arr, i);
+        const char *n = json_string_value(json_object_get(item, "name"));
+        if (name != NULL && name[0] != '\0' &&
+            (n == NULL || (use_re ? !perm_re_match(re, n, strlen(n))
+                                  : !name_has(n, name))))
+            continue;
+        json_array_append(kept, item);
+    }
+    perm_re_free(re);
+    size_t filtered = json_array_size(kept);
+    size_t pages = (filtered + (size_t)size - 1) / (size_t)size;
+    if ((size_t)page > (pages ? pages : 1)) {
+        char reason[160];
+        snprintf(reason, sizeof(reason), "Page out of range, page: %ld page "
+                 "size: %ld, len: %zu", page, size, filtered);
+        mgmt_error(r, 400, "page_out_of_range", reason);
+        json_decref(kept);
+        return -1;
+    }
+    json_t *items = json_array();
+    for (size_t i = (size_t)(page - 1) * (size_t)size;
+         i < filtered && i < (size_t)page * (size_t)size; i++)
+        json_array_append(items, json_array_get(kept, i));
+    json_decref(kept);
+    json_decref(arr);
+    *out = json_pack("{s:I, s:I, s:o, s:I, s:I, s:I, s:I}",
+                     "filtered_count", (json_int_t)filtered,
+                     "item_count", (json_int_t)json_array_size(items),
+                     "items", items, "page", (json_int_t)page,
+                     "page_count", (json_int_t)pages,
+                     "page_size", (json_int_t)size,
+                     "total_count", (json_int_t)total);
+    return 0;
+}
+
 void
 mgmt_reply_list(struct mgmt_req *r, json_t *arr, const char *const *sort)
 {
@@ -446,7 +709,12 @@ mgmt_reply_list(struct mgmt_req *r, json_t *arr, const char *const *sort)
     for (size_t i = 0; i < n; i++)
         json_array_append_new(arr, items[i]);
     free(items);
-    mgmt_reply(r, 200, arr);
+    json_t *out;
+    if (paginate(r, arr, &out) != 0) {
+        json_decref(arr);
+        return;
+    }
+    mgmt_reply(r, 200, out);
 }
 
 /* ---- request bodies ---- */
@@ -650,6 +918,10 @@ authorize(struct mgmt_req *r, const struct route *rt)
             return 0;
         return refuse(r, name, "not_authorised", "Not administrator user",
                       false);
+    case AUTH_MONITOR:
+        if (mgmt_is_monitor(u))
+            return 0;
+        return refuse(r, name, "not_authorised", "Not monitor user", false);
     case AUTH_POLICY:
         /* Even to read one, as RabbitMQ 3.10.8 answers. */
         if (!is_policymaker(u))
@@ -760,7 +1032,7 @@ find_route(char **seg, int n, const char **arg)
             if (k == n)
                 ok = false;
             else if (len == 1 && *p == '*') {
-                ok = seg[k][0] != '\0' && nargs < 2;
+                ok = seg[k][0] != '\0' && nargs < 4;
                 if (ok)
                     arg[nargs++] = seg[k];
             } else {
