@@ -1014,10 +1014,12 @@ static json_t *
 default_binding_json(const struct queue *q)
 {
     json_t *name = bytes_str(q->name, q->name_len);
-    return json_pack("{s:s, s:o, s:O, s:s, s:O, s:{}, s:O}", "source", "",
-                     "vhost", mgmt_str(q->vh->name), "destination", name,
-                     "destination_type", "queue", "routing_key", name,
-                     "arguments", "properties_key", name);
+    json_t *o = json_pack("{s:s, s:o, s:O, s:s, s:O, s:{}, s:O}", "source",
+                          "", "vhost", mgmt_str(q->vh->name), "destination",
+                          name, "destination_type", "queue", "routing_key",
+                          name, "arguments", "properties_key", name);
+    json_decref(name);      /* each "O" took its own reference */
+    return o;
 }
 
 struct bind_filter {
