@@ -863,9 +863,11 @@
                                text: 'Close', data: {close: name}});
       const reason = h('input', {type: 'text', value: 'Closed from the web ' +
                                  'page', size: 24, hidden: true,
-                                 'aria-label': 'reason'});
+                                 'aria-label': 'reason',
+                                 data: {closeReason: name}});
       const yes = h('button', {type: 'button', class: 'danger confirm',
-                               text: 'Close it', hidden: true});
+                               text: 'Close it', hidden: true,
+                               data: {closeConfirm: name}});
       const no = h('button', {type: 'button', text: 'Cancel', hidden: true});
       const wrap = h('span', {class: 'row'}, btn, reason, yes, no);
       const toggle = (on) => {

@@ -5,7 +5,9 @@
 # roostd starts on free ports; pika makes a queue with messages; the
 # browser (web_driver.py, over the DevTools protocol) opens the page,
 # logs in, finds the queue in the list, opens its page and purges it
-# with the Purge button; pika then counts the queue (empty). A page on
+# with the Purge button; pika then counts the queue (empty). It closes a
+# connection pika holds open from the connections page, with a reason,
+# which pika sees. A page on
 # another origin (the same roostd under another of its names) tries to
 # purge a second queue: refused, the queue keeps its messages. The browser opens the page under a name that resolves to
 # 127.0.0.1 but is not one of roostd's (DNS rebinding): refused.
@@ -43,6 +45,7 @@ out=$(cd "$out" && pwd)
 # count QUEUE (prints its ready messages).
 cat > "$tmp/amqp.py" <<'EOF'
 import sys
+import time
 import pika
 
 case, port, queue = sys.argv[1:4]
@@ -58,6 +61,17 @@ if case == "fill":
                                               message_id="web-%d" % i))
 elif case == "count":
     print(ch.queue_declare(queue, passive=True).method.message_count)
+elif case == "hold":
+    # wait (at most 60 s) for the broker to close the connection
+    deadline = time.time() + 60
+    try:
+        while time.time() < deadline:
+            conn.process_data_events(time_limit=1)
+    except pika.exceptions.ConnectionClosedByBroker as e:
+        print("closed by the broker: %d %s" % (e.reply_code, e.reply_text))
+        sys.exit(0)
+    print("still open")
+    sys.exit(1)
 conn.close()
 EOF
 amqp() { $py "$tmp/amqp.py" "$1" "$port" "${@:2}"; }
@@ -193,10 +207,21 @@ check "PUT without a body or a type: 201 (as RabbitMQ)" is 201
 
 # ---- the page in the browser ----
 check "fill web-q over AMQP" amqp fill web-q 5
+# A connection for the page to close.
+amqp hold web-q > "$tmp/held.out" 2>&1 &
+held=$!
+for _ in $(seq 1 100); do
+    g GET /api/connections
+    grep -q '"name"' "$tmp/body" && break
+    sleep 0.1
+done
 run_checks "the browser test" $py "$here/web_driver.py" "$chromium" \
     "http://127.0.0.1:$mport/" guest guest / web-q 5 "$out" \
     "http://localhost:$mport" "http://rebind.test:$mport"
 grep -v '^PASS \|^FAIL ' "$tmp/checks.out"
+wait "$held"
+check "the connection closed on the page got 320 and the reason typed" \
+    grep -q "closed by the broker: 320 .*closed by web.sh" "$tmp/held.out"
 n=$(amqp count web-q)
 check "after Purge on the page the queue is empty (AMQP count: $n)" [ "$n" = 0 ]
 check "the other origin's DELETE left web-guard-q alone" eval '[ "$(amqp count web-guard-q)" = 2 ]'

@@ -11,7 +11,8 @@ elements' places, as a user's would be.
 
 The page is opened at URL, logged in, the queue QUEUE (with READY ready
 messages) looked for in the list and opened, and purged with its Purge
-button; the connections page is opened. Then, from URL's page, a
+button; on the connections page, pika's connection (web.sh holds one
+open) is closed with a reason. Then, from URL's page, a
 cross-origin DELETE with the user's credentials to OTHER (the same
 roostd under another of its names) must be refused by the browser (the
 preflight gets 403); and REBIND (http://rebind.test:PORT, which the
@@ -299,9 +300,28 @@ def main():
                     "(document.getElementById('view'))")
         check("the connections page opens", ok,
               b.eval("document.body.innerText")[:300])
-        if b.eval("!!document.querySelector('[data-unavailable]')"):
-            print("NOTE connections: /api/connections answers 404 here")
-        shot("connections.png")
+        # Close the test's held connection (pika's) with a reason.
+        name = b.wait("(r => r && r.dataset.connection)([...document."
+                      "querySelectorAll('tr[data-connection]')].find(t => "
+                      "t.textContent.includes('Pika')))", timeout=10)
+        check("the connections page lists the test's pika connection",
+              name, b.eval("document.getElementById('view').innerText")
+              [:300].replace("\n", " | "))
+        if name:
+            sel = lambda a: "[%s=%s]" % (a, json.dumps(name))
+            b.click(sel("data-close"))
+            b.eval("document.querySelector(%s).value = ''" %
+                   json.dumps(sel("data-close-reason")))
+            b.type_into(sel("data-close-reason"), "closed by web.sh")
+            shot("connections.png")
+            b.click(sel("data-close-confirm"))
+            said = b.wait("(f => !f.hidden && f.textContent)"
+                          "(document.getElementById('flash'))")
+            check("Close closes it (as the page says)",
+                  said and said.startswith("Closed connection"),
+                  "the page says %r" % said)
+        else:
+            shot("connections.png")
 
         # What the browser did along the way.
         foreign = [e["params"]["request"]["url"] for e in b.events
