@@ -669,8 +669,15 @@
     });
 
     /* replay dead letters, with progress */
-    const rateIn = h('input', {type: 'number', id: 'replay-rate', min: 1,
+    const rateIn = h('input', {type: 'number', id: 'replay-rate', min: 0,
                                value: 100});
+    const cancelBtn = h('button', {type: 'button', id: 'replay-cancel',
+                                   text: 'Cancel', hidden: true});
+    let replayId = null;
+    cancelBtn.addEventListener('click', async () => {
+      if (replayId !== null)
+        await api('DELETE', 'replays/' + enc(replayId)).catch(() => null);
+    });
     const replayBtn = h('button', {type: 'button', id: 'replay',
                                    text: 'Replay dead letters'});
     const progress = h('progress', {id: 'replay-progress', max: 1, value: 0,
@@ -678,10 +685,12 @@
     const replayOut = h('p', {id: 'replay-result', class: 'note'});
     replayBtn.addEventListener('click', async () => {
       const n = Number(rateIn.value);
-      if (!(n > 0)) {
-        replayOut.textContent = 'The rate is messages per second, above 0.';
+      if (!(n >= 0) || rateIn.value === '') {
+        replayOut.textContent = 'The rate is messages per second (0: as ' +
+          'fast as the broker goes).';
         return;
       }
+      delete replayOut.dataset.done;
       replayBtn.disabled = true;
       try {
         const res = await api('POST', path + '/replay', {json: {rate: n}});
@@ -705,6 +714,17 @@
 
     async function followReplay(id) {
       progress.hidden = false;
+      replayId = id;
+      cancelBtn.hidden = false;
+      try {
+        await pollReplay(id);
+      } finally {
+        cancelBtn.hidden = true;
+        replayId = null;
+      }
+    }
+
+    async function pollReplay(id) {
       for (;;) {
         const res = await api('GET', 'replays/' + enc(id));
         if (!current())
@@ -722,9 +742,10 @@
         progress.value = Math.min(moved, progress.max);
         replayOut.textContent = 'Replay ' + id + ': ' + text(s.state) +
           ', ' + num(moved) + ' of ' + num(total) + ' moved' +
+          (s.skipped ? ', ' + num(s.skipped) + ' skipped' : '') +
           (s.error ? ' (' + text(s.error) + ')' : '');
-        if (!/^(running|pending|queued|starting|started)$/.test(s.state) ||
-            (total > 0 && moved >= total && s.state !== 'running')) {
+        replayOut.dataset.state = text(s.state);
+        if (!/^(running|pending|queued|starting|started)$/.test(s.state)) {
           replayOut.dataset.done = 'true';
           refresh();
           loadBrowse();
@@ -746,7 +767,12 @@
         h('section', {class: 'action'},
           h('h2', {text: 'Replay dead letters'}),
           h('div', {class: 'row'},
-            h('label', null, 'Messages per second ', rateIn), replayBtn),
+            h('label', null, 'Messages per second ', rateIn), replayBtn,
+            cancelBtn),
+          h('p', {class: 'note', text: 'Moves the ready messages back to ' +
+                  'the exchange and routing key they died from (their ' +
+                  'x-death), in order, at this rate; messages without ' +
+                  'x-death stay.'}),
           progress, replayOut)),
       h('h2', {text: 'Bindings'}), bindings,
       h('h2', {text: 'Consumers'}), consumers,

@@ -7,11 +7,12 @@ chromium is needed. Clicks and typing are real input events at the
 elements' places, as a user's would be.
 
     web_driver.py CHROMIUM URL USER PASSWORD VHOST QUEUE READY OUTDIR \
-                  OTHER REBIND
+                  OTHER REBIND DLQ:DEAD
 
 The page is opened at URL, logged in, the queue QUEUE (with READY ready
 messages) looked for in the list and opened, and purged with its Purge
-button; on the connections page, pika's connection (web.sh holds one
+button; the dead-letter queue DLQ's DEAD messages are browsed and
+replayed with its Replay button; on the connections page, pika's connection (web.sh holds one
 open) is closed with a reason. Then, from URL's page, a
 cross-origin DELETE with the user's credentials to OTHER (the same
 roostd under another of its names) must be refused by the browser (the
@@ -178,7 +179,9 @@ class Browser:
 
 def main():
     chromium, url, user, password, vhost, queue, ready, out = sys.argv[1:9]
-    other, rebind = sys.argv[9:11]
+    other, rebind, dlq = sys.argv[9:12]
+    dlq, dead = dlq.split(":")
+    dead = int(dead)
     ready = int(ready)
     origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
     os.makedirs(out, exist_ok=True)
@@ -292,6 +295,37 @@ def main():
         b.wait("(e => e && e.textContent === '0')"
                "(document.getElementById('q-ready'))", timeout=5)
         shot("queue.png")
+
+        # Replay of dead letters, on the DLQ's page.
+        b.eval("location.hash = %s" % json.dumps(
+            "#/queues/%s/%s" % (quote(vhost, safe=""), quote(dlq, safe=""))))
+        b.wait("(v => v.dataset.page === 'queue' && v.dataset.state === "
+               "'ready' && document.getElementById('q-ready').textContent "
+               "=== %s)(document.getElementById('view'))"
+               % json.dumps(str(dead)))
+        rows = b.wait("(e => e && e.querySelector('table, "
+                      "[data-unavailable]') && [...e.querySelectorAll("
+                      "'tr[data-position]')].map(t => t.textContent))"
+                      "(document.getElementById('queue-browse'))")
+        if b.eval("!!document.querySelector("
+                  "'#queue-browse [data-unavailable]')"):
+            print("NOTE browse: /api/queues/V/Q/browse answers 404 here")
+        else:
+            check("browse shows the %d dead letters with their x-death"
+                  % dead, rows is not None and len(rows) == dead and
+                  all("x-death: rejected" in r for r in rows), rows)
+        b.click("#replay")
+        said = b.wait("(e => (e.dataset.done || e.textContent.includes("
+                      "'not available')) && e.textContent)"
+                      "(document.getElementById('replay-result'))")
+        shot("replay.png")
+        if said and "not available" in said:
+            print("NOTE replay: POST /api/queues/V/Q/replay answers 404 "
+                  "here")
+        else:
+            check("Replay dead letters runs to its end (as the page says)",
+                  b.eval("document.getElementById('replay-result')"
+                         ".dataset.state") == "done", "said %r" % said)
 
         # Connections.
         b.click('a[data-nav="connections"]')
