@@ -47,7 +47,10 @@ class Browser:
             os.dup2(b, 4)
 
         self.proc = subprocess.Popen(
+            # --no-sandbox: CI runs as root; --disable-dev-shm-usage:
+            # containers have a small /dev/shm.
             [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+             "--disable-dev-shm-usage",
              "--remote-debugging-pipe", "--user-data-dir=" + profile,
              "--no-first-run", "--no-default-browser-check",
              "--disable-extensions", "--disable-background-networking",
