@@ -506,15 +506,26 @@
                                  pageNo = 1;
                                  refresh();
                                }});
+    /* the API's sort and sort_reverse: which queues back up first */
+    const sortBy = h('select', {id: 'queue-sort', 'aria-label': 'sort',
+                                onchange: () => { pageNo = 1; refresh(); }},
+      [['name', 'By name'], ['messages', 'Most messages'],
+       ['messages_ready', 'Most ready'],
+       ['messages_unacknowledged', 'Most unacknowledged'],
+       ['consumers', 'Most consumers']].map(([v, t]) =>
+        h('option', {value: v, text: t})));
     const body = h('div');
     view.append(h('h1', {text: 'Queues'}),
-                h('div', {class: 'toolbar'}, search, info, prev, next),
+                h('div', {class: 'toolbar'}, search, sortBy, info, prev,
+                  next),
                 body);
     return {
       name: 'queues',
       async refresh() {
         const q = 'queues?page=' + pageNo + '&page_size=100' +
-          '&name=' + enc(filter) + '&use_regex=false&sort=name';
+          '&name=' + enc(filter) + '&use_regex=false&sort=' +
+          enc(sortBy.value) +
+          (sortBy.value === 'name' ? '' : '&sort_reverse=true');
         let res = await get(q, [400]);
         if (res && res.status === 400 && pageNo > 1) {
           pageNo = 1;       /* past the last page after deletions */

@@ -5,13 +5,15 @@
 # roostd starts on free ports; pika makes a queue with messages; the
 # browser (web_driver.py, over the DevTools protocol) opens the page,
 # logs in, finds the queue in the list, opens its page and purges it
-# with the Purge button; pika then counts the queue (empty). It closes a
-# connection pika holds open from the connections page, with a reason,
-# which pika sees. Three messages rejected into a dead-letter queue are
-# browsed and replayed from its page: back in the queue they died in. A page on
-# another origin (the same roostd under another of its names) tries to
-# purge a second queue: refused, the queue keeps its messages. The browser opens the page under a name that resolves to
-# 127.0.0.1 but is not one of roostd's (DNS rebinding): refused.
+# with the Purge button; pika then counts the queue (empty). Three
+# messages rejected into a dead-letter queue are browsed and replayed
+# from its page, back into the queue they died in (once roostd has the
+# dead-letter endpoints). The connections page closes a connection pika
+# holds open, with a reason pika sees. A script on another origin (the
+# same roostd under another of its names) tries to purge a second
+# queue: refused, the queue keeps its messages. The browser opens the
+# page under a name that resolves to 127.0.0.1 but is not one of
+# roostd's (DNS rebinding): refused.
 # Screenshots go to the output directory ($WEB_OUT, by default
 # tests/integration/web.out under the current directory); their paths
 # are printed.

@@ -12,8 +12,8 @@ elements' places, as a user's would be.
 The page is opened at URL, logged in, the queue QUEUE (with READY ready
 messages) looked for in the list and opened, and purged with its Purge
 button; the dead-letter queue DLQ's DEAD messages are browsed and
-replayed with its Replay button; on the connections page, pika's connection (web.sh holds one
-open) is closed with a reason. Then, from URL's page, a
+replayed with its Replay button; on the connections page, pika's
+connection (web.sh holds one open) is closed with a reason. Then, from URL's page, a
 cross-origin DELETE with the user's credentials to OTHER (the same
 roostd under another of its names) must be refused by the browser (the
 preflight gets 403); and REBIND (http://rebind.test:PORT, which the
@@ -253,6 +253,16 @@ def main():
                          % row)
             check("the list shows its %d ready messages" % ready,
                   cnt == str(ready), "shows %r" % cnt)
+        # Most messages first: the test's queue has the most.
+        b.eval("(s => { s.value = 'messages'; s.dispatchEvent("
+               "new Event('change')); })(document.getElementById("
+               "'queue-sort'))")
+        b.wait("(t => t && t.dataset.queue === %s)(document.querySelector("
+               "'tr[data-queue]'))" % json.dumps(queue), timeout=5)
+        first = b.eval("document.querySelector('tr[data-queue]')"
+                       ".dataset.queue")
+        check("sorted by most messages, the test's queue comes first",
+              first == queue, "first is %r" % first)
         shot("queues.png")
 
         # The queue's page: from its link, or by its address when the
