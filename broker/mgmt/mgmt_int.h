@@ -66,6 +66,26 @@ void mgmt_reply(struct mgmt_req *r, int code, json_t *body);
 void mgmt_reply_list(struct mgmt_req *r, json_t *arr,
                      const char *const *sort);
 
+/*
+ * A list that may be long (queues): the items (references the list
+ * takes over) are rendered only as needed: with a page as any list
+ * (mgmt_reply_list), else sorted by the keys 'sort_key' gives and
+ * written out a slice at a time, the loop free in between.
+ */
+struct mgmt_list_ops {
+    /* The item's JSON (an array: several), or NULL to leave it out
+     * (gone meanwhile). */
+    json_t *(*render)(void *item);
+    void (*release)(void *item);
+    /* The value of sort key 'key' as text ('*str') or a number; false
+     * for a key it cannot give cheaply. */
+    bool (*sort_key)(void *item, const char *key, const char **str,
+                     double *num);
+};
+void mgmt_reply_items(struct mgmt_req *r, void **items, size_t n,
+                      const struct mgmt_list_ops *ops,
+                      const char *const *sort);
+
 /* Answer 'code' with text 'body' of 'len' bytes as JSON as it is (the
  * definitions export). */
 void mgmt_reply_text(struct mgmt_req *r, int code, const char *body,
