@@ -202,7 +202,12 @@
     let data = null;
     if ((res.headers.get('Content-Type') || '').includes('json'))
       data = await res.json().catch(() => null);
-    if (res.status === 401 && !opts.login) {
+    /* The credentials themselves refused (RabbitMQ's not_authorized,
+     * "Login failed"): the session is over. A user's tags or
+     * permissions not enough for this one request (not_authorised, "Not
+     * monitor user", ...) is only that request's refusal. */
+    if (res.status === 401 && !opts.login &&
+        (!data || data.error === 'not_authorized')) {
       logout((data && data.reason ? text(data.reason) + ': ' : '') +
              'log in again');
       throw new HttpError(401, data);
@@ -210,13 +215,14 @@
     return {status: res.status, data};
   }
 
-  /* GET PATH's JSON; undefined if the broker answers 404 (or 'ok' says
-   * the status is not an answer). Other statuses throw. */
+  /* GET PATH's JSON; undefined if the broker has no such endpoint
+   * (404) or this user may not read it (401, 403), unless 'ok' says the
+   * status is an answer. Other statuses throw. */
   async function get(path, ok) {
     const r = await api('GET', path);
     if (r.status === 200 || (ok && ok.includes(r.status)))
       return r;
-    if (r.status === 404)
+    if (r.status === 404 || r.status === 401 || r.status === 403)
       return undefined;
     throw new HttpError(r.status, r.data);
   }
@@ -356,8 +362,8 @@
    * (404), or its content. */
   function unavailable(what) {
     return h('p', {class: 'note', data: {unavailable: 'true'},
-                   text: what + ': not available on this broker (the API ' +
-                   'answers 404).'});
+                   text: what + ': not available (this broker does not ' +
+                   'have it, or this user may not see it).'});
   }
 
   function cell(v, cls, col) {
@@ -446,8 +452,8 @@
   function memoryCard(node) {
     if (!node)
       return card('Memory', [['Used', DASH]],
-                  h('p', {class: 'note', text: 'No /api/nodes on this ' +
-                          'broker.'}));
+                  h('p', {class: 'note', text: 'Not available (no ' +
+                          '/api/nodes, or this user is not a monitor).'}));
     const meter = isNum(node.mem_used) && isNum(node.mem_limit) &&
       node.mem_limit > 0 ? h('meter', {min: 0, max: node.mem_limit,
                                        value: node.mem_used,
@@ -475,8 +481,7 @@
     const sec = h('section', {class: 'card', id: 'alarms'},
                   h('h2', {text: 'Alarms'}));
     if (!known)
-      sec.append(h('p', {class: 'note', text: 'Not available on this ' +
-                         'broker.'}));
+      sec.append(h('p', {class: 'note', text: 'Not available.'}));
     else if (list.length === 0)
       sec.append(h('p', {class: 'ok', text: 'None: publishers are not ' +
                          'blocked.'}));

@@ -223,6 +223,10 @@ check "PUT without a body or a type: 201 (as RabbitMQ)" is 201
 # ---- the page in the browser ----
 check "fill web-q over AMQP" amqp fill web-q 5
 check "3 dead letters in web-work-dlq over AMQP" amqp dead web-work 3
+# A management user (not a monitor) for the page to log in as, too.
+g PUT /api/users/web-mgmt -H 'Content-Type: application/json' -d '{"password":"pw","tags":"management"}'
+check "make the management user web-mgmt" is 201
+g PUT /api/permissions/%2F/web-mgmt -H 'Content-Type: application/json' -d '{"configure":".*","write":".*","read":".*"}'
 # A connection for the page to close.
 amqp hold web-q > "$tmp/held.out" 2>&1 &
 held=$!
@@ -231,7 +235,8 @@ for _ in $(seq 1 100); do
     grep -q '"name"' "$tmp/body" && break
     sleep 0.1
 done
-run_checks "the browser test" $py "$here/web_driver.py" "$chromium" \
+WEB_USER2=web-mgmt:pw run_checks "the browser test" \
+    $py "$here/web_driver.py" "$chromium" \
     "http://127.0.0.1:$mport/" guest guest / web-q 5 "$out" \
     "http://localhost:$mport" "http://rebind.test:$mport" web-work-dlq:3
 grep -v '^PASS \|^FAIL ' "$tmp/checks.out"

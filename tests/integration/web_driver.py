@@ -370,6 +370,31 @@ def main():
         else:
             shot("connections.png")
 
+        # A management user who is not a monitor: /api/nodes refuses it
+        # (401 "Not monitor user"), which must not end its session.
+        user2 = os.environ.get("WEB_USER2")
+        if user2:
+            name2, pass2 = user2.split(":", 1)
+            b.click("#logout")
+            check("Log out shows the login form and forgets the "
+                  "credentials", b.wait("!document.getElementById('login')"
+                                        ".hidden && !sessionStorage."
+                                        "getItem('roost.auth')"))
+            b.eval("location.hash = '#/'")
+            b.eval("document.getElementById('login-user').value = ''")
+            b.type_into("#login-user", name2)
+            b.type_into("#login-pass", pass2)
+            b.click("#login-submit")
+            ok = b.wait("(v => v.dataset.page === 'overview' && "
+                        "v.dataset.state === 'ready')"
+                        "(document.getElementById('view'))")
+            time.sleep(0.5)
+            mem = b.eval("document.body.innerText")
+            check("a management user stays logged in where it may not "
+                  "read (/api/nodes)", ok and "Not available (no /api/nodes"
+                  in mem and b.eval("document.getElementById('login')"
+                                    ".hidden"), mem[:300].replace("\n", " | "))
+
         # What the browser did along the way.
         foreign = [e["params"]["request"]["url"] for e in b.events
                    if e["method"] == "Network.requestWillBeSent" and
