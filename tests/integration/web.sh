@@ -235,7 +235,9 @@ for _ in $(seq 1 100); do
     grep -q '"name"' "$tmp/body" && break
     sleep 0.1
 done
-WEB_USER2=web-mgmt:pw run_checks "the browser test" \
+xss='<img src=x onerror="window.pwned=1">'
+check "a queue named with HTML, over AMQP" amqp fill "$xss" 1
+WEB_XSS_QUEUE=$xss WEB_USER2=web-mgmt:pw run_checks "the browser test" \
     $py "$here/web_driver.py" "$chromium" \
     "http://127.0.0.1:$mport/" guest guest / web-q 5 "$out" \
     "http://localhost:$mport" "http://rebind.test:$mport" web-work-dlq:3

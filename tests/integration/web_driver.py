@@ -253,6 +253,19 @@ def main():
                          % row)
             check("the list shows its %d ready messages" % ready,
                   cnt == str(ready), "shows %r" % cnt)
+        # A queue whose name is HTML is shown as its text, not made an
+        # element (and its handler would not run: no inline script).
+        xss = os.environ.get("WEB_XSS_QUEUE")
+        if xss:
+            shown = b.wait("[...document.querySelectorAll('tr[data-queue]')]"
+                           ".some(t => t.dataset.queue === %s && t."
+                           "querySelector('a').textContent === %s)"
+                           % (json.dumps(xss), json.dumps(xss)), timeout=5)
+            check("a queue named with HTML is listed as text",
+                  shown and b.eval("!document.querySelector('#view img') "
+                                   "&& window.pwned === undefined"),
+                  b.eval("document.getElementById('view').innerHTML")[:300])
+
         # Most messages first: the test's queue has the most.
         b.eval("(s => { s.value = 'messages'; s.dispatchEvent("
                "new Event('change')); })(document.getElementById("
