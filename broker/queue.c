@@ -449,19 +449,17 @@ queue_arm(struct queue *q)
     evtimer_add(q->timer, &tv);
 }
 
-struct hist *
-queue_hist(struct queue *q, int kind)
+void
+queue_hist_make(struct queue *q)
 {
-    if (q->hist == NULL)
-        q->hist = xcalloc(HIST_KINDS, sizeof(*q->hist));
-    return &q->hist[kind];
+    q->hist = xcalloc(HIST_KINDS, sizeof(*q->hist));
 }
 
 void
 queue_ack(struct queue *q, struct qentry e)
 {
     q->unacked--;
-    q->bytes_unacked -= qentry_body_len(&e);
+    q->bytes_unacked -= e.m->body_len;      /* taken: in memory */
     entry_end(q, e);
 }
 
@@ -469,7 +467,7 @@ void
 queue_reject(struct queue *q, struct qentry e)
 {
     q->unacked--;
-    q->bytes_unacked -= qentry_body_len(&e);
+    q->bytes_unacked -= e.m->body_len;      /* taken: in memory */
     dead_letter(q, e, "rejected");
 }
 
@@ -540,7 +538,7 @@ static void
 queue_return(struct queue *q, struct qentry e, bool failed)
 {
     q->unacked--;
-    q->bytes_unacked -= qentry_body_len(&e);
+    q->bytes_unacked -= e.m->body_len;      /* taken: in memory */
     if (q->deleted) {
         entry_end(q, e);
         return;
@@ -739,7 +737,7 @@ queue_take(struct queue *q, struct qentry *out)
         return false;
     out->deliveries++;
     q->unacked++;
-    q->bytes_unacked += qentry_body_len(out);
+    q->bytes_unacked += out->m->body_len;   /* taken: in memory */
     if (q->sid)
         store_delivered(q, out);
     if (q->npaged)
@@ -1309,17 +1307,6 @@ wake_get_waits(struct queue *q, bool gone)
 
 /* ---- counting, read functions and the stats tick ---- */
 
-void
-queue_count_delivery(struct queue *q, const struct qentry *e, int kind,
-                     uint64_t now)
-{
-    q->ms.n[kind]++;
-    if (e->redelivered)
-        q->ms.n[MS_REDELIVER]++;
-    else if (e->m->born)
-        hist_observe(queue_hist(q, HIST_IN_QUEUE),
-                     (uint32_t)((uint32_t)now - e->m->born));
-}
 
 void
 queue_info(const struct queue *q, struct queue_info *out)

@@ -220,15 +220,32 @@ queue_unacked_count(const struct queue *q)
 
 /* A queue's histogram of 'kind' (HIST_IN_QUEUE, ...), made when first
  * needed. */
-struct hist *queue_hist(struct queue *q, int kind);
+void queue_hist_make(struct queue *q);
+
+static inline struct hist *
+queue_hist(struct queue *q, int kind)
+{
+    if (__builtin_expect(q->hist == NULL, 0))
+        queue_hist_make(q);
+    return &q->hist[kind];
+}
 
 /*
- * Count a delivery of 'e' as 'kind' (MS_DELIVER, MS_DELIVER_NO_ACK,
- * MS_GET, MS_GET_NO_ACK) at 'now' (now_ms()): a first delivery times
- * the message's wait since it was published.
+ * Count a delivery as 'kind' (MS_DELIVER, MS_DELIVER_NO_ACK, MS_GET,
+ * MS_GET_NO_ACK) at 'now' (ms, the clock of msg->born): a first
+ * delivery times the message's wait since 'born' (0: not known).
  */
-void queue_count_delivery(struct queue *q, const struct qentry *e, int kind,
-                          uint64_t now);
+static inline void
+queue_count_delivery(struct queue *q, bool redelivered, uint32_t born,
+                     int kind, uint64_t now)
+{
+    q->ms.n[kind]++;
+    if (redelivered)
+        q->ms.n[MS_REDELIVER]++;
+    else if (born)
+        hist_observe(queue_hist(q, HIST_IN_QUEUE),
+                     (uint32_t)((uint32_t)now - born));
+}
 
 /* What the management API and /metrics show of a queue (queue_info). */
 struct queue_info {

@@ -85,6 +85,8 @@ ring_resize(void *ring_ptr, size_t size, size_t *cap, size_t *head,
     *head = 0;
 }
 
+uint64_t loop_ms;
+
 uint64_t
 now_ms(void)
 {
