@@ -97,6 +97,7 @@ struct config {
     /* statistics (stats.c) */
     int collect_statistics_interval;
     char *rates_mode;
+    char *mgmt_allowed_hosts;   /* list: more names the Host may say */
 };
 
 /*

@@ -2,8 +2,9 @@
  * Inside the management API: what mgmt.c (the server, routing, auth and
  * replies) gives the files that answer each family of resources
  * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c,
- * mgmt_deadletters.c). Not for use outside
- * broker/mgmt/.
+ * mgmt_queues.c, mgmt_conns.c, mgmt_deadletters.c), and what guards the
+ * listener and serves the web page (mgmt_guard.c, mgmt_www.c). Not for
+ * use outside broker/mgmt/.
  *
  * A handler gets a request that matched its route, passed the method
  * and authorization checks, and (for PUT and POST) had its body bounded
@@ -16,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
@@ -48,12 +50,12 @@ void mgmt_req_free(struct mgmt_req *d);
 
 /* ---- answers ---- */
 
-/* The dead-letter tools defer a browse that waits for the pager thread;
- * before mgmt_stop frees the servers, they answer what still waits
- * (mgmt_deadletters_stop). */
-
-/* One more header on the answer (before it is sent). */
+/* Add a header to the answer (before it is sent). */
 void mgmt_add_header(struct mgmt_req *r, const char *key, const char *value);
+
+/* Send the answer: 'code' with 'body' (NULL: none; not taken, the caller
+ * frees it), once per request (a second answer is fatal). */
+void mgmt_answer(struct mgmt_req *r, int code, struct evbuffer *body);
 
 /* Answer 'code' with 'body' (a reference is stolen; NULL: no body) as
  * JSON, with RabbitMQ's headers. An object or a list of objects is cut
@@ -243,6 +245,23 @@ void mgmt_bindings_ee(struct mgmt_req *r);
 void mgmt_binding_eq(struct mgmt_req *r);
 void mgmt_binding_ee(struct mgmt_req *r);
 void mgmt_consumers(struct mgmt_req *r);
+
+/* ---- around the API (mgmt_guard.c, mgmt_www.c) ---- */
+
+/* Call once before serving: notes the machine's host name. */
+void mgmt_guard_init(void);
+
+/*
+ * Before any route: the security headers on the answer, the Host (one
+ * of this server's names, DNS rebinding) and, for anything but GET and
+ * HEAD, the Origin (this server's, cross-site requests). 0, or answered
+ * (421, 403) and -1. 'bound_ip' is the listener's address ("::" or
+ * "0.0.0.0" for all).
+ */
+int mgmt_guard(struct mgmt_req *r, const char *bound_ip);
+
+/* Answer a path outside /api/ with the web page's file there, or 404. */
+void mgmt_www(struct mgmt_req *r, const char *path);
 
 /* For the overview: the listeners noted (mgmt_add_listener) and the
  * API's own, as RabbitMQ lists them. */
