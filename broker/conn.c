@@ -28,6 +28,7 @@
 #include "broker/queue.h"
 #include "broker/transport.h"
 #include "broker/util.h"
+#include "broker/vhost.h"
 #include "tls/tls.h"
 
 /* Before tune-ok, frames may be at most this large (RabbitMQ: 8192). */
@@ -400,6 +401,7 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
         free(c->excl);
         free(c->confirm_dirty);
         free(c->user);
+        free(c->name);
         free(c);
     }
 }
@@ -520,8 +522,7 @@ conn_fail(struct conn *c, uint16_t code, uint32_t method_id, const char *fmt,
     va_start(ap, fmt);
     reply_format(text, sizeof(text), code, fmt, ap);
     va_end(ap);
-    log_warnx("conn=%016" PRIx64 " %s: closing connection: %s", c->id, c->peer,
-              text);
+    conn_log(c, LOG_LVL_WARN, "closing connection: %s", text);
     send_close(c, code, method_id, text);
     conn_set_state(c, CONN_CLOSING);
     shutdown_channels(c);
@@ -598,7 +599,7 @@ conn_block(struct conn *c, const char *reason)
         return;
     c->blocked = true;
     conn_reading(c, false);
-    log_info("conn=%016" PRIx64 " %s: blocked (%s)", c->id, c->peer, reason);
+    conn_log(c, LOG_LVL_INFO, "blocked (%s)", reason);
     if (c->cap_connection_blocked) {
         struct amqp_method m = { .id = AMQP_CONNECTION_BLOCKED };
         m.a.connection_blocked.reason = amqp_cstr(reason);
@@ -675,7 +676,7 @@ conn_unblock_all(void)
             conn_send_method(c, 0, &m);
             c->blocked_sent = false;
         }
-        log_info("conn=%016" PRIx64 " %s: unblocked", c->id, c->peer);
+        conn_log(c, LOG_LVL_INFO, "unblocked");
         if (!c->flow)
             conn_reading(c, true);
         /* Frames that arrived before the block are already buffered. */
@@ -832,10 +833,9 @@ read_protocol_header(struct conn *c, struct inbuf *in)
         return false;
     if (st != AMQP_OK) {
         char esc[64];
-        log_warnx("conn=%016" PRIx64 " %s: bad protocol header \"%s\" (%s); "
-                  "answering with 0-9-1's and closing",
-                  c->id, c->peer, log_escape(esc, sizeof(esc), p, len),
-                  status_text(st));
+        conn_log(c, LOG_LVL_WARN, "bad protocol header \"%s\" (%s); "
+                 "answering with 0-9-1's and closing",
+                 log_escape(esc, sizeof(esc), p, len), status_text(st));
         /* 0-9-1 §4.2.2: answer with the header we accept, then close. */
         evbuffer_add(conn_output(c), amqp_protocol_header,
                      AMQP_PROTOCOL_HEADER_LEN);
@@ -996,8 +996,7 @@ read_ready(void *arg)
     }
     space = inbuf_space(in, want, hint);
     if (space == NULL) {
-        log_warnx("conn=%016" PRIx64 " %s: no memory for input; dropping",
-                  c->id, c->peer);
+        conn_log(c, LOG_LVL_WARN, "no memory for input; dropping");
         conn_release(c);
         return;
     }
@@ -1099,16 +1098,15 @@ socket_gone(struct conn *c, bool eof)
         eof = true;
     if (eof) {
         if (c->state == CONN_OPEN)
-            log_warnx("conn=%016" PRIx64 " %s: client closed the socket "
-                      "without connection.close", c->id, c->peer);
+            conn_log(c, LOG_LVL_WARN, "client closed the socket without "
+                     "connection.close");
         else
-            log_debug("conn=%016" PRIx64 " %s: socket closed in %s", c->id,
-                      c->peer, conn_state_name(c->state));
+            conn_log(c, LOG_LVL_DEBUG, "socket closed in %s",
+                     conn_state_name(c->state));
     } else if (transport_error(c->tp) != NULL) {
-        log_warnx("conn=%016" PRIx64 " %s: %s", c->id, c->peer,
-                  transport_error(c->tp));
+        conn_log(c, LOG_LVL_WARN, "%s", transport_error(c->tp));
     } else {
-        log_warn("conn=%016" PRIx64 " %s: socket error", c->id, c->peer);
+        conn_log(c, LOG_LVL_WARN, "socket error: %s", strerror(errno));
     }
     conn_release(c);
 }
@@ -1123,13 +1121,12 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 
     if (c->deadline_ms && now >= c->deadline_ms) {
         if (c->state < CONN_OPEN)
-            log_warnx("conn=%016" PRIx64 " %s: handshake not finished within "
-                      "%d ms (%s); dropping", c->id, c->peer,
-                      broker.cfg.handshake_timeout_ms,
-                      conn_state_name(c->state));
+            conn_log(c, LOG_LVL_WARN, "handshake not finished within %d ms "
+                     "(%s); dropping", broker.cfg.handshake_timeout_ms,
+                     conn_state_name(c->state));
         else
-            log_info("conn=%016" PRIx64 " %s: no close-ok within %d ms; "
-                     "dropping", c->id, c->peer, broker.cfg.close_timeout_ms);
+            conn_log(c, LOG_LVL_INFO, "no close-ok within %d ms; dropping",
+                     broker.cfg.close_timeout_ms);
         conn_release(c);
         return;
     }
@@ -1140,8 +1137,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
      * other is dropped after two intervals without a byte from it, about
      * when RabbitMQ's receiver gives up. */
     if (!c->blocked && !c->flow && now - c->last_recv_ms > 2 * hb) {
-        log_warnx("conn=%016" PRIx64 " %s: missed heartbeats from client, "
-                  "timeout: %us", c->id, c->peer, c->heartbeat);
+        conn_log(c, LOG_LVL_WARN, "missed heartbeats from client, timeout: "
+                 "%us", c->heartbeat);
         conn_release(c);
         return;
     }
@@ -1209,25 +1206,79 @@ is_loopback(const struct sockaddr *sa)
     return false;
 }
 
+/* "HOST:PORT" ("[HOST]:PORT" for IPv6). 'unmap': an IPv4 address mapped
+ * into IPv6 (a dual-stack listener's) as plain IPv4, as RabbitMQ's
+ * rabbit_misc:ntoab writes it. */
 static void
-format_peer(char *out, size_t outlen, const struct sockaddr *sa)
+format_peer(char *out, size_t outlen, const struct sockaddr *sa, bool unmap)
 {
     char host[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
         inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-        port = ntohs(in->sin_port);
-        snprintf(out, outlen, "%s:%u", host, port);
+        snprintf(out, outlen, "%s:%u", host, ntohs(in->sin_port));
     } else if (sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *in6 =
             (const struct sockaddr_in6 *)(const void *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-        port = ntohs(in6->sin6_port);
-        snprintf(out, outlen, "[%s]:%u", host, port);
+        bool v4 = unmap && IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr);
+        if (v4)
+            inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], host,
+                      sizeof(host));
+        else
+            inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        snprintf(out, outlen, v4 ? "%s:%u" : "[%s]:%u", host,
+                 ntohs(in6->sin6_port));
     } else {
         snprintf(out, outlen, "unknown");
     }
+}
+
+const char *
+conn_name(struct conn *c)
+{
+    struct sockaddr_storage peer, local;
+    socklen_t plen = sizeof(peer), llen = sizeof(local);
+    char from[80], to[80];
+
+    if (c->name != NULL)
+        return c->name;
+    /* Asked for by the firehose and JSON logs only: two system calls
+     * once, not one for every connection at accept. */
+    if (getpeername(c->tp->fd, (struct sockaddr *)&peer, &plen) != 0 ||
+        getsockname(c->tp->fd, (struct sockaddr *)&local, &llen) != 0)
+        return c->peer;
+    format_peer(from, sizeof(from), (struct sockaddr *)&peer, true);
+    format_peer(to, sizeof(to), (struct sockaddr *)&local, true);
+    c->name = xmalloc(strlen(from) + strlen(to) + 5);
+    sprintf(c->name, "%s -> %s", from, to);
+    return c->name;
+}
+
+void
+conn_log(struct conn *c, enum log_level level, const char *fmt, ...)
+{
+    struct log_ids ids;
+    va_list ap;
+
+    /* Nothing to do (no name to make) for a level that is off. */
+    if (!log_enabled(level))
+        return;
+    conn_log_ids(c, &ids);
+    va_start(ap, fmt);
+    log_eventv(level, &ids, fmt, ap);
+    va_end(ap);
+}
+
+void
+conn_log_ids(struct conn *c, struct log_ids *ids)
+{
+    memset(ids, 0, sizeof(*ids));
+    ids->conn = c->id;
+    ids->peer = c->peer;
+    if (log_is_json())
+        ids->connection = conn_name(c);
+    ids->user = c->user;
+    ids->vhost = c->vh ? c->vh->name : NULL;
 }
 
 void
@@ -1258,7 +1309,7 @@ conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
     c = xcalloc(1, sizeof(*c));
     c->id = next_id++;
     c->state = CONN_AWAIT_HEADER;
-    format_peer(c->peer, sizeof(c->peer), sa);
+    format_peer(c->peer, sizeof(c->peer), sa, false);
     c->peer_is_loopback = is_loopback(sa);
     c->frame_max = PRE_TUNE_FRAME_MAX;
     c->channel_max = (uint16_t)broker.cfg.channel_max;
@@ -1288,6 +1339,6 @@ conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
     timer_every(c, 250);
     TAILQ_INSERT_TAIL(&conns, c, link);
     nconns++;
-    log_debug("conn=%016" PRIx64 " accepted from %s", c->id, c->peer);
+    conn_log(c, LOG_LVL_DEBUG, "accepted from %s", c->peer);
 }
 

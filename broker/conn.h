@@ -16,6 +16,7 @@
 #include "amqp/method.h"
 #include "broker/hmap.h"
 #include "broker/inbuf.h"
+#include "broker/log.h"
 #include "broker/store/store.h"
 
 struct channel;
@@ -50,6 +51,7 @@ struct conn {
     size_t read_size;           /* bytes to ask for in the next read */
     size_t input_max;           /* input held before reading pauses */
     char peer[64];              /* "127.0.0.1:53422" */
+    char *name;                 /* conn_name()'s, once asked for */
     bool peer_is_loopback;
     /* negotiated */
     uint16_t channel_max;
@@ -267,6 +269,23 @@ void conn_flow(struct conn *c);
 
 /* After connection.open: stop the handshake timer, start heartbeats. */
 void conn_opened(struct conn *c);
+
+/*
+ * RabbitMQ's name of the connection, "127.0.0.1:53422 -> 127.0.0.1:5672":
+ * the client's address, then the one it connected to (an IPv4 address
+ * on a dual-stack listener as IPv4). Made on first use; valid while the
+ * connection lives.
+ */
+const char *conn_name(struct conn *c);
+
+/* The ids of a log line about 'c' (log.h's log_event), borrowed from
+ * it: its RabbitMQ name only in a JSON log, where it is a key. */
+void conn_log_ids(struct conn *c, struct log_ids *ids);
+
+/* A log line about 'c': "conn=ID PEER: ..." in plain text, with its
+ * connection, vhost and user in JSON. */
+void conn_log(struct conn *c, enum log_level level, const char *fmt, ...)
+    LOG_PRINTF(3, 4);
 
 /* The connection's state name for logs. */
 const char *conn_state_name(enum conn_state s);

@@ -219,6 +219,10 @@ void msg_body_copy_from(struct msg *m, const struct msg *from);
 /* Give every message whose body lies in 'b' its own copy (inbuf_compact). */
 void msg_unborrow_all(struct inblock *b);
 
+/* Its message-id property escaped for a log line (log_escape) into
+ * 'out' of 'cap' bytes, or NULL if it has none. */
+const char *msg_log_id(const struct msg *m, char *out, size_t cap);
+
 static inline struct msg *
 msg_ref(struct msg *m)
 {

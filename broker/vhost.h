@@ -26,10 +26,12 @@ struct vhost {
     struct exchange *default_x;
     uint64_t route_epoch;
     struct policy_table *policies;  /* policy.c's; NULL: none yet */
+    bool tracing;               /* the firehose is on (trace.h) */
 };
 
 /* A vhost with the default exchange and amq.direct, amq.fanout,
- * amq.topic, amq.headers, amq.match predeclared. */
+ * amq.topic, amq.headers, amq.match and amq.rabbitmq.trace predeclared,
+ * tracing off. */
 struct vhost *vhost_new(const char *name);
 void vhost_free(struct vhost *vh);
 

@@ -142,6 +142,8 @@ int cmd_list_policies(struct ctl *c);
 int cmd_set_operator_policy(struct ctl *c);
 int cmd_clear_operator_policy(struct ctl *c);
 int cmd_list_operator_policies(struct ctl *c);
+int cmd_trace_on(struct ctl *c);
+int cmd_trace_off(struct ctl *c);
 
 /* The columns list_vhosts accepts, NULL-terminated (roostctl.c checks
  * them before anything is sent). */
