@@ -5,6 +5,7 @@ management API."""
 import base64
 import json
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -23,6 +24,16 @@ def check(name, cond, why=""):
 
 def done():
     sys.exit(1 if fails else 0)
+
+
+def until(cond, timeout=5.0):
+    """Poll cond() until it holds or 'timeout' seconds pass."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
 
 
 class Api:

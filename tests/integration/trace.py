@@ -22,7 +22,7 @@ import time
 
 import pika
 
-from checks import Api, check, done, q
+from checks import Api, check, done, q, until
 
 VH = "rt-trace"
 REFERENCE = False
@@ -40,15 +40,6 @@ def connect(port, vhost=VH):
     return pika.BlockingConnection(pika.ConnectionParameters(
         "127.0.0.1", port, virtual_host=vhost, connection_attempts=1,
         blocked_connection_timeout=10))
-
-
-def until(cond, timeout=5.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 def drain(ch, queue, want, timeout=5.0):

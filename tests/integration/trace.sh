@@ -15,13 +15,7 @@ if ! $py -c 'import pika' 2>/dev/null; then
         "(apt-get install python3-pika); skipped"
     exit 77
 fi
-if [ -n "${ROOSTCTL_BIN:-}" ]; then
-    roostctl=$ROOSTCTL_BIN
-elif [ -n "${ROOSTD:-}" ]; then
-    roostctl=$(dirname "$ROOSTD")/../tools/roostctl/roostctl
-else
-    roostctl=$here/../../tools/roostctl/roostctl
-fi
+roostctl=${ROOSTCTL_BIN:-$(dirname "$roostd")/../tools/roostctl/roostctl}
 ref_amqp=${REF_AMQP_PORT:-5699}
 ref_http=${REF_HTTP_PORT:-15699}
 
