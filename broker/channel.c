@@ -651,7 +651,7 @@ channel_send_entry(struct channel *ch, const struct amqp_method *m,
             send_content(ch, m, e->m, hdr, len);
             /* The firehose sees the count, as RabbitMQ's sees the
              * header its quorum queue added. */
-            if (trace_is_on(ch->conn->vh))
+            if (trace_is_on(q->vh))
                 trace_deliver(ch, q, e, hdr, len);
             free(hdr);
             return;
@@ -659,11 +659,16 @@ channel_send_entry(struct channel *ch, const struct amqp_method *m,
         /* A table at the codec's bound has no room for one more entry:
          * it goes as it came. */
     }
-    channel_send_content(ch, m, e->m);
-    /* After the delivery, as RabbitMQ's record_sent: a copy consumed on
-     * the same connection comes after it. */
-    if (trace_is_on(ch->conn->vh))
+    /* The test comes first, so that the common case stays a tail call:
+     * the firehose's copy follows the delivery, as RabbitMQ's
+     * record_sent does, so a copy consumed on the same connection comes
+     * after it. */
+    if (trace_is_on(q->vh)) {
+        channel_send_content(ch, m, e->m);
         trace_deliver(ch, q, e, msg_hdr(e->m), msg_hdr_len(e->m));
+        return;
+    }
+    channel_send_content(ch, m, e->m);
 }
 
 void
