@@ -133,11 +133,7 @@ END_TEST
 
 START_TEST(below_level)
 {
-    strcpy(path, "/tmp/roost-log-XXXXXX");
-    int fd = mkstemp(path);
-    close(fd);
-    ck_assert_int_eq(log_open(path, LOG_LVL_INFO), 0);
-    log_set_json(true);
+    log_to_temp(true);
     log_event(LOG_LVL_DEBUG, &ids, "not shown");
     log_close();
     FILE *fp = fopen(path, "r");
