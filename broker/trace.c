@@ -280,11 +280,12 @@ emit(const struct trace_copy *t, const uint8_t *hdr, size_t hdr_len,
 {
     struct vhost *vh = t->ch->conn->vh;
     struct exchange *x = vhost_exchange(vh, amqp_cstr(TRACE_EXCHANGE));
-    struct content_header h;
     char rkey[256];
-    size_t len;
 
-    if (x == NULL)
+    /* Nothing bound and no alternate: the copy would go nowhere, so it
+     * is not made (tracing on with no one listening costs little). */
+    if (x == NULL || (x->nbindings == 0 && x->alternate == NULL &&
+                      x->policy_alternate == NULL))
         return;
     /* A routing key is a shortstr: "deliver." and a queue name of 255
      * bytes is cut to 255. */
@@ -295,19 +296,15 @@ emit(const struct trace_copy *t, const uint8_t *hdr, size_t hdr_len,
         name_len = sizeof(rkey) - 1 - k;
     memcpy(rkey + k, name, name_len);
     k += name_len;
-    uint8_t *out = reheader_bytes(hdr, hdr_len, copy_headers, (void *)t,
-                                  &len);
-    if (out == NULL) {
+    struct amqp_bytes xname = amqp_cstr(TRACE_EXCHANGE);
+    struct amqp_bytes key = { (const uint8_t *)rkey, k };
+    struct msg *copy = reheader_copy_header(t->m, hdr, hdr_len, copy_headers,
+                                            (void *)t, &xname, &key);
+    if (copy == NULL) {
         /* Its headers and ours over what a table may hold (16 MiB). */
         log_debug("trace: a message too large to trace was left out");
         return;
     }
-    (void)content_header_decode(out, len, &h);
-    struct msg *copy = msg_new(amqp_cstr(TRACE_EXCHANGE),
-                               (struct amqp_bytes){ (const uint8_t *)rkey, k },
-                               out, len, &h, false, NULL);
-    free(out);
-    msg_body_copy_from(copy, t->m);
     /* Its own route result: a copy pushed may start a delivery, which is
      * traced in turn. */
     struct route_result rr;
