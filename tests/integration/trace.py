@@ -460,7 +460,7 @@ def jsonlog(api, amqp, log):
             ("timed out waiting for delivery acknowledgement",
              "consumer timeout", {"channel": numbers[0], "queue": "j-slow",
                                   "message_id": "slow-1"}),
-            ("after 1 deliveries", "delivery limit",
+            ("(delivery_limit, after 1 deliveries)", "delivery limit",
              {"queue": "j-limit", "vhost": VH, "message_id": "poison-1"})]:
         got = find(text)
         x = got[0] if got else {}
