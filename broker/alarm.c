@@ -131,18 +131,35 @@ alarm_check_memory(void)
         set_alarms(over, disk_alarm);
 }
 
+static uint64_t disk_free;
+
 static bool
 disk_low(void)
 {
     struct statvfs sv;
+    if (statvfs(broker.cfg.data_dir, &sv) == 0)
+        disk_free = (uint64_t)sv.f_bavail * sv.f_frsize;
     /* The store failing to write is a disk that takes nothing. */
     if (store_is_failed())
         return true;
-    if (broker.cfg.disk_free_limit == 0 ||
-        statvfs(broker.cfg.data_dir, &sv) != 0)
+    if (broker.cfg.disk_free_limit == 0)
         return false;
-    return (uint64_t)sv.f_bavail * sv.f_frsize <
-           (uint64_t)broker.cfg.disk_free_limit;
+    return disk_free < (uint64_t)broker.cfg.disk_free_limit;
+}
+
+uint64_t
+alarm_disk_free(void)
+{
+    return disk_free;
+}
+
+void
+alarm_memory_kinds(struct mem_kinds *out)
+{
+    out->messages = msg_bytes_in_use();
+    out->input_blocks = inbuf_bytes_in_use();
+    out->queue_entries = queue_ring_bytes();
+    out->output_buffers = buffers;
 }
 
 static void

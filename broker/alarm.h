@@ -39,4 +39,17 @@ bool alarm_paging(void);
 uint64_t alarm_memory_limit(void);
 uint64_t alarm_memory_used(void);
 
+/* What the memory alarm counts, by kind (RabbitMQ's memory breakdown,
+ * in Roost's terms); their sum is alarm_memory_used(). */
+struct mem_kinds {
+    uint64_t messages;          /* messages and their bodies */
+    uint64_t input_blocks;      /* connections' input, lent bodies */
+    uint64_t queue_entries;     /* the queues' rings */
+    uint64_t output_buffers;    /* output not yet written (each tick) */
+};
+void alarm_memory_kinds(struct mem_kinds *out);
+
+/* Free bytes on the data directory's filesystem (every second). */
+uint64_t alarm_disk_free(void);
+
 #endif

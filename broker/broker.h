@@ -22,6 +22,7 @@ struct broker {
     struct hmap users;          /* name -> struct user */
     int port;                   /* the port actually bound */
     bool shutting_down;
+    uint64_t started_ms;        /* now_ms() at start, for uptime */
 };
 
 extern struct broker broker;

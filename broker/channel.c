@@ -106,8 +106,14 @@ channel_free(struct channel *ch)
         return;
     channel_release(ch);
     store_unwait(&ch->store_w);
-    for (size_t i = 0; i < ch->pend_len; i++)
+    for (size_t i = 0; i < ch->pend_len; i++) {
         msg_unref(pend_at(ch, i)->m);
+        if (pend_at(ch, i)->q)
+            queue_unref(pend_at(ch, i)->q);
+    }
+    if (ch->conn->vh)
+        vhost_channel_gone(ch->conn->vh, &ch->ms);
+    stats_series_free(&ch->series);
     free(ch->pend);
     free(ch->unacked);
     if (ch->cto_timer != NULL)
@@ -157,9 +163,10 @@ channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
 }
 
 void
-channel_log_ids(struct channel *ch, struct log_ids *ids)
+channel_log_ids(struct channel *ch, struct log_ids *ids, char *name,
+                size_t len)
 {
-    conn_log_ids(ch->conn, ids);
+    conn_log_ids(ch->conn, ids, name, len);
     ids->channel = ch->number;
 }
 
@@ -170,9 +177,10 @@ channel_log(struct channel *ch, enum log_level level,
     struct log_ids ids;
     va_list ap;
 
+    char name[160];
     if (!log_enabled(level))
         return;
-    channel_log_ids(ch, &ids);
+    channel_log_ids(ch, &ids, name, sizeof(name));
     if (about != NULL) {
         ids.queue = about->queue;
         ids.message_id = about->message_id;
@@ -369,7 +377,7 @@ cto_fire(evutil_socket_t fd, short what, void *arg)
 
 uint64_t
 channel_track(struct channel *ch, struct queue *q, struct consumer *c,
-              struct qentry e)
+              struct qentry e, uint64_t now)
 {
     uint64_t tag = ch->next_tag++;
 
@@ -382,7 +390,7 @@ channel_track(struct channel *ch, struct queue *q, struct consumer *c,
     u->e = e;
     u->q = queue_ref(q);
     u->c = c;
-    u->at = now_ms();
+    u->at = now;
     if (c) {
         c->refs++;
         c->unacked++;
@@ -426,6 +434,17 @@ ua_find(const struct channel *ch, uint64_t tag)
     return ch->ua_len;
 }
 
+/* An ack of 'u', by the client: its processing time runs from its
+ * delivery to the read that brought the ack. */
+static void
+count_ack(struct channel *ch, const struct unacked *u)
+{
+    ch->ms.n[MS_ACK]++;
+    u->q->ms.n[MS_ACK]++;
+    hist_observe(queue_hist(u->q, HIST_PROCESSING),
+                 ch->conn->last_recv_ms - u->at);
+}
+
 /* Settle one delivery: requeue it, dead-letter it (rejected), or drop
  * it (acked). */
 static void
@@ -440,8 +459,10 @@ settle_one(struct channel *ch, struct unacked *u, bool requeue, bool rejected)
         queue_retry(u->q, e);
     else if (requeue)
         queue_requeue(u->q, e);
-    else
+    else {
+        count_ack(ch, u);
         queue_ack(u->q, e);
+    }
     if (u->c) {
         u->c->unacked--;
         consumer_unref(u->c);
@@ -671,6 +692,22 @@ channel_send_entry(struct channel *ch, const struct amqp_method *m,
     channel_send_content(ch, m, e->m);
 }
 
+static inline void
+count_delivery(struct channel *ch, struct queue *q, const struct qentry *e,
+               int kind, uint64_t now)
+{
+    ch->ms.n[kind]++;
+    ch->ms.n[MS_REDELIVER] += e->redelivered;
+    queue_count_delivery(q, e->redelivered, e->m->born, kind, now);
+}
+
+void
+channel_count_delivery(struct channel *ch, struct queue *q,
+                       const struct qentry *e, int kind, uint64_t now)
+{
+    count_delivery(ch, q, e, kind, now);
+}
+
 void
 channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
                 struct qentry e)
@@ -685,14 +722,43 @@ channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
     d->exchange.len = msg_exchange_len(e.m);
     d->routing_key.ptr = (const uint8_t *)msg_rkey(e.m);
     d->routing_key.len = msg_rkey_len(e.m);
+    /* A no-ack delivery needs the clock only for time in queue: the
+     * loop's will do (an acked one reads it for the consumer timeout). */
+    uint64_t now = c->no_ack ? loop_ms : now_ms();
+    count_delivery(ch, q, &e, c->no_ack ? MS_DELIVER_NO_ACK : MS_DELIVER,
+                   now);
     if (c->no_ack) {
         d->delivery_tag = ch->next_tag++;
         channel_send_entry(ch, &m, q, &e);
         queue_ack(q, e);
     } else {
-        d->delivery_tag = channel_track(ch, q, c, e);
+        d->delivery_tag = channel_track(ch, q, c, e, now);
         channel_send_entry(ch, &m, q, &e);
     }
+}
+
+void
+channel_foreach_consumer(struct channel *ch,
+                         void (*fn)(struct consumer *c, void *arg), void *arg)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    while ((s = hmap_next(&ch->consumers, &pos)) != NULL) {
+        struct consumer *c = s->val;
+        if (!c->cancelled)
+            fn(c, arg);
+    }
+}
+
+void
+channel_info(const struct channel *ch, struct channel_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->consumers = (uint32_t)ch->consumers.count;
+    out->unacked = ch->ua_live;
+    out->unconfirmed = ch->confirm ? ch->pub_seq - ch->acked : 0;
+    out->uncommitted = ch->tx_npubs;
+    out->series = ch->series;
 }
 
 void
@@ -769,6 +835,7 @@ confirm_one(struct channel *ch, uint32_t id, uint64_t seq)
 {
     struct amqp_method m = { .id = id };
     if (id == AMQP_BASIC_ACK) {
+        ch->ms.n[MS_CONFIRM]++;
         m.a.basic_ack.delivery_tag = seq;
     } else {
         m.a.basic_nack.delivery_tag = seq;
@@ -799,6 +866,7 @@ ack_run(struct channel *ch, uint64_t end)
 {
     if (end <= ch->acked)
         return;
+    ch->ms.n[MS_CONFIRM] += end - ch->acked;
     if (ch->state == CH_OPEN) {
         struct amqp_method m = { .id = AMQP_BASIC_ACK };
         m.a.basic_ack.delivery_tag = end;
@@ -812,7 +880,7 @@ ack_run(struct channel *ch, uint64_t end)
 static void
 release_confirms(struct channel *ch, uint64_t durable)
 {
-    uint64_t run = 0;
+    uint64_t run = 0, now = 0;
 
     /* Publishes before the ring were routed and need no disk. */
     if (ch->pend_len > 0 && pend_at(ch, 0)->seq - 1 > ch->acked)
@@ -822,6 +890,15 @@ release_confirms(struct channel *ch, uint64_t durable)
         struct pend_confirm e = *pend_at(ch, 0);
         ch->pend_head = (ch->pend_head + 1) & (ch->pend_cap - 1);
         ch->pend_len--;
+        if (e.q) {
+            if (!e.told && e.m->born) {
+                if (now == 0)
+                    now = now_ms();
+                hist_observe(queue_hist(e.q, HIST_CONFIRM),
+                             (uint32_t)((uint32_t)now - e.m->born));
+            }
+            queue_unref(e.q);
+        }
         msg_unref(e.m);
         if (e.told) {
             ack_run(ch, run);
@@ -886,18 +963,19 @@ confirms_recheck(struct store_waiter *w)
 
 static void
 pend_push(struct channel *ch, uint64_t seq, uint64_t batch, bool told,
-          struct msg *m)
+          struct msg *m, struct queue *q)
 {
     if (ch->pend_len == ch->pend_cap)
         ring_grow(&ch->pend, sizeof(*ch->pend), &ch->pend_cap,
                   &ch->pend_head, ch->pend_len);
     *pend_at(ch, ch->pend_len++) =
-        (struct pend_confirm){ seq, batch, told, m ? msg_ref(m) : NULL };
+        (struct pend_confirm){ seq, batch, told, m ? msg_ref(m) : NULL,
+                               q ? queue_ref(q) : NULL };
 }
 
 void
 channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch,
-                struct msg *m)
+                struct msg *m, struct queue *q)
 {
     /* Publishes are routed in order: the highest routed only grows. */
     if (seq > ch->confirmed)
@@ -911,11 +989,11 @@ channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch,
     }
     if (batch == 0) {
         /* Needs no disk, behind one that does: tell it alone, now. */
-        pend_push(ch, seq, 0, true, NULL);
+        pend_push(ch, seq, 0, true, NULL, NULL);
         confirm_one(ch, AMQP_BASIC_ACK, seq);
         return;
     }
-    pend_push(ch, seq, batch, false, m);
+    pend_push(ch, seq, batch, false, m, q);
     if (ch->pend_len == 1 || !ch->store_w.waiting) {
         ch->store_w.durable = confirms_durable;
         ch->store_w.recheck = confirms_recheck;
@@ -929,7 +1007,7 @@ channel_confirm_nack(struct channel *ch, uint64_t seq)
     if (seq > ch->confirmed)
         ch->confirmed = seq;
     if (ch->pend_len > 0) {
-        pend_push(ch, seq, 0, true, NULL);
+        pend_push(ch, seq, 0, true, NULL, NULL);
         confirm_one(ch, AMQP_BASIC_NACK, seq);
         return;
     }
@@ -1192,6 +1270,8 @@ header_frame(struct channel *ch, const struct frame *f)
         ch->pub_msg = msg_new(ch->pub.exchange, ch->pub.routing_key,
                               f->payload, f->size, &h, lendable, &ch->envs);
     }
+    /* Born when its header was read: the read's clock, no clock read. */
+    ch->pub_msg->born = (uint32_t)ch->conn->last_recv_ms;
     ch->pub_filled = 0;
     ch->content = CA_AWAIT_BODY;
     if (h.body_size == 0) {

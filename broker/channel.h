@@ -57,6 +57,8 @@ struct pend_confirm {
     uint64_t seq, batch;
     bool told;
     struct msg *m;              /* waiting for the store: its message */
+    struct queue *q;            /* and the first queue that stored it (a
+                                 * reference): its confirm latency */
 };
 
 /* A publish held by an open transaction. */
@@ -109,6 +111,10 @@ struct channel {
     struct tx_pub *tx_pubs;
     size_t tx_npubs, tx_cap;
     uint64_t tx_bytes;
+    /* counters (stats.h), read through channel_info; folded into its
+     * vhost's when it closes */
+    struct msg_stats ms;
+    struct stats_series *series;
     /* a basic.get waiting for its queue's head to be read back */
     struct get_wait get_w;
     bool get_no_ack;
@@ -156,6 +162,22 @@ bool channel_can_deliver(const struct channel *ch, const struct consumer *c);
  * open, not stopped by channel.flow, under its prefetch limits. */
 bool channel_has_credit(const struct channel *ch, const struct consumer *c);
 
+/* ---- read functions (the management API's) ---- */
+
+/* Each consumer of 'ch' that is not cancelled. */
+void channel_foreach_consumer(struct channel *ch,
+                              void (*fn)(struct consumer *c, void *arg),
+                              void *arg);
+
+struct channel_info {
+    uint32_t consumers;
+    uint32_t unacked;           /* deliveries not yet settled */
+    uint64_t unconfirmed;       /* publishes not yet confirmed */
+    uint64_t uncommitted;       /* publishes a transaction holds */
+    const struct stats_series *series;  /* MS_* rates */
+};
+void channel_info(const struct channel *ch, struct channel_info *out);
+
 /* Deliver 'e' from 'q' to consumer 'c' (basic.deliver). Takes over the
  * entry's message reference. */
 void channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
@@ -173,9 +195,10 @@ void channel_foreach_unacked(struct channel *ch,
                              void (*fn)(struct queue *q, struct qentry *e,
                                         void *arg), void *arg);
 
-/* The ids of a log line about 'ch' (log.h): its connection's and its
- * number. */
-void channel_log_ids(struct channel *ch, struct log_ids *ids);
+/* The ids of a log line about 'ch' (log.h): its connection's (its name
+ * in 'name', as conn_log_ids) and its number. */
+void channel_log_ids(struct channel *ch, struct log_ids *ids, char *name,
+                     size_t len);
 
 /* A log line about 'ch' ("conn=ID PEER channel N: ..."), and in JSON
  * also about the queue and message of 'about' (NULL: none). */

@@ -242,6 +242,15 @@ const struct opt_def config_opts[] = {
         false, mgmt_idle_timeout_ms,
         "milliseconds a management API connection may be idle, or take "
         "to send its request, before it is closed"),
+    OPT("collect_statistics_interval", OPT_INT, "5000", 100, 3600000,
+        false, collect_statistics_interval,
+        "milliseconds between the samples that message rates are made "
+        "of (RabbitMQ's key): a rate is that of the last interval"),
+    OPT("management.rates_mode", OPT_STRING, "basic", 0, 0, false,
+        rates_mode,
+        "basic or detailed: message rates of the last interval in the "
+        "management API (detailed is basic: no per-pair samples); none: "
+        "counts only, no rates"),
 };
 const size_t config_nopts = NELEMS(config_opts);
 
@@ -606,6 +615,13 @@ config_validate(const struct config *c, char *err, size_t errlen)
                      "or json", i == 0 ? "console" : "file", formatters[i]);
             return -1;
         }
+    if (strcmp(c->rates_mode, "basic") != 0 &&
+        strcmp(c->rates_mode, "detailed") != 0 &&
+        strcmp(c->rates_mode, "none") != 0) {
+        snprintf(err, errlen, "management.rates_mode: '%s' is not basic, "
+                 "detailed or none", c->rates_mode);
+        return -1;
+    }
     size_t pos = 0;
     char mech[64];
     while (config_list_next(c->auth_mechanisms, &pos, mech, sizeof(mech)))

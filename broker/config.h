@@ -96,6 +96,9 @@ struct config {
     char *mgmt_ssl_password;
     int64_t mgmt_max_body_size;
     int mgmt_idle_timeout_ms;
+    /* statistics (stats.c) */
+    int collect_statistics_interval;
+    char *rates_mode;
 };
 
 /*

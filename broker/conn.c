@@ -150,7 +150,7 @@ conn_totals(const char *user, struct conn_totals *t)
 
     memset(t, 0, sizeof(*t));
     TAILQ_FOREACH(c, &conns, link) {
-        if (c->state != CONN_OPEN ||
+        if (c->state != CONN_OPEN || c->direct ||
             (user != NULL && (c->user == NULL || strcmp(c->user, user) != 0)))
             continue;
         t->connections++;
@@ -160,6 +160,102 @@ conn_totals(const char *user, struct conn_totals *t)
             t->channels++;
             t->consumers += ch->consumers.count;
         }
+    }
+}
+
+void
+conn_foreach(void (*fn)(struct conn *c, void *arg), void *arg)
+{
+    struct conn *c;
+    TAILQ_FOREACH(c, &conns, link)
+        if (c->state != CONN_AWAIT_HEADER && !c->direct)
+            fn(c, arg);
+}
+
+void
+conn_foreach_channel(struct conn *c, void (*fn)(struct channel *ch, void *arg),
+                     void *arg)
+{
+    size_t pos = 0;
+    struct channel *ch;
+    while ((ch = chan_next(c, &pos)) != NULL)
+        fn(ch, arg);
+}
+
+void
+conn_name(const struct conn *c, char *out, size_t len)
+{
+    snprintf(out, len, "%s -> %s", c->peer, c->local);
+}
+
+struct conn *
+conn_by_name(const char *name)
+{
+    struct conn *c;
+    char n[160];
+    TAILQ_FOREACH(c, &conns, link) {
+        conn_name(c, n, sizeof(n));
+        if (strcmp(n, name) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+void
+conn_close_forced(struct conn *c, const char *reason)
+{
+    log_info("conn=%016" PRIx64 " %s: closed by the management API: %s",
+             c->id, c->peer, reason);
+    if (c->state == CONN_OPEN)
+        conn_fail(c, AMQP_CONNECTION_FORCED, 0, "%s", reason);
+    else if (c->state != CONN_CLOSING)
+        conn_close_now(c, false);
+}
+
+void
+conn_info(const struct conn *c, struct conn_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    switch (c->state) {
+    case CONN_AWAIT_HEADER:
+    case CONN_START_SENT:
+        out->state = "starting";
+        break;
+    case CONN_TUNE_SENT:
+        out->state = "tuning";
+        break;
+    case CONN_AWAIT_OPEN:
+        out->state = "opening";
+        break;
+    case CONN_OPEN:
+        out->state = c->blocked ? (c->blocked_sent ? "blocked" : "blocking")
+                    : c->flow ? "flow" : "running";
+        break;
+    default:
+        out->state = "closing";
+        break;
+    }
+    out->channels = c->nchannels;
+    out->tls = strcmp(c->tp->ops->name, "tls") == 0;
+    out->send_pend = evbuffer_get_length(c->out);
+    out->series = c->series;
+}
+
+static void
+sample_channel(struct channel *ch, void *arg)
+{
+    (void)arg;
+    stats_sample(&ch->series, ch->ms.n, MS_COUNT);
+}
+
+void
+conn_sample_all(void)
+{
+    struct conn *c;
+    TAILQ_FOREACH(c, &conns, link) {
+        uint64_t v[CS_COUNT] = { c->recv_oct, c->send_oct };
+        stats_sample(&c->series, v, CS_COUNT);
+        conn_foreach_channel(c, sample_channel, NULL);
     }
 }
 
@@ -401,7 +497,8 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
         free(c->excl);
         free(c->confirm_dirty);
         free(c->user);
-        free(c->name);
+        free(c->client_props);
+        stats_series_free(&c->series);
         free(c);
     }
 }
@@ -860,7 +957,7 @@ process_input(struct conn *c)
     struct inbuf *in = &c->in;
     struct frame f;
 
-    c->last_recv_ms = now_ms();
+    c->last_recv_ms = loop_ms = now_ms();
     if (c->state == CONN_AWAIT_HEADER && !read_protocol_header(c, in))
         return;
     while (c->state != CONN_CLOSED && !c->blocked && !c->held &&
@@ -1008,6 +1105,8 @@ read_ready(void *arg)
         return;
     }
     inbuf_commit(in, (size_t)n);
+    c->recv_oct += (uint64_t)n;
+    c->recv_cnt++;
     /* Adapt only when the read asked for read_size: a read cut short by
      * input_max says nothing about the peer. */
     if (want == c->read_size) {
@@ -1046,8 +1145,11 @@ write_now(struct conn *c)
         socket_gone(c, false);
         return;
     }
-    if (n > 0)
+    if (n > 0) {
         c->wrote_ms = now_ms();
+        c->send_oct += (uint64_t)n;
+        c->send_cnt++;
+    }
     len = evbuffer_get_length(c->out);
     transport_want_write(c->tp, len > 0);
     if (c->state == CONN_CLOSED) {
@@ -1206,52 +1308,32 @@ is_loopback(const struct sockaddr *sa)
     return false;
 }
 
-/* "HOST:PORT" ("[HOST]:PORT" for IPv6). 'unmap': an IPv4 address mapped
- * into IPv6 (a dual-stack listener's) as plain IPv4, as RabbitMQ's
- * rabbit_misc:ntoab writes it. */
 static void
-format_peer(char *out, size_t outlen, const struct sockaddr *sa, bool unmap)
+format_peer(char *out, size_t outlen, const struct sockaddr *sa)
 {
     char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
         inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-        snprintf(out, outlen, "%s:%u", host, ntohs(in->sin_port));
+        port = ntohs(in->sin_port);
+        snprintf(out, outlen, "%s:%u", host, port);
     } else if (sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *in6 =
             (const struct sockaddr_in6 *)(const void *)sa;
-        bool v4 = unmap && IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr);
-        if (v4)
+        port = ntohs(in6->sin6_port);
+        /* A dual-stack listener's IPv4 peer, as RabbitMQ names it. */
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
             inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], host,
                       sizeof(host));
-        else
-            inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-        snprintf(out, outlen, v4 ? "%s:%u" : "[%s]:%u", host,
-                 ntohs(in6->sin6_port));
+            snprintf(out, outlen, "%s:%u", host, port);
+            return;
+        }
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        snprintf(out, outlen, "[%s]:%u", host, port);
     } else {
         snprintf(out, outlen, "unknown");
     }
-}
-
-const char *
-conn_name(struct conn *c)
-{
-    struct sockaddr_storage peer, local;
-    socklen_t plen = sizeof(peer), llen = sizeof(local);
-    char from[80], to[80];
-
-    if (c->name != NULL)
-        return c->name;
-    /* Asked for by the firehose and JSON logs only: two system calls
-     * once, not one for every connection at accept. */
-    if (getpeername(c->tp->fd, (struct sockaddr *)&peer, &plen) != 0 ||
-        getsockname(c->tp->fd, (struct sockaddr *)&local, &llen) != 0)
-        return c->peer;
-    format_peer(from, sizeof(from), (struct sockaddr *)&peer, true);
-    format_peer(to, sizeof(to), (struct sockaddr *)&local, true);
-    c->name = xmalloc(strlen(from) + strlen(to) + 5);
-    sprintf(c->name, "%s -> %s", from, to);
-    return c->name;
 }
 
 void
@@ -1263,20 +1345,21 @@ conn_log(struct conn *c, enum log_level level, const char *fmt, ...)
     /* Nothing to do (no name to make) for a level that is off. */
     if (!log_enabled(level))
         return;
-    conn_log_ids(c, &ids);
+    char name[160];
+    conn_log_ids(c, &ids, name, sizeof(name));
     va_start(ap, fmt);
     log_eventv(level, &ids, fmt, ap);
     va_end(ap);
 }
 
 void
-conn_log_ids(struct conn *c, struct log_ids *ids)
+conn_log_ids(struct conn *c, struct log_ids *ids, char *name, size_t len)
 {
     memset(ids, 0, sizeof(*ids));
     ids->conn = c->id;
     ids->peer = c->peer;
-    if (log_is_json())
-        ids->connection = conn_name(c);
+    conn_name(c, name, len);
+    ids->connection = name;
     ids->user = c->user;
     ids->vhost = c->vh ? c->vh->name : NULL;
 }
@@ -1309,8 +1392,13 @@ conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
     c = xcalloc(1, sizeof(*c));
     c->id = next_id++;
     c->state = CONN_AWAIT_HEADER;
-    format_peer(c->peer, sizeof(c->peer), sa, false);
+    format_peer(c->peer, sizeof(c->peer), sa);
     c->peer_is_loopback = is_loopback(sa);
+    struct sockaddr_storage here;
+    socklen_t herelen = sizeof(here);
+    if (getsockname(fd, (struct sockaddr *)&here, &herelen) == 0)
+        format_peer(c->local, sizeof(c->local), (struct sockaddr *)&here);
+    c->connected_at = wall_ms();
     c->frame_max = PRE_TUNE_FRAME_MAX;
     c->channel_max = (uint16_t)broker.cfg.channel_max;
     /* non-blocking: evconnlistener made it so */
@@ -1340,5 +1428,48 @@ conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
     TAILQ_INSERT_TAIL(&conns, c, link);
     nconns++;
     conn_log(c, LOG_LVL_DEBUG, "accepted from %s", c->peer);
+}
+
+struct conn *
+conn_direct_new(struct transport *tp, const char *user, struct vhost *vh)
+{
+    struct conn *c = xcalloc(1, sizeof(*c));
+
+    if (reaper == NULL) {
+        reaper = event_new(broker.base, -1, 0, reap_cb, NULL);
+        flusher = event_new(broker.base, -1, 0, flush_cb, NULL);
+        flow_timer = evtimer_new(broker.base, flow_timer_cb, NULL);
+    }
+    c->id = next_id++;
+    c->direct = true;
+    c->state = CONN_AWAIT_OPEN;
+    snprintf(c->peer, sizeof(c->peer), "management API");
+    snprintf(c->local, sizeof(c->local), "direct");
+    c->peer_is_loopback = true;
+    c->connected_at = wall_ms();
+    c->frame_max = CONN_DIRECT_FRAME_MAX;
+    c->channel_max = 1;
+    c->tp = tp;
+    c->out = evbuffer_new();
+    c->user = xstrdup(user);
+    c->vh = vh;
+    c->read_size = READ_MIN;
+    conn_tuned(c);
+    c->last_recv_ms = c->last_send_ms = c->wrote_ms = now_ms();
+    c->timer = event_new(broker.base, -1, EV_PERSIST, timer_cb, c);
+    TAILQ_INSERT_TAIL(&conns, c, link);
+    nconns++;
+    conn_set_state(c, CONN_OPEN);
+    return c;
+}
+
+void
+conn_direct_input(struct conn *c, const void *data, size_t len)
+{
+    if (c->state == CONN_CLOSED || c->reap_scheduled)
+        return;
+    memcpy(inbuf_space(&c->in, len, len), data, len);
+    inbuf_commit(&c->in, len);
+    process_input(c);
 }
 

@@ -51,7 +51,7 @@ struct conn {
     size_t read_size;           /* bytes to ask for in the next read */
     size_t input_max;           /* input held before reading pauses */
     char peer[64];              /* "127.0.0.1:53422" */
-    char *name;                 /* conn_name()'s, once asked for */
+    char local[64];             /* the address it reached: "127.0.0.1:5672" */
     bool peer_is_loopback;
     /* negotiated */
     uint16_t channel_max;
@@ -76,6 +76,15 @@ struct conn {
     /* liveness */
     uint64_t last_recv_ms;
     uint64_t last_send_ms;
+    /* counters (stats.h), read through conn_info */
+    uint64_t recv_oct, send_oct, recv_cnt, send_cnt;
+    uint64_t connected_at;      /* wall clock ms */
+    struct stats_series *series;
+    /* start-ok's client_properties, for the management API (NULL: none,
+     * or over CLIENT_PROPS_MAX) */
+    uint8_t *client_props;
+    uint32_t client_props_len;
+    char auth_mechanism[64];
     struct event *timer;        /* handshake, heartbeat and close timeouts */
     unsigned tick_ms;           /* the timer's period */
     uint64_t deadline_ms;       /* handshake or close deadline; 0 = none */
@@ -104,6 +113,7 @@ struct conn {
      * further input is handled until it is answered */
     bool input_held;
     bool reap_scheduled;
+    bool direct;                /* inside the broker (conn_direct_new) */
     bool lingering;             /* close-ok sent: read and discard until EOF */
     /* channels with publisher confirms to send at the end of this read */
     uint16_t *confirm_dirty;
@@ -187,6 +197,55 @@ struct conn_totals {
     uint64_t connections, channels, consumers;
 };
 void conn_totals(const char *user, struct conn_totals *t);
+
+/*
+ * A connection inside the broker, as RabbitMQ's management plugin opens
+ * a "direct" one for what it does over AMQP (declare, delete, bind,
+ * publish, get): open on 'vh' as 'user' (already authenticated), with no
+ * socket. Its input is what conn_direct_input gives it; its output goes
+ * to 'tp' (the caller's transport, whose write takes it, and which the
+ * connection frees with it). Every method runs through the same code,
+ * permission checks and errors as one from a client. Not listed by
+ * conn_foreach. Drop it with conn_close_now.
+ */
+#define CONN_DIRECT_FRAME_MAX 131072
+struct conn *conn_direct_new(struct transport *tp, const char *user,
+                             struct vhost *vh);
+void conn_direct_input(struct conn *c, const void *data, size_t len);
+
+/* ---- read functions (the management API's and /metrics') ---- */
+
+/* Client properties kept for the API, at most this many bytes. */
+#define CLIENT_PROPS_MAX 4096
+
+/* Each connection past its protocol header, in the order they came. */
+void conn_foreach(void (*fn)(struct conn *c, void *arg), void *arg);
+/* Each open channel of 'c'. */
+void conn_foreach_channel(struct conn *c,
+                          void (*fn)(struct channel *ch, void *arg),
+                          void *arg);
+/* RabbitMQ's name of a connection: "127.0.0.1:53422 -> 127.0.0.1:5672". */
+void conn_name(const struct conn *c, char *out, size_t len);
+/* The connection of that name, or NULL. */
+struct conn *conn_by_name(const char *name);
+/* Close 'c' from the management API: 320 CONNECTION_FORCED with
+ * 'reason'. */
+void conn_close_forced(struct conn *c, const char *reason);
+
+/* What the API shows of a connection beyond its fields. */
+struct conn_info {
+    const char *state;          /* RabbitMQ's: starting, tuning, opening,
+                                 * running, blocking, blocked, closing */
+    uint32_t channels;
+    bool tls;
+    uint64_t send_pend;         /* output bytes not yet written */
+    const struct stats_series *series;  /* CS_* rates */
+};
+enum { CS_RECV_OCT, CS_SEND_OCT, CS_COUNT };
+void conn_info(const struct conn *c, struct conn_info *out);
+
+/* The stats tick (stats.c): every connection and channel. */
+void conn_sample_all(void);
 /* How many are open on 'vh' (walks them all: for connection.open). */
 size_t conn_open_in(const struct vhost *vh);
 
@@ -270,17 +329,11 @@ void conn_flow(struct conn *c);
 /* After connection.open: stop the handshake timer, start heartbeats. */
 void conn_opened(struct conn *c);
 
-/*
- * RabbitMQ's name of the connection, "127.0.0.1:53422 -> 127.0.0.1:5672":
- * the client's address, then the one it connected to (an IPv4 address
- * on a dual-stack listener as IPv4). Made on first use; valid while the
- * connection lives.
- */
-const char *conn_name(struct conn *c);
-
 /* The ids of a log line about 'c' (log.h's log_event), borrowed from
- * it: its RabbitMQ name only in a JSON log, where it is a key. */
-void conn_log_ids(struct conn *c, struct log_ids *ids);
+ * it, its name (conn_name) written to 'name' of 'len' bytes (160 hold
+ * any). */
+void conn_log_ids(struct conn *c, struct log_ids *ids, char *name,
+                  size_t len);
 
 /* A log line about 'c': "conn=ID PEER: ..." in plain text, with its
  * connection, vhost and user in JSON. */

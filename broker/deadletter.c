@@ -163,5 +163,6 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                       "x-death was dropped", queue);
         return NULL;
     }
+    dm->born = (uint32_t)now_ms();   /* its time in the DLQ starts now */
     return dm;
 }

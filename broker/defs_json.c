@@ -321,6 +321,12 @@ put_value(struct wire_wr *w, json_t *v, unsigned depth)
     return 0;
 }
 
+int
+defs_json_put_table(struct wire_wr *w, json_t *obj)
+{
+    return put_table(w, obj, 1);
+}
+
 /* "arguments" of an item as an encoded table in a new buffer ('*buf',
  * which 't' borrows). Absent or null: an empty table. */
 static int
@@ -1114,8 +1120,6 @@ jreal(double d)
     return v ? v : json_null();
 }
 
-static json_t *table_to_json(struct amqp_table t);
-
 static json_t *
 field_to_json(const struct amqp_field *f)
 {
@@ -1159,15 +1163,15 @@ field_to_json(const struct amqp_field *f)
             json_array_append_new(a, field_to_json(&e));
         return a;
     case AMQP_FIELD_TABLE:
-        return table_to_json(f->v.table);
+        return defs_json_table(f->v.table);
     case AMQP_FIELD_VOID:
         break;
     }
     return json_null();
 }
 
-static json_t *
-table_to_json(struct amqp_table t)
+json_t *
+defs_json_table(struct amqp_table t)
 {
     json_t *o = json_object();
     struct table_iter it;
@@ -1290,7 +1294,7 @@ export_vhost(struct vhost *vh, json_t *queues, json_t *exchanges,
         json_object_set_new(o, "vhost", defs_json_str(vh->name, strlen(vh->name)));
         json_object_set_new(o, "durable", json_boolean(q->durable));
         json_object_set_new(o, "auto_delete", json_boolean(q->auto_delete));
-        json_object_set_new(o, "arguments", table_to_json(q->args));
+        json_object_set_new(o, "arguments", defs_json_table(q->args));
         json_array_append_new(queues, o);
     }
     for (size_t i = 0; i < nx; i++) {
@@ -1314,7 +1318,7 @@ export_vhost(struct vhost *vh, json_t *queues, json_t *exchanges,
         json_object_set_new(o, "durable", json_boolean(x->durable));
         json_object_set_new(o, "auto_delete", json_boolean(x->auto_delete));
         json_object_set_new(o, "internal", json_boolean(x->internal));
-        json_object_set_new(o, "arguments", table_to_json(x->args));
+        json_object_set_new(o, "arguments", defs_json_table(x->args));
         json_array_append_new(exchanges, o);
     }
     qsort(bs, nb, sizeof(*bs), cmp_binding);
@@ -1329,7 +1333,7 @@ export_vhost(struct vhost *vh, json_t *queues, json_t *exchanges,
         json_object_set_new(o, "destination_type",
                             json_string(b->q ? "queue" : "exchange"));
         json_object_set_new(o, "routing_key", defs_json_str(b->key, b->key_len));
-        json_object_set_new(o, "arguments", table_to_json(b->args));
+        json_object_set_new(o, "arguments", defs_json_table(b->args));
         json_array_append_new(bindings, o);
     }
     free(xs);

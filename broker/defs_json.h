@@ -60,6 +60,16 @@ char *defs_json_export_text(void);
  * (AMQP names need not be UTF-8; JSON strings must be). */
 json_t *defs_json_str(const void *s, size_t n);
 
+/* A field table as RabbitMQ's JSON shows arguments and headers. */
+struct amqp_table;
+json_t *defs_json_table(struct amqp_table t);
+
+/* The JSON object 'obj' as a field table, with its length prefix, into
+ * 'w' (strings as longstr, integers as signed 64-bit, reals as double).
+ * -1 if it nests too deep or has a key longer than a shortstr. */
+struct wire_wr;
+int defs_json_put_table(struct wire_wr *w, json_t *obj);
+
 /* Tags kept comma separated, as a JSON list. */
 json_t *defs_json_tags(const char *tags);
 

@@ -70,6 +70,26 @@ exchange_new(struct vhost *vh, struct amqp_bytes name,
 }
 
 void
+exchange_foreach_binding(struct exchange *x,
+                         void (*fn)(const struct binding *b, void *arg),
+                         void *arg)
+{
+    const struct binding *b;
+    TAILQ_FOREACH(b, &x->bindings, src_link)
+        fn(b, arg);
+}
+
+void
+exchange_foreach_dest_binding(struct exchange *x,
+                              void (*fn)(const struct binding *b, void *arg),
+                              void *arg)
+{
+    const struct binding *b;
+    TAILQ_FOREACH(b, &x->dest_bindings, dest_link)
+        fn(b, arg);
+}
+
+void
 exchange_free(struct exchange *x)
 {
     struct binding *b;
@@ -84,6 +104,7 @@ exchange_free(struct exchange *x)
     free(x->alternate);
     free(x->policy_alternate);
     free(x->args_buf);
+    stats_series_free(&x->series);
     free(x->name);
     free(x);
 }

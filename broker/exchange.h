@@ -20,6 +20,7 @@
 
 #include "amqp/table.h"
 #include "amqp/wire.h"
+#include "broker/stats.h"
 
 struct msg;
 struct queue;
@@ -85,6 +86,9 @@ struct exchange {
     uint64_t epoch;             /* last routing pass that visited it */
     uint32_t sid;               /* store id of a durable x-delayed-message
                                  * exchange (its held messages); else 0 */
+    /* counters (stats.h): publish_in, publish_out */
+    struct msg_stats ms;
+    struct stats_series *series;
 };
 
 struct exchange *exchange_new(struct vhost *vh, struct amqp_bytes name,
@@ -112,6 +116,16 @@ bool exchange_is_bound(struct exchange *src, struct queue *q,
 bool exchange_unbind(struct exchange *src, struct queue *q,
                      struct exchange *dest_x, struct amqp_bytes key,
                      struct amqp_table args);
+
+/* Each binding of which 'x' is the source, in the order they were
+ * made; 'fn' must not change any. */
+void exchange_foreach_binding(struct exchange *x,
+                              void (*fn)(const struct binding *b, void *arg),
+                              void *arg);
+/* Each binding to exchange 'x'. */
+void exchange_foreach_dest_binding(struct exchange *x,
+                                   void (*fn)(const struct binding *b,
+                                              void *arg), void *arg);
 
 /* Remove and free one binding (and auto-delete its source if that was
  * its last binding). */

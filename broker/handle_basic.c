@@ -215,7 +215,7 @@ hold_delayed(struct channel *ch, struct exchange *x, struct msg *m,
     if (seq && r < 0)
         channel_confirm_nack(ch, seq);
     else if (seq)
-        channel_confirm(ch, seq, r > 0 ? store_open_batch() : 0, m);
+        channel_confirm(ch, seq, r > 0 ? store_open_batch() : 0, m, NULL);
     alarm_check_memory();
     return true;
 }
@@ -235,6 +235,9 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
     rr.n = 0;
     struct msg *out = m;
     struct amqp_bytes rkey = { (const uint8_t *)msg_rkey(m), msg_rkey_len(m) };
+    ch->ms.n[MS_PUBLISH]++;
+    if (x)
+        x->ms.n[MS_PUBLISH_IN]++;
     if (x && x->is_default && reply_to_is_address(rkey)) {
         /* A reply: straight to its requester, or nowhere. As RabbitMQ,
          * a mandatory one comes back as unroutable either way. */
@@ -253,6 +256,10 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
      * transaction's publishes were traced at basic.publish). */
     if (trace_is_on(vh) && !ch->tx)
         trace_publish(ch, m, rr.qs, rr.n);
+    if (rr.n > 0)
+        x->ms.n[MS_PUBLISH_OUT]++;
+    else
+        ch->ms.n[mandatory ? MS_RETURN_UNROUTABLE : MS_DROP_UNROUTABLE]++;
     if (rr.n == 0 && mandatory) {
         /* As RabbitMQ: the return goes out before the confirm. */
         struct amqp_method ret = { .id = AMQP_BASIC_RETURN };
@@ -263,11 +270,13 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
         ret.a.basic_return.routing_key.len = msg_rkey_len(m);
         channel_send_content(ch, &ret, m);
     }
-    bool refused = false, stored = false;
+    bool refused = false;
+    struct queue *stored = NULL;
     for (size_t i = 0; i < rr.n; i++) {
         int r = queue_push(rr.qs[i], out);
         refused |= r < 0;
-        stored |= r > 0;
+        if (r > 0 && stored == NULL)
+            stored = rr.qs[i];
         if (queue_is_backed_up(rr.qs[i]))
             conn_flow(ch->conn);
     }
@@ -276,7 +285,8 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
     if (seq && refused)
         channel_confirm_nack(ch, seq);
     else if (seq)
-        channel_confirm(ch, seq, stored ? store_open_batch() : 0, out);
+        channel_confirm(ch, seq, stored ? store_open_batch() : 0, out,
+                        stored);
     if (out != m)
         msg_unref(out);
     alarm_check_memory();
@@ -319,6 +329,8 @@ get_run(struct channel *ch, struct queue *q, bool no_ack)
         struct amqp_method m = { .id = AMQP_BASIC_GET_EMPTY };
         m.a.basic_get_empty.cluster_id = amqp_cstr("");
         channel_send(ch, &m);
+        ch->ms.n[MS_GET_EMPTY]++;
+        q->ms.n[MS_GET_EMPTY]++;
         return;
     }
     struct amqp_method m = { .id = AMQP_BASIC_GET_OK };
@@ -329,12 +341,14 @@ get_run(struct channel *ch, struct queue *q, bool no_ack)
     g->routing_key.ptr = (const uint8_t *)msg_rkey(e.m);
     g->routing_key.len = msg_rkey_len(e.m);
     g->message_count = (uint32_t)q->len;
+    uint64_t now = now_ms();
+    channel_count_delivery(ch, q, &e, no_ack ? MS_GET_NO_ACK : MS_GET, now);
     if (no_ack) {
         g->delivery_tag = ch->next_tag++;
         channel_send_entry(ch, &m, q, &e);
         queue_ack(q, e);
     } else {
-        g->delivery_tag = channel_track(ch, q, NULL, e);
+        g->delivery_tag = channel_track(ch, q, NULL, e, now);
         channel_send_entry(ch, &m, q, &e);
     }
 }

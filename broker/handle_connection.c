@@ -108,7 +108,14 @@ start_ok(struct conn *c, const struct amqp_connection_start_ok *a)
     char *user = NULL;
 
     read_capabilities(c, a->client_properties);
+    if (a->client_properties.len <= CLIENT_PROPS_MAX && c->client_props == NULL) {
+        c->client_props = xmalloc(a->client_properties.len + 1);
+        memcpy(c->client_props, a->client_properties.ptr,
+               a->client_properties.len);
+        c->client_props_len = (uint32_t)a->client_properties.len;
+    }
     log_escape(mech, sizeof(mech), a->mechanism.ptr, a->mechanism.len);
+    snprintf(c->auth_mechanism, sizeof(c->auth_mechanism), "%s", mech);
     char name[1024], offered[128];
     bool external = transport_peer_login(c->tp, name, sizeof(name));
     auth_offered(external, offered, sizeof(offered));

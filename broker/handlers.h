@@ -75,9 +75,15 @@ struct qentry;
 void channel_send_entry(struct channel *ch, const struct amqp_method *m,
                         const struct queue *q, const struct qentry *e);
 
-/* Record a delivery awaiting ack; returns its tag. */
+/* Record a delivery awaiting ack, made at 'now' (now_ms()); returns
+ * its tag. */
 uint64_t channel_track(struct channel *ch, struct queue *q,
-                       struct consumer *c, struct qentry e);
+                       struct consumer *c, struct qentry e, uint64_t now);
+
+/* Count a delivery of 'e' from 'q' as 'kind' (MS_DELIVER, MS_GET, ...)
+ * in the channel's and the queue's counters. */
+void channel_count_delivery(struct channel *ch, struct queue *q,
+                            const struct qentry *e, int kind, uint64_t now);
 
 /* The publish that just completed its content: held by an open
  * transaction, or routed now (and confirmed in confirm mode). */
@@ -94,9 +100,10 @@ void channel_route(struct channel *ch, struct msg *msg, bool mandatory);
  * needs no disk), else once store batch 'batch' is durable, or once its
  * message 'm' turns out never to need writing (consumed and acked
  * before its batch went to disk: store_msg_unneeded), whichever is
- * first. */
+ * first. 'q' (with a batch) is the first queue that stored it, whose
+ * confirm latency it counts in. */
 void channel_confirm(struct channel *ch, uint64_t seq, uint64_t batch,
-                     struct msg *m);
+                     struct msg *m, struct queue *q);
 
 /* A queue refused publish 'seq' (x-overflow reject-publish): basic.nack,
  * after the acks due before it. */

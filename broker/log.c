@@ -88,12 +88,6 @@ log_set_json(bool on)
 }
 
 bool
-log_is_json(void)
-{
-    return log_json;
-}
-
-bool
 log_enabled(enum log_level level)
 {
     return level >= log_min;

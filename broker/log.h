@@ -31,7 +31,6 @@ bool log_enabled(enum log_level level);
 
 /* Write each line as one JSON object (true) or as plain text. */
 void log_set_json(bool on);
-bool log_is_json(void);
 
 /* Reopen the log file after rotation (SIGHUP). */
 void log_reopen(void);

@@ -31,6 +31,7 @@
 #include "broker/store/store.h"
 #include "broker/util.h"
 #include "broker/version.h"
+#include "broker/stats.h"
 #include "broker/vhost.h"
 #include "tls/tls.h"
 
@@ -602,6 +603,7 @@ main(int argc, char **argv)
     log_info("%s %s starting (pid %d)", ROOST_PRODUCT, ROOST_VERSION,
              (int)getpid());
     alarm_init();
+    broker.started_ms = now_ms();
     int rc = 0;
     broker.port = open_listeners();
     /* The management API after the AMQP listeners, as RabbitMQ starts
@@ -611,9 +613,11 @@ main(int argc, char **argv)
     } else {
         log_info("server startup complete; ready for connections on port %d",
                  broker.port);
+        stats_start();
         event_base_dispatch(broker.base);
     }
 
+    stats_stop();
     listener_stop();
     mgmt_stop();
     alarm_shutdown();

@@ -23,7 +23,7 @@
  * referenced, which costs a chain entry but no copy. */
 #define BODY_COPY_MAX 4096
 
-_Static_assert(sizeof(struct msg) == 40, "struct msg grew");
+_Static_assert(sizeof(struct msg) == 48, "struct msg grew");
 _Static_assert(sizeof(struct msg_env) == 32, "struct msg_env grew");
 
 static uint64_t bytes_in_use;

@@ -67,6 +67,9 @@ struct msg {
      * area for a transient message paged out) and where in it, and the
      * durable queue entries that hold it */
     uint32_t store_off, store_seg, store_refs;
+    /* now_ms() when it was published (or recovered, or read back), as
+     * 32 bits: for time in queue and confirm latency (stats.h) */
+    uint32_t born;
     uint64_t store_id;
     /* then, in the same allocation: the envelope unless it is shared,
      * and either a small body or, for one that arrives later (msg_new's

@@ -51,6 +51,7 @@ queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
 {
     struct queue *q = xcalloc(1, sizeof(*q));
     q->ops = qa->type ? qa->type : &queue_classic_ops;
+    q->utilisation = 1.0f;
     q->name = xstrndup(name.ptr, name.len);
     q->name_len = name.len;
     q->vh = vh;
@@ -134,6 +135,8 @@ queue_unref(struct queue *q)
     }
     if (q->lv != &q->lv0)
         free(q->lv);
+    free(q->hist);
+    stats_series_free(&q->series);
     free(q->args_buf);
     free(q->name);
     free(q);
@@ -234,6 +237,7 @@ queue_push(struct queue *q, struct msg *m)
     r->len++;
     q->len++;
     q->bytes += m->body_len;
+    q->ms.n[MS_PUBLISH]++;
     stored = q->sid && store_enqueue(q, e);
     drop_head(q);
     if (q->nconsumers)
@@ -359,6 +363,7 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
      * others come by the thousand (expiry, length limits). */
     enum log_level level = strcmp(reason, "delivery_limit") == 0
                                ? LOG_LVL_INFO : LOG_LVL_DEBUG;
+    enum drop_reason why = drop_reason_of(reason);
 
     log_escape(name, sizeof(name), q->name, q->name_len);
     if (e.paged || (dlx = dead_letter_exchange(q)) == NULL) {
@@ -366,6 +371,7 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
                   "a message dropped (%s, after %u deliveries): no "
                   "dead-letter exchange", name, q->vh->name, reason,
                   e.deliveries);
+        q->dropped[why]++;
         entry_end(q, e);
         return;
     }
@@ -374,8 +380,11 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
               name, q->vh->name, reason, e.deliveries, dlx->name);
     dm = deadletter_msg(e.m, q->name, reason, q->qa.dlx, q->qa.dlrk);
     entry_end(q, e);
-    if (dm == NULL)   /* a cycle that would expire forever, or too large */
+    if (dm == NULL) {   /* a cycle that would expire forever, or too large */
+        q->dropped[why]++;
         return;
+    }
+    q->dead_lettered[why]++;
     route_dead(q, dlx, dm, reason);
 }
 
@@ -477,9 +486,16 @@ queue_arm(struct queue *q)
 }
 
 void
+queue_hist_make(struct queue *q)
+{
+    q->hist = xcalloc(HIST_KINDS, sizeof(*q->hist));
+}
+
+void
 queue_ack(struct queue *q, struct qentry e)
 {
     q->unacked--;
+    q->bytes_unacked -= e.m->body_len;      /* taken: in memory */
     entry_end(q, e);
 }
 
@@ -487,6 +503,7 @@ void
 queue_reject(struct queue *q, struct qentry e)
 {
     q->unacked--;
+    q->bytes_unacked -= e.m->body_len;      /* taken: in memory */
     dead_letter(q, e, "rejected");
 }
 
@@ -557,6 +574,7 @@ static void
 queue_return(struct queue *q, struct qentry e, bool failed)
 {
     q->unacked--;
+    q->bytes_unacked -= e.m->body_len;      /* taken: in memory */
     if (q->deleted) {
         entry_end(q, e);
         return;
@@ -755,6 +773,7 @@ queue_take(struct queue *q, struct qentry *out)
         return false;
     out->deliveries++;
     q->unacked++;
+    q->bytes_unacked += out->m->body_len;   /* taken: in memory */
     if (q->sid)
         store_delivered(q, out);
     if (q->npaged)
@@ -1322,4 +1341,82 @@ wake_get_waits(struct queue *q, bool gone)
         w->ready(w, gone ? NULL : q);
     }
     queue_unref(q);
+}
+
+/* ---- counting, read functions and the stats tick ---- */
+
+
+void
+queue_info(const struct queue *q, struct queue_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->ready = q->len;
+    out->unacked = q->unacked;
+    out->waiting = q->nwaits;
+    out->paged = q->npaged;
+    out->consumers = q->nconsumers;
+    out->bytes_ready = q->bytes;
+    out->bytes_unacked = q->bytes_unacked;
+    out->memory = sizeof(*q) + q->name_len + q->args.len +
+                  q->waits_cap * sizeof(*q->waits) +
+                  (q->hist ? HIST_KINDS * sizeof(*q->hist) : 0) +
+                  (q->series ? sizeof(*q->series) : 0);
+    for (size_t l = 0; l < q->nlv; l++)
+        out->memory += q->lv[l].cap * sizeof(*q->lv[l].ring);
+    out->head_age_ms = -1;
+    if (q->len > 0) {
+        const struct qentry *h = head_entry(q);
+        if (!h->paged && h->m->born)
+            out->head_age_ms =
+                (int64_t)(uint32_t)((uint32_t)now_ms() - h->m->born);
+    }
+    out->utilisation = q->nconsumers ? (double)q->utilisation : -1;
+    out->ms = &q->ms;
+    out->dead_lettered = q->dead_lettered;
+    out->dropped = q->dropped;
+    out->hist = q->hist;
+    out->series = q->series;
+}
+
+void
+queue_sample(struct queue *q)
+{
+    uint64_t v[QS_COUNT];
+    memcpy(v, q->ms.n, sizeof(q->ms.n));
+    v[QS_MESSAGES] = q->len + q->unacked;
+    v[QS_READY] = q->len;
+    v[QS_UNACKED] = q->unacked;
+    stats_sample(&q->series, v, QS_COUNT);
+    /* Consumer utilisation, as RabbitMQ's consumer_capacity: the share
+     * of samples in which a ready message could have gone to a
+     * consumer at once (1: consumers are never the bottleneck). */
+    if (q->nconsumers == 0) {
+        q->utilisation = 1.0f;
+        return;
+    }
+    bool could = q->len == 0;
+    const struct consumer *c;
+    TAILQ_FOREACH(c, &q->consumers, q_link)
+        if (!could && channel_can_deliver(c->ch, c))
+            could = true;
+    q->utilisation = 0.8f * q->utilisation + (could ? 0.2f : 0.0f);
+}
+
+void
+queue_foreach_binding(struct queue *q,
+                      void (*fn)(const struct binding *b, void *arg),
+                      void *arg)
+{
+    const struct binding *b;
+    TAILQ_FOREACH(b, &q->bindings, dest_link)
+        fn(b, arg);
+}
+
+void
+queue_foreach_consumer(struct queue *q,
+                       void (*fn)(struct consumer *c, void *arg), void *arg)
+{
+    struct consumer *c;
+    TAILQ_FOREACH(c, &q->consumers, q_link)
+        fn(c, arg);
 }

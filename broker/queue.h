@@ -17,6 +17,7 @@
 #include "amqp/table.h"
 #include "broker/exchange.h"
 #include "broker/qargs.h"
+#include "broker/stats.h"
 
 struct channel;
 struct conn;
@@ -172,6 +173,15 @@ struct queue {
     struct qwait *waits;
     size_t nwaits, waits_cap;
     struct event *wait_timer;
+    /* counters (stats.h), read through queue_info: message_stats, the
+     * messages it let go by reason, its latency histograms (made at its
+     * first delivery) and the rates of the last interval */
+    struct msg_stats ms;
+    uint64_t dead_lettered[DROP_COUNT], dropped[DROP_COUNT];
+    uint64_t bytes_unacked;     /* body bytes taken, not yet settled */
+    struct hist *hist;          /* [HIST_KINDS] */
+    struct stats_series *series;
+    float utilisation;          /* consumer utilisation, sampled */
 };
 
 /* A new queue; it takes over 'qa' (parsed from 'args'). */
@@ -207,6 +217,68 @@ queue_unacked_count(const struct queue *q)
 {
     return q->unacked;
 }
+
+/* A queue's histogram of 'kind' (HIST_IN_QUEUE, ...), made when first
+ * needed. */
+void queue_hist_make(struct queue *q);
+
+static inline struct hist *
+queue_hist(struct queue *q, int kind)
+{
+    if (__builtin_expect(q->hist == NULL, 0))
+        queue_hist_make(q);
+    return &q->hist[kind];
+}
+
+/*
+ * Count a delivery as 'kind' (MS_DELIVER, MS_DELIVER_NO_ACK, MS_GET,
+ * MS_GET_NO_ACK) at 'now' (ms, the clock of msg->born): a first
+ * delivery times the message's wait since 'born' (0: not known).
+ */
+static inline void
+queue_count_delivery(struct queue *q, bool redelivered, uint32_t born,
+                     int kind, uint64_t now)
+{
+    q->ms.n[kind]++;
+    if (redelivered)
+        q->ms.n[MS_REDELIVER]++;
+    else if (born)
+        hist_observe(queue_hist(q, HIST_IN_QUEUE),
+                     (uint32_t)((uint32_t)now - born));
+}
+
+/* What the management API and /metrics show of a queue (queue_info). */
+struct queue_info {
+    uint64_t ready, unacked, waiting, paged, consumers;
+    uint64_t bytes_ready, bytes_unacked;
+    uint64_t memory;            /* bytes it holds beyond its messages' */
+    int64_t head_age_ms;        /* the oldest ready message's wait; -1:
+                                 * none, or not known (recovered, read
+                                 * back from disk) */
+    double utilisation;         /* -1: no consumers */
+    const struct msg_stats *ms;
+    const uint64_t *dead_lettered, *dropped;   /* [DROP_COUNT] */
+    const struct hist *hist;    /* [HIST_KINDS] or NULL: none yet */
+    const struct stats_series *series;  /* rates: QS_* below */
+};
+
+/* The rates a queue's series holds: its message_stats, then these. */
+enum { QS_MESSAGES = MS_COUNT, QS_READY, QS_UNACKED, QS_COUNT };
+
+void queue_info(const struct queue *q, struct queue_info *out);
+
+/* Each binding that leads to 'q' (not the default exchange's). */
+void queue_foreach_binding(struct queue *q,
+                           void (*fn)(const struct binding *b, void *arg),
+                           void *arg);
+
+/* Each consumer of 'q', in the order they are served. */
+void queue_foreach_consumer(struct queue *q,
+                            void (*fn)(struct consumer *c, void *arg),
+                            void *arg);
+
+/* The stats tick (stats.c), for one queue. */
+void queue_sample(struct queue *q);
 
 /* Messages waiting out their requeue delay (x-requeue-delay). */
 static inline uint64_t

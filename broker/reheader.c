@@ -45,6 +45,7 @@ reheader_copy_header(const struct msg *m, const uint8_t *from,
     struct msg *copy = msg_new(exchange ? *exchange : xn, rkey ? *rkey : rk,
                                hdr, len, &h, false, NULL);
     msg_body_copy_from(copy, m);
+    copy->born = m->born;
     free(hdr);
     return copy;
 }

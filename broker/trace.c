@@ -257,7 +257,9 @@ copy_headers(struct wire_wr *w, struct content_header *h, void *arg)
     if (!t->publish)
         put_int(w, "redelivered", t->redelivered);
     (void)table_put_str(w, "vhost", c->vh->name);
-    (void)table_put_str(w, "connection", conn_name(c));
+    char name[160];
+    conn_name(c, name, sizeof(name));
+    (void)table_put_str(w, "connection", name);
     put_int(w, "channel", t->ch->number);
     (void)table_put_str(w, "user", c->user);
     if (t->publish) {

@@ -85,6 +85,8 @@ ring_resize(void *ring_ptr, size_t size, size_t *cap, size_t *head,
     *head = 0;
 }
 
+uint64_t loop_ms;
+
 uint64_t
 now_ms(void)
 {
@@ -94,6 +96,14 @@ now_ms(void)
 #else
     clock_gettime(CLOCK_MONOTONIC, &ts);
 #endif
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t
+wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 

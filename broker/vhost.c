@@ -155,6 +155,59 @@ vhost_foreach(void (*fn)(struct vhost *vh, void *arg), void *arg)
         fn(s->val, arg);
 }
 
+void
+vhost_foreach_queue(struct vhost *vh, void (*fn)(struct queue *q, void *arg),
+                    void *arg)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    while ((s = hmap_next(&vh->queues, &pos)) != NULL)
+        fn(s->val, arg);
+}
+
+void
+vhost_foreach_exchange(struct vhost *vh,
+                       void (*fn)(struct exchange *x, void *arg), void *arg)
+{
+    size_t pos = 0;
+    struct hmap_slot *s;
+    while ((s = hmap_next(&vh->exchanges, &pos)) != NULL)
+        fn(s->val, arg);
+}
+
+void
+vhost_channel_gone(struct vhost *vh, const struct msg_stats *ms)
+{
+    msg_stats_add(&vh->channels_gone, ms);
+}
+
+static void
+sample_queue(struct queue *q, void *arg)
+{
+    (void)arg;
+    queue_sample(q);
+}
+
+static void
+sample_exchange(struct exchange *x, void *arg)
+{
+    (void)arg;
+    stats_sample(&x->series, x->ms.n, MS_COUNT);
+}
+
+static void
+sample_vhost(struct vhost *vh, void *arg)
+{
+    vhost_foreach_queue(vh, sample_queue, arg);
+    vhost_foreach_exchange(vh, sample_exchange, arg);
+}
+
+void
+vhost_sample_all(void)
+{
+    vhost_foreach(sample_vhost, NULL);
+}
+
 size_t
 vhost_count(void)
 {

@@ -10,6 +10,7 @@
 
 #include "amqp/wire.h"
 #include "broker/hmap.h"
+#include "broker/stats.h"
 
 struct exchange;
 struct policy_table;
@@ -27,6 +28,9 @@ struct vhost {
     uint64_t route_epoch;
     struct policy_table *policies;  /* policy.c's; NULL: none yet */
     bool tracing;               /* the firehose is on (trace.h) */
+    /* the counters of its channels that closed (stats.h): the overview's
+     * message_stats are these and its open channels' */
+    struct msg_stats channels_gone;
 };
 
 /* A vhost with the default exchange and amq.direct, amq.fanout,
@@ -51,6 +55,20 @@ bool vhost_delete(const char *name);
 
 /* Every vhost, in no particular order. */
 void vhost_foreach(void (*fn)(struct vhost *vh, void *arg), void *arg);
+
+/* Each queue, or exchange, of 'vh', in no particular order. 'fn' must
+ * not add or delete any. */
+void vhost_foreach_queue(struct vhost *vh,
+                         void (*fn)(struct queue *q, void *arg), void *arg);
+void vhost_foreach_exchange(struct vhost *vh,
+                            void (*fn)(struct exchange *x, void *arg),
+                            void *arg);
+
+/* A channel of a connection to 'vh' closed with counters 'ms'. */
+void vhost_channel_gone(struct vhost *vh, const struct msg_stats *ms);
+
+/* The stats tick (stats.c): every vhost's queues and exchanges. */
+void vhost_sample_all(void);
 
 /* How many vhosts there are. */
 size_t vhost_count(void);

@@ -43,6 +43,7 @@
 #include "broker/log.h"
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/perm.h"
+#include "broker/stats.h"
 #include "broker/util.h"
 #include "tls/hash.h"
 #include "tls/tls.h"
@@ -60,6 +61,7 @@ enum route_auth {
     AUTH_VHOST,             /* admin, or a user with permissions in arg[0] */
     AUTH_VHOST_VISIBLE,     /* admin, or a user who sees vhost arg[0] */
     AUTH_POLICY,            /* AUTH_VHOST, and a policymaker */
+    AUTH_MONITOR,           /* administrator or monitoring */
 };
 
 #define M_GET (1u << 0)
@@ -112,6 +114,58 @@ static const struct route routes[] = {
       mgmt_operator_policies_vhost },
     { "operator-policies/*/*", M_GET | M_PUT | M_DELETE, AUTH_ADMIN, false,
       mgmt_operator_policy },
+    { "queues", M_GET, AUTH_MGMT, false, mgmt_queues },
+    { "queues/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_queues },
+    { "queues/*/*", M_GET | M_PUT | M_DELETE, AUTH_VHOST, true, mgmt_queue },
+    { "queues/*/*/contents", M_DELETE, AUTH_VHOST, false,
+      mgmt_queue_contents },
+    { "queues/*/*/get", M_POST, AUTH_VHOST, true, mgmt_queue_get },
+    { "queues/*/*/bindings", M_GET, AUTH_VHOST, false, mgmt_queue_bindings },
+    { "exchanges", M_GET, AUTH_MGMT, false, mgmt_exchanges },
+    { "exchanges/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_exchanges },
+    { "exchanges/*/*", M_GET | M_PUT | M_DELETE, AUTH_VHOST, true,
+      mgmt_exchange },
+    { "exchanges/*/*/publish", M_POST, AUTH_VHOST, true,
+      mgmt_exchange_publish },
+    { "exchanges/*/*/bindings/source", M_GET, AUTH_VHOST, false,
+      mgmt_exchange_bindings_source },
+    { "exchanges/*/*/bindings/destination", M_GET, AUTH_VHOST, false,
+      mgmt_exchange_bindings_destination },
+    { "bindings", M_GET, AUTH_MGMT, false, mgmt_bindings },
+    { "bindings/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_bindings },
+    { "bindings/*/e/*/q/*", M_GET | M_POST, AUTH_VHOST, true,
+      mgmt_bindings_eq },
+    { "bindings/*/e/*/e/*", M_GET | M_POST, AUTH_VHOST, true,
+      mgmt_bindings_ee },
+    { "bindings/*/e/*/q/*/*", M_GET | M_DELETE, AUTH_VHOST, false,
+      mgmt_binding_eq },
+    { "bindings/*/e/*/e/*/*", M_GET | M_DELETE, AUTH_VHOST, false,
+      mgmt_binding_ee },
+    { "consumers", M_GET, AUTH_MGMT, false, mgmt_consumers },
+    { "connections", M_GET, AUTH_MGMT, false, mgmt_connections },
+    { "connections/*", M_GET | M_DELETE, AUTH_MGMT, false, mgmt_connection },
+    { "connections/*/channels", M_GET, AUTH_MGMT, false,
+      mgmt_connection_channels },
+    { "vhosts/*/connections", M_GET, AUTH_VHOST_VISIBLE, false,
+      mgmt_vhost_connections },
+    { "channels", M_GET, AUTH_MGMT, false, mgmt_channels },
+    { "channels/*", M_GET, AUTH_MGMT, false, mgmt_channel },
+    { "vhosts/*/channels", M_GET, AUTH_VHOST_VISIBLE, false,
+      mgmt_vhost_channels },
+    { "nodes", M_GET, AUTH_MONITOR, false, mgmt_nodes },
+    { "nodes/*", M_GET, AUTH_MONITOR, false, mgmt_node },
+    { "health/checks/local-alarms", M_GET, AUTH_MGMT, false, mgmt_alarms },
+    { "health/checks/virtual-hosts", M_GET, AUTH_MGMT, false,
+      mgmt_health_virtual_hosts },
+    { "health/checks/port-listener/*", M_GET, AUTH_MGMT, false,
+      mgmt_health_port_listener },
+    { "health/checks/protocol-listener/*", M_GET, AUTH_MGMT, false,
+      mgmt_health_protocol_listener },
+    { "health/checks/node-is-mirror-sync-critical", M_GET, AUTH_MGMT, false,
+      mgmt_health_critical },
+    { "health/checks/node-is-quorum-critical", M_GET, AUTH_MGMT, false,
+      mgmt_health_critical },
+    { "consumers/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_consumers },
 };
 
 /* ---- the servers ---- */
@@ -187,6 +241,27 @@ mgmt_listeners_json(void)
             "port", s->port));
     }
     return arr;
+}
+
+bool
+mgmt_has_listener_port(int port)
+{
+    for (size_t i = 0; i < n_amqp_listeners; i++)
+        if (amqp_listeners[i].port == port)
+            return true;
+    for (size_t i = 0; i < NELEMS(servers); i++)
+        if (servers[i].http != NULL && servers[i].port == port)
+            return true;
+    return false;
+}
+
+bool
+mgmt_has_listener_kind(bool tls)
+{
+    for (size_t i = 0; i < n_amqp_listeners; i++)
+        if (amqp_listeners[i].tls == tls)
+            return true;
+    return false;
 }
 
 json_t *
@@ -283,10 +358,13 @@ mgmt_reply(struct mgmt_req *r, int code, json_t *body)
     const char *columns = evhttp_find_header(&r->query, "columns");
 
     if (body != NULL) {
-        if (columns != NULL && json_is_array(body)) {
-            for (size_t i = 0; i < json_array_size(body); i++) {
-                json_t *item = json_incref(json_array_get(body, i));
-                json_array_set_new(body, i, cut_columns(item, columns));
+        /* a page (paginate) cuts its items */
+        json_t *list = json_is_array(body) ? body
+                     : json_object_get(body, "items");
+        if (columns != NULL && json_is_array(list)) {
+            for (size_t i = 0; i < json_array_size(list); i++) {
+                json_t *item = json_incref(json_array_get(list, i));
+                json_array_set_new(list, i, cut_columns(item, columns));
             }
         } else if (columns != NULL) {
             body = cut_columns(body, columns);
@@ -375,6 +453,85 @@ reply_empty(struct mgmt_req *r, int code)
     answer(r, code, NULL);
 }
 
+const char *
+mgmt_user_name(const struct mgmt_req *r)
+{
+    return r->user->name;
+}
+
+/* ---- counters and rates ---- */
+
+json_t *
+mgmt_rate(double r)
+{
+    return json_pack("{s:f}", "rate", r);
+}
+
+void
+mgmt_set_count(json_t *o, const char *key, uint64_t n, double rate)
+{
+    char k[64];
+    json_object_set_new(o, key, json_integer((json_int_t)n));
+    if (stats_rates_mode() == RATES_NONE)
+        return;
+    snprintf(k, sizeof(k), "%s_details", key);
+    json_object_set_new(o, k, mgmt_rate(rate));
+}
+
+json_t *
+mgmt_msg_stats(const struct msg_stats *ms, unsigned keys,
+               const struct stats_series *s)
+{
+    static const int deliver_get[] = { MS_DELIVER, MS_DELIVER_NO_ACK, MS_GET,
+                                       MS_GET_NO_ACK };
+    json_t *o = json_object();
+    for (int i = 0; i < MS_COUNT; i++)
+        if (keys & (1u << i))
+            mgmt_set_count(o, msg_stat_names[i], ms->n[i], stats_rate(s, i));
+    if (keys & (1u << MS_DELIVER)) {
+        uint64_t n = 0;
+        double rate = 0;
+        for (size_t i = 0; i < NELEMS(deliver_get); i++) {
+            n += ms->n[deliver_get[i]];
+            rate += stats_rate(s, deliver_get[i]);
+        }
+        mgmt_set_count(o, "deliver_get", n, rate);
+    }
+    return o;
+}
+
+/* ---- answers that come later ---- */
+
+struct mgmt_req *
+mgmt_defer(struct mgmt_req *r)
+{
+    struct mgmt_req *d = xcalloc(1, sizeof(*d));
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r->ev);
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+
+    d->ev = r->ev;
+    d->method = r->method;
+    d->deferred = true;
+    for (int i = 0; i < 4; i++)
+        d->arg[i] = r->arg[i] ? xstrdup(r->arg[i]) : NULL;
+    TAILQ_INIT(&d->query);
+    if (query != NULL && evhttp_parse_query_str(query, &d->query) != 0)
+        evhttp_clear_headers(&d->query);
+    r->answered = true;     /* by the copy */
+    return d;
+}
+
+void
+mgmt_req_free(struct mgmt_req *d)
+{
+    if (!d->answered)
+        fatalx("management API: a deferred request was never answered");
+    for (int i = 0; i < 4; i++)
+        free((char *)d->arg[i]);
+    evhttp_clear_headers(&d->query);
+    free(d);
+}
+
 /* ---- sorting lists ---- */
 
 static const char *const *sort_keys;
@@ -409,6 +566,158 @@ cmp_items(const void *pa, const void *pb)
     return 0;
 }
 
+/* A decimal query parameter: -1 absent, -2 not a positive number. */
+static long
+query_number(struct mgmt_req *r, const char *name)
+{
+    const char *v = evhttp_find_header(&r->query, name);
+    char *end;
+    if (v == NULL)
+        return -1;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || errno != 0 || n < 0)
+        return -2;
+    return n;
+}
+
+/* Case-insensitive substring, as RabbitMQ's name filter without
+ * use_regex. */
+static bool
+name_has(const char *name, const char *part)
+{
+    size_t n = strlen(part);
+    for (const char *p = name; *p; p++)
+        if (strncasecmp(p, part, n) == 0)
+            return true;
+    return n == 0;
+}
+
+struct page {
+    long page, size;
+    const char *name;           /* the filter, or NULL */
+    void *re;                   /* with use_regex */
+};
+
+/*
+ * The page the query asks for (RabbitMQ's rabbit_mgmt_util:paginate):
+ * "page", of "page_size" items (100, at most 500), of the list filtered
+ * by "name" (a substring, or with use_regex=true a regular expression).
+ * 0 none, 1 one (in 'pg'; free pg->re with perm_re_free), -1 answered
+ * with RabbitMQ's 400.
+ */
+static int
+page_args(struct mgmt_req *r, struct page *pg)
+{
+    long page = query_number(r, "page"), size = query_number(r, "page_size");
+    const char *name = evhttp_find_header(&r->query, "name");
+    const char *regex = evhttp_find_header(&r->query, "use_regex");
+    char msg[256];
+    size_t at;
+
+    memset(pg, 0, sizeof(*pg));
+    if (page == -1)
+        return 0;
+    if (page == -2 || size == -2) {
+        mgmt_bad_request(r, "Pagination parameters are invalid");
+        return -1;
+    }
+    if (page < 1 || size == 0 || size > 500) {
+        char reason[160], sz[24] = "undefined";
+        if (size >= 0)
+            snprintf(sz, sizeof(sz), "%ld", size);
+        snprintf(reason, sizeof(reason), "Invalid pagination parameters: "
+                 "page number %ld, page size %s", page, sz);
+        mgmt_error(r, 400, "invalid_pagination_parameters", reason);
+        return -1;
+    }
+    pg->page = page;
+    pg->size = size < 0 ? 100 : size;
+    pg->name = name != NULL && name[0] != '\0' ? name : NULL;
+    if (pg->name != NULL && regex != NULL && strcmp(regex, "true") == 0 &&
+        (pg->re = perm_re_compile(name, msg, sizeof(msg), &at)) == NULL) {
+        mgmt_bad_request(r, "Pagination parameters are invalid");
+        return -1;
+    }
+    return 1;
+}
+
+static bool
+page_keeps(const struct page *pg, const char *name)
+{
+    if (pg->name == NULL)
+        return true;
+    if (name == NULL)
+        return false;
+    return pg->re ? perm_re_match(pg->re, name, strlen(name))
+                  : name_has(name, pg->name);
+}
+
+/* Where page 'pg' of 'filtered' items starts, or -1 having answered
+ * page_out_of_range. */
+static long
+page_start(struct mgmt_req *r, const struct page *pg, size_t filtered)
+{
+    size_t pages = (filtered + (size_t)pg->size - 1) / (size_t)pg->size;
+    if ((size_t)pg->page > (pages ? pages : 1)) {
+        char reason[160];
+        snprintf(reason, sizeof(reason), "Page out of range, page: %ld page "
+                 "size: %ld, len: %zu", pg->page, pg->size, filtered);
+        mgmt_error(r, 400, "page_out_of_range", reason);
+        return -1;
+    }
+    return (pg->page - 1) * pg->size;
+}
+
+static json_t *
+page_json(const struct page *pg, json_t *items, size_t filtered,
+          size_t total)
+{
+    size_t pages = (filtered + (size_t)pg->size - 1) / (size_t)pg->size;
+    return json_pack("{s:I, s:I, s:o, s:I, s:I, s:I, s:I}",
+                     "filtered_count", (json_int_t)filtered,
+                     "item_count", (json_int_t)json_array_size(items),
+                     "items", items, "page", (json_int_t)pg->page,
+                     "page_count", (json_int_t)pages,
+                     "page_size", (json_int_t)pg->size,
+                     "total_count", (json_int_t)total);
+}
+
+/* A list cut to the query's page: 0 with the page in '*out' (or, with
+ * none asked for, 'arr' itself), -1 after an error. */
+static int
+paginate(struct mgmt_req *r, json_t *arr, json_t **out)
+{
+    struct page pg;
+    int k = page_args(r, &pg);
+
+    *out = arr;
+    if (k <= 0)
+        return k;
+    size_t total = json_array_size(arr);
+    json_t *kept = json_array();
+    for (size_t i = 0; i < total; i++) {
+        json_t *item = json_array_get(arr, i);
+        if (page_keeps(&pg, json_string_value(json_object_get(item, "name"))))
+            json_array_append(kept, item);
+    }
+    perm_re_free(pg.re);
+    size_t filtered = json_array_size(kept);
+    long start = page_start(r, &pg, filtered);
+    if (start < 0) {
+        json_decref(kept);
+        return -1;
+    }
+    json_t *items = json_array();
+    for (size_t i = (size_t)start;
+         i < filtered && i < (size_t)start + (size_t)pg.size; i++)
+        json_array_append(items, json_array_get(kept, i));
+    json_decref(kept);
+    json_decref(arr);
+    *out = page_json(&pg, items, filtered, total);
+    return 0;
+}
+
 void
 mgmt_reply_list(struct mgmt_req *r, json_t *arr, const char *const *sort)
 {
@@ -427,7 +736,250 @@ mgmt_reply_list(struct mgmt_req *r, json_t *arr, const char *const *sort)
     for (size_t i = 0; i < n; i++)
         json_array_append_new(arr, items[i]);
     free(items);
-    mgmt_reply(r, 200, arr);
+    json_t *out;
+    if (paginate(r, arr, &out) != 0) {
+        json_decref(arr);
+        return;
+    }
+    mgmt_reply(r, 200, out);
+}
+
+/* ---- long lists, a slice at a time ---- */
+
+/*
+ * A list of items the API renders only as far as it must (queues: a
+ * broker may have 100,000): filtered by name and sorted on small keys
+ * taken from each item once, cut to its page, and rendered; a whole
+ * list goes out as a chunked reply, STREAM_SLICE items a loop turn,
+ * the next slice when the last one was written, so that neither the
+ * loop nor the memory of a slow client's output holds more than a slice.
+ */
+#define STREAM_SLICE 64
+
+struct sort_item {
+    void *item;
+    const char *str;            /* the first sort key's value as text */
+    double num;                 /* ... or as a number */
+    const char *str2;           /* the second key, text */
+    /* the keys' first 8 bytes, big-endian: most comparisons end there,
+     * without touching the items (100,000 cache misses otherwise) */
+    uint64_t pre, pre2;
+};
+
+static uint64_t
+prefix(const char *s)
+{
+    uint64_t p = 0;
+    int i = 0;
+    for (; s != NULL && i < 8 && s[i] != '\0'; i++)
+        p = (p << 8) | (uint8_t)s[i];
+    return i == 0 ? 0 : p << (8 * (8 - i));
+}
+
+/* Compare two texts whose prefixes are 'pa' and 'pb'. */
+static int
+cmp_text(const char *a, const char *b, uint64_t pa, uint64_t pb)
+{
+    if (pa != pb)
+        return pa < pb ? -1 : 1;
+    return strcmp(a ? a : "", b ? b : "");
+}
+
+struct stream {
+    struct mgmt_req *r;         /* deferred */
+    const struct mgmt_list_ops *ops;
+    struct sort_item *v;
+    size_t n, next;
+    char *columns;
+    struct event *ev;
+    bool emitted;               /* an item went out: the next needs ',' */
+};
+
+static int
+cmp_sort_items(const void *pa, const void *pb)
+{
+    const struct sort_item *a = pa, *b = pb;
+    int c;
+    if (a->str != NULL || b->str != NULL)
+        c = cmp_text(a->str, b->str, a->pre, b->pre);
+    else
+        c = a->num < b->num ? -1 : a->num > b->num;
+    if (c == 0 && (a->str2 != NULL || b->str2 != NULL))
+        c = cmp_text(a->str2, b->str2, a->pre2, b->pre2);
+    return sort_reverse ? -c : c;
+}
+
+/* What an item rendered to (an object, several in an array, or NULL)
+ * onto 'list'; 'o' is stolen. */
+static void
+add_rendered(json_t *list, json_t *o)
+{
+    if (o == NULL)
+        return;
+    if (json_is_array(o))
+        json_array_extend(list, o);
+    else
+        json_array_append(list, o);
+    json_decref(o);
+}
+
+static void stream_slice(evutil_socket_t fd, short what, void *arg);
+
+static void
+stream_written(struct evhttp_connection *evcon, void *arg)
+{
+    struct stream *st = arg;
+    (void)evcon;
+    event_active(st->ev, EV_TIMEOUT, 0);
+}
+
+static void
+stream_end(struct stream *st)
+{
+    for (size_t i = st->next; i < st->n; i++)
+        st->ops->release(st->v[i].item);
+    free(st->v);
+    free(st->columns);
+    event_free(st->ev);
+    mgmt_req_free(st->r);
+    free(st);
+}
+
+static void
+stream_slice(evutil_socket_t fd, short what, void *arg)
+{
+    struct stream *st = arg;
+    struct evbuffer *buf = evbuffer_new();
+    (void)fd;
+    (void)what;
+    size_t end = st->next + STREAM_SLICE < st->n ? st->next + STREAM_SLICE
+                                                : st->n;
+    for (; st->next < end; st->next++) {
+        void *item = st->v[st->next].item;
+        json_t *list = json_array();
+        add_rendered(list, st->ops->render(item));
+        st->ops->release(item);
+        for (size_t k = 0; k < json_array_size(list); k++) {
+            json_t *o = json_incref(json_array_get(list, k));
+            if (st->columns)
+                o = cut_columns(o, st->columns);
+            char *text = json_dumps(o, JSON_COMPACT | JSON_ENCODE_ANY);
+            json_decref(o);
+            if (text == NULL)
+                fatalx("management API: out of memory");
+            if (st->emitted)
+                evbuffer_add(buf, ",", 1);
+            evbuffer_add(buf, text, strlen(text));
+            st->emitted = true;
+            free(text);
+        }
+        json_decref(list);
+    }
+    if (st->next == st->n) {
+        evbuffer_add(buf, "]", 1);
+        evhttp_send_reply_chunk(st->r->ev, buf);
+        evbuffer_free(buf);
+        evhttp_send_reply_end(st->r->ev);
+        st->r->answered = true;
+        stream_end(st);
+        return;
+    }
+    evhttp_send_reply_chunk_with_cb(st->r->ev, buf, stream_written, st);
+    evbuffer_free(buf);
+}
+
+/* One page of the items: filtered, sorted, and only it rendered. */
+static void
+reply_page(struct mgmt_req *r, struct sort_item *v, size_t n,
+           const struct mgmt_list_ops *ops)
+{
+    struct page pg;
+    size_t kept = 0, total = n;
+
+    if (page_args(r, &pg) < 0)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = NULL;
+        double ignored;
+        (void)ops->sort_key(v[i].item, "name", &name, &ignored);
+        if (page_keeps(&pg, name))
+            v[kept++] = v[i];
+        else
+            ops->release(v[i].item);
+    }
+    n = kept;
+    qsort(v, n, sizeof(*v), cmp_sort_items);
+    long start = page_start(r, &pg, n);
+    if (start < 0)
+        goto out;
+    json_t *items = json_array();
+    for (size_t i = (size_t)start; i < n && i < (size_t)(start + pg.size);
+         i++) {
+        add_rendered(items, ops->render(v[i].item));
+    }
+    mgmt_reply(r, 200, page_json(&pg, items, n, total));
+out:
+    for (size_t i = 0; i < n; i++)
+        ops->release(v[i].item);
+    perm_re_free(pg.re);
+    free(v);
+}
+
+void
+mgmt_reply_items(struct mgmt_req *r, void **items, size_t n,
+                 const struct mgmt_list_ops *ops, const char *const *sort)
+{
+    const char *key = evhttp_find_header(&r->query, "sort");
+    const char *rev = evhttp_find_header(&r->query, "sort_reverse");
+    const char *page = evhttp_find_header(&r->query, "page");
+    const char *by[2] = { key, NULL };
+    const char *const *keys = key != NULL && key[0] != '\0' ? by : sort;
+    struct sort_item *v = xcalloc(n + 1, sizeof(*v));
+    bool sortable = true;
+
+    sort_reverse = rev != NULL && strcmp(rev, "true") == 0;
+    for (size_t i = 0; i < n && sortable; i++) {
+        v[i].item = items[i];
+        sortable = ops->sort_key(items[i], keys[0], &v[i].str, &v[i].num);
+        if (sortable && keys[1] != NULL) {
+            double ignored;
+            sortable = ops->sort_key(items[i], keys[1], &v[i].str2, &ignored);
+        }
+        v[i].pre = prefix(v[i].str);
+        v[i].pre2 = prefix(v[i].str2);
+    }
+    /* A key the items cannot give cheaply: as any list. */
+    if (!sortable) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++) {
+            add_rendered(arr, ops->render(items[i]));
+            ops->release(items[i]);
+        }
+        free(v);
+        mgmt_reply_list(r, arr, sort);
+        return;
+    }
+    if (page != NULL) {
+        reply_page(r, v, n, ops);
+        return;
+    }
+    qsort(v, n, sizeof(*v), cmp_sort_items);
+    struct stream *st = xcalloc(1, sizeof(*st));
+    const char *columns = evhttp_find_header(&r->query, "columns");
+    st->columns = columns ? xstrdup(columns) : NULL;
+    st->ops = ops;
+    st->v = v;
+    st->n = n;
+    st->r = mgmt_defer(r);
+    st->ev = event_new(broker.base, -1, 0, stream_slice, st);
+    add_header(st->r, "Content-Type", "application/json");
+    add_header(st->r, "Cache-Control", "no-cache");
+    add_header(st->r, "Vary", "accept, accept-encoding, origin");
+    evhttp_send_reply_start(st->r->ev, 200, "OK");
+    struct evbuffer *open = evbuffer_new();
+    evbuffer_add(open, "[", 1);
+    evhttp_send_reply_chunk_with_cb(st->r->ev, open, stream_written, st);
+    evbuffer_free(open);
 }
 
 /* ---- request bodies ---- */
@@ -631,6 +1183,10 @@ authorize(struct mgmt_req *r, const struct route *rt)
             return 0;
         return refuse(r, name, "not_authorised", "Not administrator user",
                       false);
+    case AUTH_MONITOR:
+        if (mgmt_is_monitor(u))
+            return 0;
+        return refuse(r, name, "not_authorised", "Not monitor user", false);
     case AUTH_POLICY:
         /* Even to read one, as RabbitMQ 3.10.8 answers. */
         if (!is_policymaker(u))
@@ -741,7 +1297,7 @@ find_route(char **seg, int n, const char **arg)
             if (k == n)
                 ok = false;
             else if (len == 1 && *p == '*') {
-                ok = seg[k][0] != '\0' && nargs < 2;
+                ok = seg[k][0] != '\0' && nargs < 4;
                 if (ok)
                     arg[nargs++] = seg[k];
             } else {

@@ -28,11 +28,22 @@ struct mgmt_req {
     struct evhttp_request *ev;
     enum evhttp_cmd_type method;    /* HEAD is answered as GET */
     const struct user *user;        /* who asks (basic auth) */
-    const char *arg[2];             /* the segments the route's '*' took,
+    const char *arg[4];             /* the segments the route's '*' took,
                                      * percent-decoded, NUL-free */
     struct evkeyvalq query;         /* the query string, decoded */
     bool answered;
+    bool deferred;                  /* a copy made by mgmt_defer */
 };
+
+/*
+ * Keep 'r' for an answer that comes later (an AMQP reply from the
+ * broker, a sync): the copy has its own arguments and query and no
+ * user (who asked was checked already). Answer it once, then free it
+ * with mgmt_req_free. evhttp keeps the request until it is answered,
+ * even if the client has gone meanwhile.
+ */
+struct mgmt_req *mgmt_defer(struct mgmt_req *r);
+void mgmt_req_free(struct mgmt_req *d);
 
 /* ---- answers ---- */
 
@@ -45,6 +56,26 @@ void mgmt_reply(struct mgmt_req *r, int code, json_t *body);
  * terminated) unless the query's "sort" (and "sort_reverse") says. */
 void mgmt_reply_list(struct mgmt_req *r, json_t *arr,
                      const char *const *sort);
+
+/*
+ * A list that may be long (queues): the items (references the list
+ * takes over) are rendered only as needed: with a page as any list
+ * (mgmt_reply_list), else sorted by the keys 'sort_key' gives and
+ * written out a slice at a time, the loop free in between.
+ */
+struct mgmt_list_ops {
+    /* The item's JSON (an array: several), or NULL to leave it out
+     * (gone meanwhile). */
+    json_t *(*render)(void *item);
+    void (*release)(void *item);
+    /* The value of sort key 'key' as text ('*str') or a number; false
+     * for a key it cannot give cheaply. */
+    bool (*sort_key)(void *item, const char *key, const char **str,
+                     double *num);
+};
+void mgmt_reply_items(struct mgmt_req *r, void **items, size_t n,
+                      const struct mgmt_list_ops *ops,
+                      const char *const *sort);
 
 /* Answer 'code' with text 'body' of 'len' bytes as JSON as it is (the
  * definitions export). */
@@ -91,6 +122,8 @@ int mgmt_require(struct mgmt_req *r, json_t *o, const char *const *keys);
 /* ---- who may see what (RabbitMQ's tags) ---- */
 
 bool mgmt_is_admin(const struct user *u);
+/* The name of who asks. */
+const char *mgmt_user_name(const struct mgmt_req *r);
 /* administrator or monitoring */
 bool mgmt_is_monitor(const struct user *u);
 /* A vhost the user may log in to (has permissions in). */
@@ -114,6 +147,39 @@ bool mgmt_name_ok(struct mgmt_req *r, const char *what, const char *name,
 
 /* Tags: defs_json_tags and defs_json_parse_tags (defs_json.h). */
 
+/* ---- counters (stats.h) ---- */
+
+struct msg_stats;
+struct stats_series;
+
+/* {"rate": r} */
+json_t *mgmt_rate(double r);
+/* o[key] = n, and o[key_details] = {"rate": rate} unless rates_mode is
+ * none. */
+void mgmt_set_count(json_t *o, const char *key, uint64_t n, double rate);
+/* RabbitMQ's message_stats: the counters in 'keys' (MS_KEYS_*) with
+ * their rates from 's' (its first MS_COUNT values), and deliver_get
+ * where deliveries are counted. */
+json_t *mgmt_msg_stats(const struct msg_stats *ms, unsigned keys,
+                       const struct stats_series *s);
+
+
+/* ---- messages (mgmt_queues.c) ---- */
+
+struct amqp_basic_props;
+struct consumer;
+/* Content properties as RabbitMQ's /get shows them. */
+json_t *mgmt_props_json(const struct amqp_basic_props *p);
+/* "payload", "payload_bytes" and "payload_encoding" of a body into 'o':
+ * a string if it is UTF-8 text (unless 'base64_always'), else base64;
+ * cut to 'truncate' bytes unless that is negative. */
+void mgmt_payload_json(json_t *o, const uint8_t *body, size_t len,
+                       long truncate, bool base64_always);
+/* A consumer as /api/consumers shows it. */
+json_t *mgmt_consumer_json(struct consumer *c);
+
+/* The most messages one /get takes. */
+#define MGMT_GET_MAX 10000
 
 /* ---- the handlers (one per resource) ---- */
 
@@ -144,9 +210,52 @@ void mgmt_operator_policies(struct mgmt_req *r);
 void mgmt_operator_policies_vhost(struct mgmt_req *r);
 void mgmt_operator_policy(struct mgmt_req *r);
 
+void mgmt_queues(struct mgmt_req *r);
+void mgmt_queue(struct mgmt_req *r);
+void mgmt_queue_contents(struct mgmt_req *r);
+void mgmt_queue_get(struct mgmt_req *r);
+void mgmt_queue_bindings(struct mgmt_req *r);
+void mgmt_exchanges(struct mgmt_req *r);
+void mgmt_exchange(struct mgmt_req *r);
+void mgmt_exchange_publish(struct mgmt_req *r);
+void mgmt_exchange_bindings_source(struct mgmt_req *r);
+void mgmt_exchange_bindings_destination(struct mgmt_req *r);
+void mgmt_bindings(struct mgmt_req *r);
+void mgmt_bindings_eq(struct mgmt_req *r);
+void mgmt_bindings_ee(struct mgmt_req *r);
+void mgmt_binding_eq(struct mgmt_req *r);
+void mgmt_binding_ee(struct mgmt_req *r);
+void mgmt_consumers(struct mgmt_req *r);
+
 /* For the overview: the listeners noted (mgmt_add_listener) and the
  * API's own, as RabbitMQ lists them. */
 json_t *mgmt_listeners_json(void);
 json_t *mgmt_contexts_json(void);
+/* Whether an AMQP or HTTP listener has 'port'; an AMQP one over TLS
+ * ('tls') or not. */
+bool mgmt_has_listener_port(int port);
+bool mgmt_has_listener_kind(bool tls);
+/* o[hkey] and o[pkey]: the host and port of "127.0.0.1:5672" or
+ * "[::1]:5672". */
+void mgmt_set_addr(json_t *o, const char *hkey, const char *pkey,
+                   const char *addr);
+/* The exchange types, as RabbitMQ describes them. */
+json_t *mgmt_exchange_types_json(void);
+/* The node, as /api/nodes/NAME shows it (with its memory by kind). */
+json_t *mgmt_node_json(bool memory);
+
+void mgmt_connections(struct mgmt_req *r);
+void mgmt_vhost_connections(struct mgmt_req *r);
+void mgmt_connection(struct mgmt_req *r);
+void mgmt_connection_channels(struct mgmt_req *r);
+void mgmt_channels(struct mgmt_req *r);
+void mgmt_vhost_channels(struct mgmt_req *r);
+void mgmt_channel(struct mgmt_req *r);
+void mgmt_nodes(struct mgmt_req *r);
+void mgmt_node(struct mgmt_req *r);
+void mgmt_health_virtual_hosts(struct mgmt_req *r);
+void mgmt_health_port_listener(struct mgmt_req *r);
+void mgmt_health_protocol_listener(struct mgmt_req *r);
+void mgmt_health_critical(struct mgmt_req *r);
 
 #endif

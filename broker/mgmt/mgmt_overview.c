@@ -19,22 +19,27 @@
 #include "broker/defs_json.h"
 #include "broker/log.h"
 #include "broker/mgmt/mgmt_int.h"
+#include "broker/queue.h"
+#include "broker/stats.h"
 #include "broker/version.h"
 #include "broker/vhost.h"
 
 /* ---- overview ---- */
 
 /* The exchange types Roost implements, as RabbitMQ describes them. */
-static json_t *
-exchange_types(void)
+json_t *
+mgmt_exchange_types_json(void)
 {
     static const char *const types[] = { "direct", "fanout", "headers",
-                                         "topic" };
+                                         "topic", "x-delayed-message" };
     json_t *arr = json_array();
     char desc[80];
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-        snprintf(desc, sizeof(desc), "AMQP %s exchange, as per the AMQP "
-                 "specification", types[i]);
+        if (strcmp(types[i], "x-delayed-message") == 0)
+            snprintf(desc, sizeof(desc), "Delayed Message Exchange");
+        else
+            snprintf(desc, sizeof(desc), "AMQP %s exchange, as per the AMQP "
+                     "specification", types[i]);
         json_array_append_new(arr, json_pack("{s:s, s:s, s:b}", "name",
                                              types[i], "description", desc,
                                              "enabled", 1));
@@ -45,7 +50,18 @@ exchange_types(void)
 struct totals {
     const struct user *user;    /* NULL: every vhost */
     uint64_t queues, exchanges, ready, unacked;
+    double rate[QS_COUNT];      /* sums of the queues' rates */
 };
+
+static void
+add_queue_rates(struct queue *q, void *arg)
+{
+    struct totals *t = arg;
+    struct queue_info qi;
+    queue_info(q, &qi);
+    t->rate[QS_READY] += stats_rate(qi.series, QS_READY);
+    t->rate[QS_UNACKED] += stats_rate(qi.series, QS_UNACKED);
+}
 
 static void
 add_totals(struct vhost *vh, void *arg)
@@ -60,6 +76,7 @@ add_totals(struct vhost *vh, void *arg)
     t->ready += ready;
     t->unacked += unacked;
     t->exchanges += vhost_exchange_count(vh);
+    vhost_foreach_queue(vh, add_queue_rates, t);
 }
 
 /*
@@ -75,22 +92,34 @@ mgmt_overview(struct mgmt_req *r)
 {
     bool monitor = mgmt_is_monitor(r->user);
     bool rabbit = broker.cfg.announce_rabbitmq;
-    struct totals t = { monitor ? NULL : r->user, 0, 0, 0, 0 };
+    struct totals t = { monitor ? NULL : r->user, 0, 0, 0, 0, { 0 } };
     struct conn_totals ct;
 
     vhost_foreach(add_totals, &t);
     conn_totals(monitor ? NULL : r->user->name, &ct);
     json_t *o = json_pack(
         "{s:s, s:s, s:o, s:s, s:s, s:s, s:s}", "management_version",
-        ROOST_RABBITMQ_VERSION, "rates_mode", "none", "exchange_types",
-        exchange_types(), "product_version",
+        ROOST_RABBITMQ_VERSION, "rates_mode", broker.cfg.rates_mode,
+        "exchange_types",
+        mgmt_exchange_types_json(), "product_version",
         rabbit ? ROOST_RABBITMQ_VERSION : ROOST_VERSION, "product_name",
         rabbit ? "RabbitMQ" : ROOST_PRODUCT, "rabbitmq_version",
         ROOST_RABBITMQ_VERSION, "cluster_name", broker_node_name());
-    json_object_set_new(o, "queue_totals", json_pack(
-        "{s:I, s:I, s:I}", "messages", (json_int_t)(t.ready + t.unacked),
-        "messages_ready", (json_int_t)t.ready, "messages_unacknowledged",
-        (json_int_t)t.unacked));
+    json_t *qt = json_object();
+    mgmt_set_count(qt, "messages", t.ready + t.unacked,
+                   t.rate[QS_READY] + t.rate[QS_UNACKED]);
+    mgmt_set_count(qt, "messages_ready", t.ready, t.rate[QS_READY]);
+    mgmt_set_count(qt, "messages_unacknowledged", t.unacked,
+                   t.rate[QS_UNACKED]);
+    json_object_set_new(o, "queue_totals", qt);
+    /* The broker's message_stats (every channel's); a user who is not a
+     * monitor sees them too, as RabbitMQ shows its vhosts' */
+    struct msg_stats all;
+    stats_overview(&all);
+    json_object_set_new(o, "message_stats",
+                        mgmt_msg_stats(&all, MS_KEYS_CHANNEL,
+                                       stats_overview_series()));
+    json_object_set_new(o, "statistics_db_event_queue", json_integer(0));
     json_object_set_new(o, "object_totals", json_pack(
         "{s:I, s:I, s:I, s:I, s:I}", "channels", (json_int_t)ct.channels,
         "connections", (json_int_t)ct.connections, "consumers",

@@ -272,14 +272,6 @@ store_queue_is_durable(const struct queue *q)
     return q->sid != 0 && !q->store_gone;
 }
 
-static uint64_t
-wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The enqueue record of entry 'e', its expiry on the wall clock (the
  * monotonic one does not survive a restart; 1 stays "at once"). */
 static void

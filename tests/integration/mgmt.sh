@@ -206,10 +206,10 @@ check "another scheme: 401" is 401
 # ---- overview, whoami ----
 g GET /api/overview
 check "overview: 200" is 200
-check "overview: versions and names" js 'j["rabbitmq_version"]=="3.10.8" and j["management_version"]=="3.10.8" and j["product_name"] and j["cluster_name"] and j["node"] and j["rates_mode"]=="none"'
-check "overview: object and queue totals" js 'set(j["object_totals"])=={"connections","channels","exchanges","queues","consumers"} and set(j["queue_totals"])=={"messages","messages_ready","messages_unacknowledged"}'
+check "overview: versions and names" js 'j["rabbitmq_version"]=="3.10.8" and j["management_version"]=="3.10.8" and j["product_name"] and j["cluster_name"] and j["node"] and j["rates_mode"]=="basic"'
+check "overview: object and queue totals" js 'set(j["object_totals"])=={"connections","channels","exchanges","queues","consumers"} and set(j["queue_totals"])=={"messages","messages_ready","messages_unacknowledged","messages_details","messages_ready_details","messages_unacknowledged_details"}'
 check "overview: the AMQP and HTTP listeners" js "any(l['protocol']=='amqp' and l['port']==$port for l in j['listeners']) and any(l['protocol']=='http' and l['port']==$mport and l['ip_address']=='127.0.0.1' for l in j['listeners'])"
-check "overview: no rates faked" js '"message_stats" not in j and "churn_rates" not in j and "messages_details" not in j["queue_totals"]'
+check "overview: message_stats with rates, no churn_rates" js '"rate" in j["message_stats"]["publish_details"] and "churn_rates" not in j and "rate" in j["queue_totals"]["messages_details"]'
 check "overview: columns=" eval "g GET '/api/overview?columns=rabbitmq_version,object_totals.queues' && js 'set(j)=={\"rabbitmq_version\",\"object_totals\"}'"
 g GET /api/whoami
 check "whoami" eval 'is 200 && js "j==dict(name=\"guest\",tags=[\"administrator\"])"'
