@@ -26,14 +26,6 @@ entry_is(struct amqp_table t, const char *queue, const char *reason)
            r.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(r.v.str, reason);
 }
 
-static void
-put_str(struct wire_wr *w, const char *key, struct amqp_bytes s)
-{
-    struct amqp_field f = { .kind = AMQP_FIELD_LONGSTR, .v.str = s };
-    (void)table_put_key(w, amqp_cstr(key));
-    field_put(w, &f);
-}
-
 /* One x-death entry: count, reason, queue, time, exchange, routing-keys,
  * and original-expiration when the message had one. */
 static void
@@ -47,15 +39,15 @@ put_death(struct wire_wr *w, int64_t count, const char *reason,
     f = (struct amqp_field){ .kind = AMQP_FIELD_I64, .v.i = count };
     (void)table_put_key(w, amqp_cstr("count"));
     field_put(w, &f);
-    put_str(w, "reason", amqp_cstr(reason));
-    put_str(w, "queue", amqp_cstr(queue));
+    (void)table_put_str(w, "reason", reason);
+    (void)table_put_str(w, "queue", queue);
     f = (struct amqp_field){ .kind = AMQP_FIELD_TIMESTAMP,
                              .v.u = (uint64_t)time(NULL) };
     (void)table_put_key(w, amqp_cstr("time"));
     field_put(w, &f);
-    put_str(w, "exchange",
-            (struct amqp_bytes){ (const uint8_t *)msg_exchange(m),
-                                 msg_exchange_len(m) });
+    struct amqp_bytes x = { (const uint8_t *)msg_exchange(m),
+                            msg_exchange_len(m) };
+    (void)table_put_bytes(w, "exchange", x);
     (void)table_put_key(w, amqp_cstr("routing-keys"));
     wire_put_u8(w, AMQP_FIELD_ARRAY);
     a = table_begin(w);
@@ -65,7 +57,8 @@ put_death(struct wire_wr *w, int64_t count, const char *reason,
     field_put(w, &f);
     table_end(w, a);
     if (h->props.flags & AMQP_BASIC_EXPIRATION_FLAG)
-        put_str(w, "original-expiration", h->props.expiration);
+        (void)table_put_bytes(w, "original-expiration",
+                              h->props.expiration);
     table_end(w, t);
 }
 
@@ -119,11 +112,11 @@ build_headers(struct wire_wr *w, const struct msg *m,
     }
     table_end(w, arr);
     if (!table_get(old, "x-first-death-reason", &v)) {
-        put_str(w, "x-first-death-reason", amqp_cstr(reason));
-        put_str(w, "x-first-death-queue", amqp_cstr(queue));
-        put_str(w, "x-first-death-exchange",
-                (struct amqp_bytes){ (const uint8_t *)msg_exchange(m),
-                                     msg_exchange_len(m) });
+        (void)table_put_str(w, "x-first-death-reason", reason);
+        (void)table_put_str(w, "x-first-death-queue", queue);
+        struct amqp_bytes x = { (const uint8_t *)msg_exchange(m),
+                                msg_exchange_len(m) };
+        (void)table_put_bytes(w, "x-first-death-exchange", x);
     }
     table_end(w, outer);
     return true;

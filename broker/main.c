@@ -538,6 +538,13 @@ main(int argc, char **argv)
     }
     if (log_open(broker.cfg.log_file, (enum log_level)broker.cfg.log_level) != 0)
         return 1;
+    /* RabbitMQ's two outputs are one here: standard error is its
+     * console, anything else its file. */
+    bool console = broker.cfg.log_file[0] == '\0' ||
+                   strcmp(broker.cfg.log_file, "-") == 0;
+    log_set_json(strcmp(console ? broker.cfg.log_console_formatter
+                                : broker.cfg.log_file_formatter,
+                        "json") == 0);
     if (cl.check_dir) {
         int rc = check_data(cl.check_dir);
         log_close();

@@ -462,3 +462,16 @@ msg_bytes_in_use(void)
 {
     return bytes_in_use;
 }
+
+const char *
+msg_log_id(const struct msg *m, char *out, size_t cap)
+{
+    struct content_header h;
+
+    /* The header was checked at publish: it decodes. */
+    if (content_header_decode(msg_hdr(m), msg_hdr_len(m), &h) != AMQP_OK ||
+        !(h.props.flags & AMQP_BASIC_MESSAGE_ID_FLAG))
+        return NULL;
+    return log_escape(out, cap, h.props.message_id.ptr,
+                      h.props.message_id.len);
+}

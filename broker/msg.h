@@ -227,6 +227,10 @@ struct msg *msg_copy_as(const struct msg *m, struct amqp_bytes exchange,
 /* Give every message whose body lies in 'b' its own copy (inbuf_compact). */
 void msg_unborrow_all(struct inblock *b);
 
+/* Its message-id property escaped for a log line (log_escape) into
+ * 'out' of 'cap' bytes, or NULL if it has none. */
+const char *msg_log_id(const struct msg *m, char *out, size_t cap);
+
 static inline struct msg *
 msg_ref(struct msg *m)
 {

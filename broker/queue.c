@@ -6,6 +6,7 @@
 
 #include <event2/event.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,18 +332,52 @@ route_dead(struct queue *q, struct exchange *dlx, struct msg *dm,
     msg_unref(dm);
 }
 
+/* A log line about 'q' and the message 'm' (NULL: none): the queue,
+ * its vhost and the message id are keys of a JSON line. */
+static void __attribute__((format(printf, 4, 5)))
+queue_log(const struct queue *q, const struct msg *m, enum log_level level,
+          const char *fmt, ...)
+{
+    char name[300], mid[300];
+    va_list ap;
+
+    if (!log_enabled(level))
+        return;
+    struct log_ids ids = {
+        .vhost = q->vh->name,
+        .queue = log_escape(name, sizeof(name), q->name, q->name_len),
+        .message_id = m ? msg_log_id(m, mid, sizeof(mid)) : NULL,
+    };
+    va_start(ap, fmt);
+    log_eventv(level, &ids, fmt, ap);
+    va_end(ap);
+}
+
 static void
 dead_letter(struct queue *q, struct qentry e, const char *reason)
 {
     struct exchange *dlx;
     struct msg *dm;
+    char name[300];
+    /* A poison message (over its delivery limit) is worth a line; the
+     * others come by the thousand (expiry, length limits). */
+    enum log_level level = strcmp(reason, "delivery_limit") == 0
+                               ? LOG_LVL_INFO : LOG_LVL_DEBUG;
     enum drop_reason why = drop_reason_of(reason);
 
+    log_escape(name, sizeof(name), q->name, q->name_len);
     if (e.paged || (dlx = dead_letter_exchange(q)) == NULL) {
+        queue_log(q, e.paged ? NULL : e.m, level, "queue '%s' in vhost '%s': "
+                  "a message dropped (%s, after %u deliveries): no "
+                  "dead-letter exchange", name, q->vh->name, reason,
+                  e.deliveries);
         q->dropped[why]++;
         entry_end(q, e);
         return;
     }
+    queue_log(q, e.m, level, "queue '%s' in vhost '%s': a message "
+              "dead-lettered (%s, after %u deliveries) to exchange '%s'",
+              name, q->vh->name, reason, e.deliveries, dlx->name);
     dm = deadletter_msg(e.m, q->name, reason, q->qa.dlx, q->qa.dlrk);
     entry_end(q, e);
     if (dm == NULL) {   /* a cycle that would expire forever, or too large */
@@ -411,8 +446,9 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     queue_expire(q);
     if (q->qa.expires && q->nconsumers == 0 &&
         now_ms() >= q->last_used_ms + (uint64_t)q->qa.expires) {
-        log_info("queue '%s' in vhost '%s' unused for %lld ms; deleting (x-expires)",
-                 q->name, q->vh->name, (long long)q->qa.expires);
+        queue_log(q, NULL, LOG_LVL_INFO, "queue '%s' in vhost '%s' unused "
+                  "for %lld ms; deleting (x-expires)", q->name, q->vh->name,
+                  (long long)q->qa.expires);
         queue_delete(q);
         return;
     }
@@ -1145,11 +1181,13 @@ apply_reads(struct queue *q, struct qring *rg, struct pager_job *j)
                 rg->npaged--;
                 q->npaged--;
             } else {
-                log_warnx("queue '%s' in vhost '%s': the message at position %"
-                          PRIu64 " cannot be read back (%s segment %u, offset "
-                          "%u: %s); dropped", q->name, q->vh->name, e->seq,
+                queue_log(q, NULL, LOG_LVL_WARN, "queue '%s' in vhost '%s': "
+                          "the message at position %" PRIu64 " cannot be "
+                          "read back (%s segment %u, offset %u: %s); "
+                          "dropped", q->name, q->vh->name, e->seq,
                           r->scratch ? "scratch" : "journal", r->seg, r->off,
-                          r->err ? strerror(r->err) : "record does not check out");
+                          r->err ? strerror(r->err)
+                                 : "record does not check out");
                 ring_remove(q, rg, i);
             }
         }

@@ -26,6 +26,16 @@ def done():
     sys.exit(1 if fails else 0)
 
 
+def until(cond, timeout=5.0):
+    """Poll cond() until it holds or 'timeout' seconds pass."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
 class Api:
     """The management API as guest (or 'user'): call() returns (status,
     JSON body or None), or (status, the body's text) for an error."""

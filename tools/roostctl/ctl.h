@@ -159,6 +159,8 @@ int cmd_list_policies(struct ctl *c);
 int cmd_set_operator_policy(struct ctl *c);
 int cmd_clear_operator_policy(struct ctl *c);
 int cmd_list_operator_policies(struct ctl *c);
+int cmd_trace_on(struct ctl *c);
+int cmd_trace_off(struct ctl *c);
 /* list_vhosts, list_queues, ...: the one named by c->command */
 int cmd_list(struct ctl *c);
 int cmd_purge_queue(struct ctl *c);

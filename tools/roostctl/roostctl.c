@@ -1,7 +1,8 @@
 /*
- * roostctl: rabbitmqctl's user, vhost, permission, policy, definitions and
- * status commands, its list_* commands with their columns, purge_queue,
- * delete_queue and close_connection, done through the management HTTP API
+ * roostctl: rabbitmqctl's user, vhost, tracing, permission, policy,
+ * definitions and status commands, its list_* commands with their
+ * columns, purge_queue, delete_queue and close_connection, done through
+ * the management HTTP API
  * (RabbitMQ's paths and JSON), so it works against roostd and RabbitMQ
  * alike.
  *
@@ -112,6 +113,16 @@ static const struct command commands[] = {
     { "Virtual hosts", "delete_vhost", cmd_delete_vhost, 1, 1, 0, "<vhost>",
       "Deletes a virtual host", "<vhost>\n\tName of the virtual host to "
       "delete, with everything in it.\n" },
+    /* rabbitmqctl 3.10 ignores positional arguments here. */
+    { "Virtual hosts", "trace_off", cmd_trace_off, 0, -1, 0,
+      "[--vhost <vhost>]", "Stops tracing (the firehose) in a vhost",
+      "-p <vhost>, --vhost <vhost>\n\tThe virtual host; \"/\" if not "
+      "given.\n" },
+    { "Virtual hosts", "trace_on", cmd_trace_on, 0, -1, 0,
+      "[--vhost <vhost>]", "Starts tracing (the firehose): publishes and "
+      "deliveries copied to amq.rabbitmq.trace",
+      "-p <vhost>, --vhost <vhost>\n\tThe virtual host; \"/\" if not "
+      "given.\n" },
 
     { "Policies", "clear_operator_policy", cmd_clear_operator_policy, 1, 1,
       0, "[--vhost <vhost>] <name>", "Clears an operator policy",
