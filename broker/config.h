@@ -97,6 +97,13 @@ struct config {
     /* statistics (stats.c) */
     int collect_statistics_interval;
     char *rates_mode;
+    /* Prometheus metrics (broker/mgmt/prom.c) */
+    int prom_tcp_port;          /* -1: none */
+    bool prom_tcp_port_given;   /* set other than by config_defaults */
+    char *prom_tcp_ip;
+    char *prom_path;
+    bool prom_per_object;
+    int64_t prom_max_series;
 };
 
 /*
