@@ -1164,7 +1164,12 @@ scrape_continue(struct evhttp_connection *evcon, void *arg)
     }
 }
 
-/* The client went before the end: evhttp frees the request. */
+/*
+ * The client went (or timed out) before the end. libevent 2.1 then
+ * detaches a request its user has not finished from the connection it
+ * frees (evhttp_connection_incoming_fail) and leaves it to the user:
+ * ending it frees it.
+ */
 static void
 client_gone(struct evhttp_connection *evcon, void *arg)
 {
@@ -1172,6 +1177,8 @@ client_gone(struct evhttp_connection *evcon, void *arg)
     (void)evcon;
     log_debug("prometheus: client went during a scrape (%zu of %zu "
               "queues' families written)", s->pos, s->nq);
+    if (evhttp_request_get_connection(s->req) == NULL)
+        evhttp_send_reply_end(s->req);
     scrape_free(s);
 }
 
