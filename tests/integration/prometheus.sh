@@ -147,6 +147,20 @@ $py "$here/declare_queues.py" "$port" 5000 many- --messages 2 > /dev/null
 run_checks hostile $helper hostile "$pp" "$port"
 check "roostd still runs" kill -0 "$pid"
 check "roostd stops cleanly (hostile)" stop
+# a port set explicitly and taken: the start is refused, naming it
+$py -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True); time.sleep(30)' > "$tmp/held" &
+holder=$!
+for _ in $(seq 1 100); do [ -s "$tmp/held" ] && break; sleep 0.05; done
+held=$(cat "$tmp/held")
+mkdir -p "$tmp/d4"
+"$roostd" --port 0 --data-dir "$tmp/d4" --log-file "$tmp/log4" \
+    --set management.tcp.port=0 --set prometheus.tcp.port="$held" 2>>"$tmp/stderr"
+check "a taken port set explicitly refuses the start" test $? -ne 0
+check "... naming it" grep -q "prometheus: cannot listen on 127.0.0.1 port $held" "$tmp/log4"
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
 check "no sanitizer reports" test ! -s "$tmp/stderr" -o -z "$(grep -i 'sanitizer\|runtime error' "$tmp/stderr")"
 
 echo "prometheus: $pass passed, $fail failed"
