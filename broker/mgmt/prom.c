@@ -869,8 +869,19 @@ write_channels(struct scrape *s, uint64_t dl[DROP_COUNT],
             }
         }
     }
-    if (!cs.per_vhost)
+    if (!cs.per_vhost) {
         write_global(s, &cs.v[0], dl, dr);
+    } else if (s->mode == MODE_PER_OBJECT) {
+        /* the global families are the broker's in every answer */
+        struct csum all;
+        memset(&all, 0, sizeof(all));
+        stats_overview(&all.ms);
+        for (size_t j = 0; j < cs.n; j++) {
+            all.consumers += cs.v[j].consumers;
+            all.unconfirmed += cs.v[j].unconfirmed;
+        }
+        write_global(s, &all, dl, dr);
+    }
     free(cs.v);
 }
 
@@ -916,6 +927,15 @@ take_queue(struct queue *q, void *arg)
     struct scrape *s = w->s;
 
     s->queues_total++;
+    /* the global dead-letter counters cover every queue, shown or not */
+    if (s->mode == MODE_PER_OBJECT) {
+        struct queue_info qi;
+        queue_info(q, &qi);
+        for (int r = 0; r < DROP_COUNT; r++) {
+            w->dl[r] += qi.dead_lettered[r];
+            w->dr[r] += qi.dropped[r];
+        }
+    }
     if (s->nq == w->allowed) {
         s->omitted++;
         return;
@@ -1330,7 +1350,7 @@ start_scrape(struct evhttp_request *req, enum mode mode)
         }
     }
     write_node(s);
-    write_channels(s, NULL, NULL);
+    write_channels(s, w.dl, w.dr);
     if (mode == MODE_DETAILED &&
         (s->groups & G_VHOST_STATUS) != 0) {
         evbuffer_add_printf(s->buf, "# TYPE rabbitmq_cluster_vhost_status "

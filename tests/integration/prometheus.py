@@ -241,6 +241,12 @@ def per_object(path):
     check(what + ": channel counters per vhost", got == 11, "got %r" % got)
     got = value(samples, "roost_prometheus_objects_omitted")
     check(what + ": nothing omitted", got == 0, "got %r" % got)
+    got = value(samples, "rabbitmq_global_messages_received_total")
+    check(what + ": the global families too", got == 11, "got %r" % got)
+    got = value(samples, "rabbitmq_global_messages_dead_lettered_rejected"
+                "_total", dead_letter_strategy="at_most_once")
+    check(what + ": global dead-lettered rejected = 1", got == 1,
+          "got %r" % got)
 
 
 def bound(path, allowed, omitted):
