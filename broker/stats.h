@@ -169,6 +169,10 @@ struct stats_churn {
     uint64_t channels_opened, channels_closed;
     uint64_t queues_declared, queues_created, queues_deleted;
     uint64_t conn_recv_gone, conn_send_gone;    /* octets */
+    /* every queue's dead-lettered and dropped messages by reason, those
+     * of queues deleted since too (one more increment where the queue
+     * counts its own) */
+    uint64_t dead_lettered[DROP_COUNT], dropped[DROP_COUNT];
 };
 extern struct stats_churn stats_churn;
 

@@ -737,9 +737,10 @@ cvalue(const struct cfam *f, const struct csum *c)
  * that the published Overview dashboard reads, from the broker's
  * channel counters (every channel's, open or closed). */
 static void
-write_global(struct scrape *s, const struct csum *c, uint64_t dl[DROP_COUNT],
-             uint64_t dr[DROP_COUNT])
+write_global(struct scrape *s, const struct csum *c)
 {
+    const uint64_t *dl = stats_churn.dead_lettered;
+    const uint64_t *dr = stats_churn.dropped;
     const uint64_t *n = c->ms.n;
     static const char *const P = "protocol=\"amqp091\"";
     static const struct {
@@ -805,8 +806,8 @@ write_global(struct scrape *s, const struct csum *c, uint64_t dl[DROP_COUNT],
             "Current number of consumers", false))
         series(s, "global_consumers", P, (double)c->consumers, false);
     /* dead-lettered: RabbitMQ's strategy at_most_once when the queue has
-     * a dead-letter exchange, "disabled" (dropped) when not; summed over
-     * the queues there are */
+     * a dead-letter exchange, "disabled" (dropped) when not; every
+     * queue's since the start, deleted ones too */
     static const char *const dlname[DROP_COUNT] = {
         [DROP_EXPIRED] = "global_messages_dead_lettered_expired_total",
         [DROP_REJECTED] = "global_messages_dead_lettered_rejected_total",
@@ -835,8 +836,7 @@ write_global(struct scrape *s, const struct csum *c, uint64_t dl[DROP_COUNT],
 }
 
 static void
-write_channels(struct scrape *s, uint64_t dl[DROP_COUNT],
-               uint64_t dr[DROP_COUNT])
+write_channels(struct scrape *s)
 {
     struct csums cs = { NULL, 0, s->mode != MODE_AGGREGATED };
 
@@ -870,7 +870,7 @@ write_channels(struct scrape *s, uint64_t dl[DROP_COUNT],
         }
     }
     if (!cs.per_vhost) {
-        write_global(s, &cs.v[0], dl, dr);
+        write_global(s, &cs.v[0]);
     } else if (s->mode == MODE_PER_OBJECT) {
         /* the global families are the broker's in every answer */
         struct csum all;
@@ -880,7 +880,7 @@ write_channels(struct scrape *s, uint64_t dl[DROP_COUNT],
             all.consumers += cs.v[j].consumers;
             all.unconfirmed += cs.v[j].unconfirmed;
         }
-        write_global(s, &all, dl, dr);
+        write_global(s, &all);
     }
     free(cs.v);
 }
@@ -927,15 +927,6 @@ take_queue(struct queue *q, void *arg)
     struct scrape *s = w->s;
 
     s->queues_total++;
-    /* the global dead-letter counters cover every queue, shown or not */
-    if (s->mode == MODE_PER_OBJECT) {
-        struct queue_info qi;
-        queue_info(q, &qi);
-        for (int r = 0; r < DROP_COUNT; r++) {
-            w->dl[r] += qi.dead_lettered[r];
-            w->dr[r] += qi.dropped[r];
-        }
-    }
     if (s->nq == w->allowed) {
         s->omitted++;
         return;
@@ -1269,7 +1260,7 @@ sum_next(evutil_socket_t fd, short what, void *arg)
         }
     }
     write_node(s);
-    write_channels(s, w->dl, w->dr);
+    write_channels(s);
     write_queue_aggregate(s, w);
     write_trailer(s);
     evhttp_connection_set_closecb(s->evcon, NULL, NULL);
@@ -1350,7 +1341,7 @@ start_scrape(struct evhttp_request *req, enum mode mode)
         }
     }
     write_node(s);
-    write_channels(s, w.dl, w.dr);
+    write_channels(s);
     if (mode == MODE_DETAILED &&
         (s->groups & G_VHOST_STATUS) != 0) {
         evbuffer_add_printf(s->buf, "# TYPE rabbitmq_cluster_vhost_status "

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Declare N queues fast over one raw AMQP 0-9-1 connection (queue.declare
 with no-wait, written in batches), for tests/integration/prometheus.sh and bench/prom-stall.sh.
-Usage: declare_queues.py PORT N [PREFIX] [--messages M]: M messages are
-published to each of the first 1,000 queues so their families are not
-all zero."""
+Usage: declare_queues.py PORT N [PREFIX] [--messages M] [--vhost V]
+[--delete]: M messages are published to each of the first 1,000 queues
+so their families are not all zero; --delete deletes the N queues
+instead."""
 import socket
 import struct
 import sys
@@ -57,6 +58,9 @@ prefix = (sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--")
           else "bench-q-").encode()
 messages = int(sys.argv[sys.argv.index("--messages") + 1]) \
     if "--messages" in sys.argv else 0
+vhost = sys.argv[sys.argv.index("--vhost") + 1].encode() \
+    if "--vhost" in sys.argv else b"/"
+delete = "--delete" in sys.argv
 s = socket.create_connection(("127.0.0.1", port))
 buf = bytearray()
 s.sendall(b"AMQP\x00\x00\x09\x01")
@@ -66,7 +70,7 @@ s.sendall(method(10, 11, struct.pack(">I", 0) + shortstr(b"PLAIN") +
 tune = expect(s, buf, 10, 30)
 ch_max, fmax, hb = struct.unpack(">HIH", tune[4:12])
 s.sendall(method(10, 31, struct.pack(">HIH", ch_max, fmax, 0)))
-s.sendall(method(10, 40, shortstr(b"/") + shortstr(b"") + b"\x00"))
+s.sendall(method(10, 40, shortstr(vhost) + shortstr(b"") + b"\x00"))
 expect(s, buf, 10, 41)
 cls_ch[0] = 1
 s.sendall(method(20, 10, shortstr(b"")))
@@ -74,15 +78,20 @@ expect(s, buf, 20, 11)
 batch = []
 for i in range(n):
     name = prefix + str(i).encode()
-    # reserved short, queue, bits: no-wait (bit 4), empty arguments table
-    batch.append(method(50, 10, struct.pack(">H", 0) + shortstr(name) +
-                        b"\x10" + struct.pack(">I", 0)))
+    if delete:
+        # queue.delete: reserved short, queue, bits: no-wait (bit 2)
+        batch.append(method(50, 40, struct.pack(">H", 0) + shortstr(name) +
+                            b"\x04"))
+    else:
+        # reserved short, queue, bits: no-wait (bit 4), no arguments
+        batch.append(method(50, 10, struct.pack(">H", 0) + shortstr(name) +
+                            b"\x10" + struct.pack(">I", 0)))
     if len(batch) == 2000:
         s.sendall(b"".join(batch))
         batch = []
 if batch:
     s.sendall(b"".join(batch))
-for i in range(min(n, 1000) if messages else 0):
+for i in range(min(n, 1000) if messages and not delete else 0):
     name = prefix + str(i).encode()
     out = []
     for _ in range(messages):
@@ -91,10 +100,12 @@ for i in range(min(n, 1000) if messages else 0):
         out.append(frame(2, 1, struct.pack(">HHQH", 60, 0, 2, 0)))
         out.append(frame(3, 1, b"hi"))
     s.sendall(b"".join(out))
-# a synchronous method so that every declare above has been handled
-s.sendall(method(50, 10, struct.pack(">H", 0) + shortstr(prefix + b"0") +
-                 b"\x01" + struct.pack(">I", 0)))
+# a synchronous method so that every method above has been handled
+s.sendall(method(50, 10, struct.pack(">H", 0) + shortstr(b"sync") +
+                 b"\x00" + struct.pack(">I", 0)))
 expect(s, buf, 50, 11)
+s.sendall(method(50, 40, struct.pack(">H", 0) + shortstr(b"sync") + b"\x00"))
+expect(s, buf, 50, 41)
 s.sendall(method(20, 40, struct.pack(">H", 200) + shortstr(b"bye") +
                  struct.pack(">HH", 0, 0)))
 expect(s, buf, 20, 41)
@@ -102,4 +113,4 @@ cls_ch[0] = 0
 s.sendall(method(10, 50, struct.pack(">H", 200) + shortstr(b"bye") +
                  struct.pack(">HH", 0, 0)))
 expect(s, buf, 10, 51)
-print("declared %d queues" % n)
+print("%s %d queues" % ("deleted" if delete else "declared", n))

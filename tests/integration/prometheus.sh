@@ -8,7 +8,8 @@
 # metrics); /metrics/detailed; the series bound (prometheus.max_series
 # low: the cut, its comment and gauge, one log line); bad requests (404,
 # 405, garbage, oversized headers, half a request, clients that vanish
-# mid-answer with 5,000 queues) with AMQP still served; Debian's
+# mid-answer with 5,000 queues; queues and a vhost deleted while a slow
+# client reads) with AMQP still served; Debian's
 # prometheus server scraping both endpoints every second, queried through
 # its HTTP API; the family names compared with the reference RabbitMQ's
 # rabbitmq_prometheus (localhost:15698) when it is up.
@@ -145,6 +146,28 @@ start "$tmp/d3" "$tmp/log3" --set prometheus.tcp.port=0 \
 pp=$(prom_port "$tmp/log3")
 $py "$here/declare_queues.py" "$port" 5000 many- --messages 2 > /dev/null
 run_checks hostile $helper hostile "$pp" "$port"
+# queues and a whole vhost deleted while a slow client reads a big
+# per-object answer: the scrape holds their references, leaves them out
+mp=$(sed -n 's/.*management API listening on http:\/\/[^:]*:\([0-9]*\)\/.*/\1/p' "$tmp/log3")
+curl -s -u guest:guest -X PUT "http://127.0.0.1:$mp/api/vhosts/v2" > /dev/null
+curl -s -u guest:guest -X PUT -H 'content-type: application/json' \
+    -d '{"configure":".*","write":".*","read":".*"}' \
+    "http://127.0.0.1:$mp/api/permissions/v2/guest" > /dev/null
+$py "$here/declare_queues.py" "$port" 2000 v2- --vhost v2 --messages 1 > /dev/null
+curl -s --limit-rate 20M -o "$tmp/slow.txt" "http://127.0.0.1:$pp/metrics/per-object" &
+slow=$!
+sleep 0.3
+$py "$here/declare_queues.py" "$port" 2500 many- --delete > /dev/null
+curl -s -u guest:guest -X DELETE "http://127.0.0.1:$mp/api/vhosts/v2" > /dev/null
+wait "$slow"
+echo "slow answer: $(grep -c "^rabbitmq_queue_messages_ready{" "$tmp/slow.txt") queues in the first family, $(grep -c "^roost_queue_confirm_latency_seconds_count{" "$tmp/slow.txt") in the last"
+check "deleted meanwhile: the slow answer is whole" \
+    grep -q '^rabbitmq_identity_info{' "$tmp/slow.txt"
+if command -v promtool >/dev/null; then
+    check "deleted meanwhile: promtool check metrics" sh -c "promtool check metrics < '$tmp/slow.txt'"
+fi
+curl -s -o "$tmp/after.txt" "http://127.0.0.1:$pp/metrics"
+check "deleted meanwhile: 2,500 queues left" grep -q '^rabbitmq_queues 2500$' "$tmp/after.txt"
 check "roostd still runs" kill -0 "$pid"
 check "roostd stops cleanly (hostile)" stop
 # a port set explicitly and taken: the start is refused, naming it
