@@ -7,19 +7,21 @@
  * families start with roost_.
  *
  * Who owns what: a scrape is a 'struct scrape', owned by this file from
- * the request until its last chunk is handed to evhttp or its client
- * goes (the connection's close callback). A per-object or detailed
- * scrape first takes a reference to each queue it will show
- * (queue_ref) with its labels copied, so that a queue or vhost deleted
- * while the scrape is written stays readable (a deleted queue is then
- * left out); then it writes the queue families a slice at a time
- * (SLICE_US of loop time), the next slice when evhttp has written the
- * previous one, so that AMQP connections get their turn in between. The
- * aggregated answer sums every queue in one pass and goes out at once.
+ * the request until its answer is handed to evhttp or its client goes
+ * (the connection's close callback; libevent then leaves the unfinished
+ * request to us to end). A scrape first takes a reference to each queue
+ * it will show (queue_ref), so that a queue deleted while the scrape is
+ * written stays readable; a deleted queue is then left out, and its
+ * labels, made the first time it is written, never touch a vhost that
+ * may be gone. The aggregated answer then sums the queues SLICE_US of
+ * loop time at a time, the next slice from a timer of no delay, and goes
+ * out whole; a per-object or detailed answer is a chunked reply whose
+ * next slice is written when evhttp has sent the previous one. Either
+ * way AMQP connections get their turn in between.
  *
  * Everything is read through the modules' read functions (queue_info,
- * conn_info, channel_info, vhost_foreach*, alarm_*, stats_*); nothing
- * here is on the AMQP path.
+ * conn_info, channel_info, vhost_foreach*, alarm_*, stats_*, and the
+ * broker-wide stats_churn); nothing here is on the AMQP path.
  */
 #include "broker/mgmt/prom.h"
 
