@@ -653,14 +653,20 @@ channel_send_entry(struct channel *ch, const struct amqp_method *m,
     channel_send_content(ch, m, e->m);
 }
 
+static inline void
+count_delivery(struct channel *ch, struct queue *q, const struct qentry *e,
+               int kind, uint64_t now)
+{
+    ch->ms.n[kind]++;
+    ch->ms.n[MS_REDELIVER] += e->redelivered;
+    queue_count_delivery(q, e->redelivered, e->m->born, kind, now);
+}
+
 void
 channel_count_delivery(struct channel *ch, struct queue *q,
                        const struct qentry *e, int kind, uint64_t now)
 {
-    ch->ms.n[kind]++;
-    if (e->redelivered)
-        ch->ms.n[MS_REDELIVER]++;
-    queue_count_delivery(q, e, kind, now);
+    count_delivery(ch, q, e, kind, now);
 }
 
 void
@@ -677,9 +683,11 @@ channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
     d->exchange.len = msg_exchange_len(e.m);
     d->routing_key.ptr = (const uint8_t *)msg_rkey(e.m);
     d->routing_key.len = msg_rkey_len(e.m);
-    uint64_t now = now_ms();
-    channel_count_delivery(ch, q, &e, c->no_ack ? MS_DELIVER_NO_ACK
-                                                : MS_DELIVER, now);
+    /* A no-ack delivery needs the clock only for time in queue: the
+     * loop's will do (an acked one reads it for the consumer timeout). */
+    uint64_t now = c->no_ack ? loop_ms : now_ms();
+    count_delivery(ch, q, &e, c->no_ack ? MS_DELIVER_NO_ACK : MS_DELIVER,
+                   now);
     if (c->no_ack) {
         d->delivery_tag = ch->next_tag++;
         channel_send_entry(ch, &m, q, &e);

@@ -242,6 +242,15 @@ const struct opt_def config_opts[] = {
         "basic or detailed: message rates of the last interval in the "
         "management API (detailed is basic: no per-pair samples); none: "
         "counts only, no rates"),
+    OPT("management.allowed_hosts", OPT_LIST, "", 0, 0, false,
+        mgmt_allowed_hosts,
+        "more names the management listener answers to (against DNS "
+        "rebinding, a request's Host must be one of them): "
+        "management.allowed_hosts.NAME = HOST, a name or address without "
+        "its port; * takes any Host (behind a proxy that checks it); "
+        "always allowed: localhost, 127.0.0.1, [::1], the listener's "
+        "addresses and the machine's host name; others get 421 (Roost's "
+        "own)"),
     OPT("prometheus.tcp.port", OPT_INT, "15692", -1, 65535, false,
         prom_tcp_port,
         "port of the Prometheus metrics endpoint (RabbitMQ's, "

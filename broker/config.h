@@ -97,6 +97,7 @@ struct config {
     /* statistics (stats.c) */
     int collect_statistics_interval;
     char *rates_mode;
+    char *mgmt_allowed_hosts;   /* list: more names the Host may say */
     /* Prometheus metrics (broker/mgmt/prom.c) */
     int prom_tcp_port;          /* -1: none */
     bool prom_tcp_port_given;   /* set other than by config_defaults */

@@ -964,7 +964,7 @@ process_input(struct conn *c)
     struct inbuf *in = &c->in;
     struct frame f;
 
-    c->last_recv_ms = now_ms();
+    c->last_recv_ms = loop_ms = now_ms();
     if (c->state == CONN_AWAIT_HEADER && !read_protocol_header(c, in))
         return;
     while (c->state != CONN_CLOSED && !c->blocked && !c->held &&

@@ -173,3 +173,46 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
     dm->born = (uint32_t)now_ms();   /* its time in the DLQ starts now */
     return dm;
 }
+
+static struct amqp_bytes
+str_of(struct amqp_table t, const char *key)
+{
+    struct amqp_field f;
+    if (table_get(t, key, &f) &&
+        (f.kind == AMQP_FIELD_LONGSTR || f.kind == AMQP_FIELD_BYTES))
+        return f.v.str;
+    return (struct amqp_bytes){ (const uint8_t *)"", 0 };
+}
+
+bool
+deadletter_first_death(const struct msg *m, struct deadletter_death *out)
+{
+    struct amqp_field deaths, d, f;
+    struct table_iter it;
+
+    memset(out, 0, sizeof(*out));
+    if (!table_get(msg_headers(m), "x-death", &deaths) ||
+        deaths.kind != AMQP_FIELD_ARRAY)
+        return false;
+    array_iter_init(&it, deaths.v.array);
+    if (!array_next(&it, &d) || d.kind != AMQP_FIELD_TABLE)
+        return false;
+    out->reason = str_of(d.v.table, "reason");
+    out->queue = str_of(d.v.table, "queue");
+    out->exchange = str_of(d.v.table, "exchange");
+    if (table_get(d.v.table, "count", &f) &&
+        (f.kind == AMQP_FIELD_I64 || f.kind == AMQP_FIELD_L64 ||
+         f.kind == AMQP_FIELD_I32 || f.kind == AMQP_FIELD_I16 ||
+         f.kind == AMQP_FIELD_I8))
+        out->count = f.v.i;
+    if (table_get(d.v.table, "routing-keys", &f) &&
+        f.kind == AMQP_FIELD_ARRAY) {
+        struct amqp_field k;
+        array_iter_init(&it, f.v.array);
+        if (array_next(&it, &k) && k.kind == AMQP_FIELD_LONGSTR) {
+            out->rkey = k.v.str;
+            out->has_rkey = true;
+        }
+    }
+    return true;
+}

@@ -21,6 +21,7 @@
 #include "broker/config.h"
 #include "broker/conn.h"
 #include "broker/defs.h"
+#include "broker/dlreplay.h"
 #include "broker/defs_json.h"
 #include "broker/listener.h"
 #include "broker/log.h"
@@ -237,6 +238,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
              sig == SIGTERM ? "SIGTERM" : "SIGINT", conn_count());
     listener_stop();
     mgmt_stop();
+    dlreplay_free_all();
     prom_stop();
     conn_close_all("broker forced connection closure with reason 'shutdown'");
     shutdown_deadline = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
@@ -615,6 +617,7 @@ main(int argc, char **argv)
     stats_stop();
     listener_stop();
     mgmt_stop();
+    dlreplay_free_all();
     prom_stop();
     alarm_shutdown();
     conn_free_all();

@@ -34,8 +34,16 @@ void array_reach(void *arr_ptr, size_t size, size_t *n, size_t i);
 
 /* Milliseconds from a monotonic clock, to the kernel tick (1-10 ms). */
 uint64_t now_ms(void);
+/* now_ms() as the last read of a connection took it: for what needs the
+ * time only roughly (statistics), without reading the clock. */
+extern uint64_t loop_ms;
+
 /* The wall clock, in ms since the epoch. */
 uint64_t wall_ms(void);
+
+/* The same to the millisecond (CLOCK_MONOTONIC): for delays and rates
+ * that must not run early by a tick. */
+int64_t mono_ms(void);
 
 /* FNV-1a over bytes. */
 uint64_t hash_bytes(const void *p, size_t len);

@@ -2,14 +2,20 @@
  * The management API's server: the HTTP and HTTPS listeners (evhttp on
  * the broker's event loop), the route table, basic auth with RabbitMQ's
  * tag rules, and JSON answers in RabbitMQ's shapes. The resources
- * themselves are answered in mgmt_users.c, mgmt_vhosts.c and
- * mgmt_overview.c.
+ * themselves are answered in mgmt_users.c, mgmt_vhosts.c,
+ * mgmt_overview.c, mgmt_policies.c, mgmt_queues.c, mgmt_conns.c and
+ * mgmt_deadletters.c; paths outside /api/ are the web page's files
+ * (mgmt_www.c).
  *
- * Every request is checked in the order RabbitMQ's cowboy_rest does it,
- * so that clients see the same status for the same mistake: the path
- * (404), the method (405; OPTIONS answers the allowed ones), the
- * credentials (401), the user's tags (401), the body's content type
- * where RabbitMQ asks for JSON (415), then the resource.
+ * Before anything else, mgmt_guard.c sets the security headers and
+ * refuses a Host that is not this server's (421) and a write from
+ * another origin (403). Then every API request is checked in the order
+ * RabbitMQ's cowboy_rest does it, so that clients see the same status
+ * for the same mistake: the path (404), the method (405; OPTIONS answers
+ * the allowed ones), the credentials (401), the user's tags (401), the
+ * body's content type where RabbitMQ asks for JSON (415; Roost also
+ * wants JSON for any other PUT or POST with a body or a type), then the
+ * resource.
  *
  * What a peer controls is bounded before it costs anything: evhttp
  * refuses headers over HEADERS_MAX and bodies over
@@ -166,6 +172,13 @@ static const struct route routes[] = {
     { "health/checks/node-is-quorum-critical", M_GET, AUTH_MGMT, false,
       mgmt_health_critical },
     { "consumers/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_consumers },
+    /* Roost's own: dead-letter tools (mgmt_deadletters.c) */
+    { "queues/*/*/browse", M_GET, AUTH_VHOST, false, mgmt_queue_browse },
+    { "queues/*/*/dead-letters", M_GET, AUTH_VHOST, false,
+      mgmt_queue_dead_letters },
+    { "queues/*/*/replay", M_POST, AUTH_VHOST, true, mgmt_queue_replay },
+    { "replays", M_GET, AUTH_MGMT, false, mgmt_replays },
+    { "replays/*", M_GET | M_DELETE, AUTH_MGMT, false, mgmt_replay },
 };
 
 /* ---- the servers ---- */
@@ -300,7 +313,21 @@ answer(struct mgmt_req *r, int code, struct evbuffer *body)
     if (r->answered)
         fatalx("management API: a request answered twice");
     r->answered = true;
-    evhttp_send_reply(r->ev, code, NULL, body);
+    /* evhttp names the codes it knows; mgmt_guard's is newer. */
+    evhttp_send_reply(r->ev, code, code == 421 ? "Misdirected Request" : NULL,
+                      body);
+}
+
+void
+mgmt_add_header(struct mgmt_req *r, const char *key, const char *value)
+{
+    add_header(r, key, value);
+}
+
+void
+mgmt_answer(struct mgmt_req *r, int code, struct evbuffer *body)
+{
+    answer(r, code, body);
 }
 
 json_t *
@@ -593,15 +620,21 @@ name_has(const char *name, const char *part)
     return n == 0;
 }
 
+struct page {
+    long page, size;
+    const char *name;           /* the filter, or NULL */
+    void *re;                   /* with use_regex */
+};
+
 /*
- * RabbitMQ's pagination (rabbit_mgmt_util:paginate): with "page", the
- * list filtered by "name" (a substring, or with use_regex=true a
- * regular expression) is cut to one page of "page_size" (100, at most
- * 500) and answered inside {"items": ..., "page": ...}. 0 when answered
- * (or there is no page to cut: '*out' is 'arr'), -1 after an error.
+ * The page the query asks for (RabbitMQ's rabbit_mgmt_util:paginate):
+ * "page", of "page_size" items (100, at most 500), of the list filtered
+ * by "name" (a substring, or with use_regex=true a regular expression).
+ * 0 none, 1 one (in 'pg'; free pg->re with perm_re_free), -1 answered
+ * with RabbitMQ's 400.
  */
 static int
-paginate(struct mgmt_req *r, json_t *arr, json_t **out)
+page_args(struct mgmt_req *r, struct page *pg)
 {
     long page = query_number(r, "page"), size = query_number(r, "page_size");
     const char *name = evhttp_find_header(&r->query, "name");
@@ -609,7 +642,7 @@ paginate(struct mgmt_req *r, json_t *arr, json_t **out)
     char msg[256];
     size_t at;
 
-    *out = arr;
+    memset(pg, 0, sizeof(*pg));
     if (page == -1)
         return 0;
     if (page == -2 || size == -2) {
@@ -625,50 +658,90 @@ paginate(struct mgmt_req *r, json_t *arr, json_t **out)
         mgmt_error(r, 400, "invalid_pagination_parameters", reason);
         return -1;
     }
-    if (size < 0)
-        size = 100;
-    void *re = NULL;
-    bool use_re = regex != NULL && strcmp(regex, "true") == 0 &&
-                  name != NULL && name[0] != '\0';
-    if (use_re && (re = perm_re_compile(name, msg, sizeof(msg), &at)) == NULL) {
+    pg->page = page;
+    pg->size = size < 0 ? 100 : size;
+    pg->name = name != NULL && name[0] != '\0' ? name : NULL;
+    if (pg->name != NULL && regex != NULL && strcmp(regex, "true") == 0 &&
+        (pg->re = perm_re_compile(name, msg, sizeof(msg), &at)) == NULL) {
         mgmt_bad_request(r, "Pagination parameters are invalid");
         return -1;
     }
+    return 1;
+}
+
+static bool
+page_keeps(const struct page *pg, const char *name)
+{
+    if (pg->name == NULL)
+        return true;
+    if (name == NULL)
+        return false;
+    return pg->re ? perm_re_match(pg->re, name, strlen(name))
+                  : name_has(name, pg->name);
+}
+
+/* Where page 'pg' of 'filtered' items starts, or -1 having answered
+ * page_out_of_range. */
+static long
+page_start(struct mgmt_req *r, const struct page *pg, size_t filtered)
+{
+    size_t pages = (filtered + (size_t)pg->size - 1) / (size_t)pg->size;
+    if ((size_t)pg->page > (pages ? pages : 1)) {
+        char reason[160];
+        snprintf(reason, sizeof(reason), "Page out of range, page: %ld page "
+                 "size: %ld, len: %zu", pg->page, pg->size, filtered);
+        mgmt_error(r, 400, "page_out_of_range", reason);
+        return -1;
+    }
+    return (pg->page - 1) * pg->size;
+}
+
+static json_t *
+page_json(const struct page *pg, json_t *items, size_t filtered,
+          size_t total)
+{
+    size_t pages = (filtered + (size_t)pg->size - 1) / (size_t)pg->size;
+    return json_pack("{s:I, s:I, s:o, s:I, s:I, s:I, s:I}",
+                     "filtered_count", (json_int_t)filtered,
+                     "item_count", (json_int_t)json_array_size(items),
+                     "items", items, "page", (json_int_t)pg->page,
+                     "page_count", (json_int_t)pages,
+                     "page_size", (json_int_t)pg->size,
+                     "total_count", (json_int_t)total);
+}
+
+/* A list cut to the query's page: 0 with the page in '*out' (or, with
+ * none asked for, 'arr' itself), -1 after an error. */
+static int
+paginate(struct mgmt_req *r, json_t *arr, json_t **out)
+{
+    struct page pg;
+    int k = page_args(r, &pg);
+
+    *out = arr;
+    if (k <= 0)
+        return k;
     size_t total = json_array_size(arr);
     json_t *kept = json_array();
     for (size_t i = 0; i < total; i++) {
         json_t *item = json_array_get(arr, i);
-        const char *n = json_string_value(json_object_get(item, "name"));
-        if (name != NULL && name[0] != '\0' &&
-            (n == NULL || (use_re ? !perm_re_match(re, n, strlen(n))
-                                  : !name_has(n, name))))
-            continue;
-        json_array_append(kept, item);
+        if (page_keeps(&pg, json_string_value(json_object_get(item, "name"))))
+            json_array_append(kept, item);
     }
-    perm_re_free(re);
+    perm_re_free(pg.re);
     size_t filtered = json_array_size(kept);
-    size_t pages = (filtered + (size_t)size - 1) / (size_t)size;
-    if ((size_t)page > (pages ? pages : 1)) {
-        char reason[160];
-        snprintf(reason, sizeof(reason), "Page out of range, page: %ld page "
-                 "size: %ld, len: %zu", page, size, filtered);
-        mgmt_error(r, 400, "page_out_of_range", reason);
+    long start = page_start(r, &pg, filtered);
+    if (start < 0) {
         json_decref(kept);
         return -1;
     }
     json_t *items = json_array();
-    for (size_t i = (size_t)(page - 1) * (size_t)size;
-         i < filtered && i < (size_t)page * (size_t)size; i++)
+    for (size_t i = (size_t)start;
+         i < filtered && i < (size_t)start + (size_t)pg.size; i++)
         json_array_append(items, json_array_get(kept, i));
     json_decref(kept);
     json_decref(arr);
-    *out = json_pack("{s:I, s:I, s:o, s:I, s:I, s:I, s:I}",
-                     "filtered_count", (json_int_t)filtered,
-                     "item_count", (json_int_t)json_array_size(items),
-                     "items", items, "page", (json_int_t)page,
-                     "page_count", (json_int_t)pages,
-                     "page_size", (json_int_t)size,
-                     "total_count", (json_int_t)total);
+    *out = page_json(&pg, items, filtered, total);
     return 0;
 }
 
@@ -696,6 +769,244 @@ mgmt_reply_list(struct mgmt_req *r, json_t *arr, const char *const *sort)
         return;
     }
     mgmt_reply(r, 200, out);
+}
+
+/* ---- long lists, a slice at a time ---- */
+
+/*
+ * A list of items the API renders only as far as it must (queues: a
+ * broker may have 100,000): filtered by name and sorted on small keys
+ * taken from each item once, cut to its page, and rendered; a whole
+ * list goes out as a chunked reply, STREAM_SLICE items a loop turn,
+ * the next slice when the last one was written, so that neither the
+ * loop nor the memory of a slow client's output holds more than a slice.
+ */
+#define STREAM_SLICE 64
+
+struct sort_item {
+    void *item;
+    const char *str;            /* the first sort key's value as text */
+    double num;                 /* ... or as a number */
+    const char *str2;           /* the second key, text */
+    /* the keys' first 8 bytes, big-endian: most comparisons end there,
+     * without touching the items (100,000 cache misses otherwise) */
+    uint64_t pre, pre2;
+};
+
+static uint64_t
+prefix(const char *s)
+{
+    uint64_t p = 0;
+    int i = 0;
+    for (; s != NULL && i < 8 && s[i] != '\0'; i++)
+        p = (p << 8) | (uint8_t)s[i];
+    return i == 0 ? 0 : p << (8 * (8 - i));
+}
+
+/* Compare two texts whose prefixes are 'pa' and 'pb'. */
+static int
+cmp_text(const char *a, const char *b, uint64_t pa, uint64_t pb)
+{
+    if (pa != pb)
+        return pa < pb ? -1 : 1;
+    return strcmp(a ? a : "", b ? b : "");
+}
+
+struct stream {
+    struct mgmt_req *r;         /* deferred */
+    const struct mgmt_list_ops *ops;
+    struct sort_item *v;
+    size_t n, next;
+    char *columns;
+    struct event *ev;
+    bool emitted;               /* an item went out: the next needs ',' */
+};
+
+static int
+cmp_sort_items(const void *pa, const void *pb)
+{
+    const struct sort_item *a = pa, *b = pb;
+    int c;
+    if (a->str != NULL || b->str != NULL)
+        c = cmp_text(a->str, b->str, a->pre, b->pre);
+    else
+        c = a->num < b->num ? -1 : a->num > b->num;
+    if (c == 0 && (a->str2 != NULL || b->str2 != NULL))
+        c = cmp_text(a->str2, b->str2, a->pre2, b->pre2);
+    return sort_reverse ? -c : c;
+}
+
+/* What an item rendered to (an object, several in an array, or NULL)
+ * onto 'list'; 'o' is stolen. */
+static void
+add_rendered(json_t *list, json_t *o)
+{
+    if (o == NULL)
+        return;
+    if (json_is_array(o))
+        json_array_extend(list, o);
+    else
+        json_array_append(list, o);
+    json_decref(o);
+}
+
+static void stream_slice(evutil_socket_t fd, short what, void *arg);
+
+static void
+stream_written(struct evhttp_connection *evcon, void *arg)
+{
+    struct stream *st = arg;
+    (void)evcon;
+    event_active(st->ev, EV_TIMEOUT, 0);
+}
+
+static void
+stream_end(struct stream *st)
+{
+    for (size_t i = st->next; i < st->n; i++)
+        st->ops->release(st->v[i].item);
+    free(st->v);
+    free(st->columns);
+    event_free(st->ev);
+    mgmt_req_free(st->r);
+    free(st);
+}
+
+static void
+stream_slice(evutil_socket_t fd, short what, void *arg)
+{
+    struct stream *st = arg;
+    struct evbuffer *buf = evbuffer_new();
+    (void)fd;
+    (void)what;
+    size_t end = st->next + STREAM_SLICE < st->n ? st->next + STREAM_SLICE
+                                                : st->n;
+    for (; st->next < end; st->next++) {
+        void *item = st->v[st->next].item;
+        json_t *list = json_array();
+        add_rendered(list, st->ops->render(item));
+        st->ops->release(item);
+        for (size_t k = 0; k < json_array_size(list); k++) {
+            json_t *o = json_incref(json_array_get(list, k));
+            if (st->columns)
+                o = cut_columns(o, st->columns);
+            char *text = json_dumps(o, JSON_COMPACT | JSON_ENCODE_ANY);
+            json_decref(o);
+            if (text == NULL)
+                fatalx("management API: out of memory");
+            if (st->emitted)
+                evbuffer_add(buf, ",", 1);
+            evbuffer_add(buf, text, strlen(text));
+            st->emitted = true;
+            free(text);
+        }
+        json_decref(list);
+    }
+    if (st->next == st->n) {
+        evbuffer_add(buf, "]", 1);
+        evhttp_send_reply_chunk(st->r->ev, buf);
+        evbuffer_free(buf);
+        evhttp_send_reply_end(st->r->ev);
+        st->r->answered = true;
+        stream_end(st);
+        return;
+    }
+    evhttp_send_reply_chunk_with_cb(st->r->ev, buf, stream_written, st);
+    evbuffer_free(buf);
+}
+
+/* One page of the items: filtered, sorted, and only it rendered. */
+static void
+reply_page(struct mgmt_req *r, struct sort_item *v, size_t n,
+           const struct mgmt_list_ops *ops)
+{
+    struct page pg;
+    size_t kept = 0, total = n;
+
+    if (page_args(r, &pg) < 0)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = NULL;
+        double ignored;
+        (void)ops->sort_key(v[i].item, "name", &name, &ignored);
+        if (page_keeps(&pg, name))
+            v[kept++] = v[i];
+        else
+            ops->release(v[i].item);
+    }
+    n = kept;
+    qsort(v, n, sizeof(*v), cmp_sort_items);
+    long start = page_start(r, &pg, n);
+    if (start < 0)
+        goto out;
+    json_t *items = json_array();
+    for (size_t i = (size_t)start; i < n && i < (size_t)(start + pg.size);
+         i++) {
+        add_rendered(items, ops->render(v[i].item));
+    }
+    mgmt_reply(r, 200, page_json(&pg, items, n, total));
+out:
+    for (size_t i = 0; i < n; i++)
+        ops->release(v[i].item);
+    perm_re_free(pg.re);
+    free(v);
+}
+
+void
+mgmt_reply_items(struct mgmt_req *r, void **items, size_t n,
+                 const struct mgmt_list_ops *ops, const char *const *sort)
+{
+    const char *key = evhttp_find_header(&r->query, "sort");
+    const char *rev = evhttp_find_header(&r->query, "sort_reverse");
+    const char *page = evhttp_find_header(&r->query, "page");
+    const char *by[2] = { key, NULL };
+    const char *const *keys = key != NULL && key[0] != '\0' ? by : sort;
+    struct sort_item *v = xcalloc(n + 1, sizeof(*v));
+    bool sortable = true;
+
+    sort_reverse = rev != NULL && strcmp(rev, "true") == 0;
+    for (size_t i = 0; i < n && sortable; i++) {
+        v[i].item = items[i];
+        sortable = ops->sort_key(items[i], keys[0], &v[i].str, &v[i].num);
+        if (sortable && keys[1] != NULL) {
+            double ignored;
+            sortable = ops->sort_key(items[i], keys[1], &v[i].str2, &ignored);
+        }
+        v[i].pre = prefix(v[i].str);
+        v[i].pre2 = prefix(v[i].str2);
+    }
+    /* A key the items cannot give cheaply: as any list. */
+    if (!sortable) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++) {
+            add_rendered(arr, ops->render(items[i]));
+            ops->release(items[i]);
+        }
+        free(v);
+        mgmt_reply_list(r, arr, sort);
+        return;
+    }
+    if (page != NULL) {
+        reply_page(r, v, n, ops);
+        return;
+    }
+    qsort(v, n, sizeof(*v), cmp_sort_items);
+    struct stream *st = xcalloc(1, sizeof(*st));
+    const char *columns = evhttp_find_header(&r->query, "columns");
+    st->columns = columns ? xstrdup(columns) : NULL;
+    st->ops = ops;
+    st->v = v;
+    st->n = n;
+    st->r = mgmt_defer(r);
+    st->ev = event_new(broker.base, -1, 0, stream_slice, st);
+    add_header(st->r, "Content-Type", "application/json");
+    add_header(st->r, "Cache-Control", "no-cache");
+    add_header(st->r, "Vary", "accept, accept-encoding, origin");
+    evhttp_send_reply_start(st->r->ev, 200, "OK");
+    struct evbuffer *open = evbuffer_new();
+    evbuffer_add(open, "[", 1);
+    evhttp_send_reply_chunk_with_cb(st->r->ev, open, stream_written, st);
+    evbuffer_free(open);
 }
 
 /* ---- request bodies ---- */
@@ -1077,6 +1388,14 @@ is_json_content(struct evhttp_request *ev)
            (ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ');
 }
 
+static bool
+has_body_or_type(struct evhttp_request *ev)
+{
+    return evbuffer_get_length(evhttp_request_get_input_buffer(ev)) > 0 ||
+           evhttp_find_header(evhttp_request_get_input_headers(ev),
+                              "Content-Type") != NULL;
+}
+
 static void
 dispatch(struct mgmt_req *r)
 {
@@ -1117,11 +1436,21 @@ dispatch(struct mgmt_req *r)
     }
     if (authorize(r, rt) != 0)
         goto out;
-    if (rt->json_body &&
-        (r->method == EVHTTP_REQ_PUT || r->method == EVHTTP_REQ_POST) &&
+    if ((r->method == EVHTTP_REQ_PUT || r->method == EVHTTP_REQ_POST) &&
         !is_json_content(r->ev)) {
-        reply_empty(r, 415);
-        goto out;
+        if (rt->json_body) {
+            reply_empty(r, 415);
+            goto out;
+        }
+        /* Where RabbitMQ takes a body of any type, Roost still wants
+         * JSON if there is a body or a type: an HTML form (which a
+         * foreign page can post) always says another type. */
+        if (has_body_or_type(r->ev)) {
+            mgmt_error(r, 415, "unsupported_media_type",
+                       "a request body must be sent with Content-Type: "
+                       "application/json");
+            goto out;
+        }
     }
     rt->fn(r);
     if (!r->answered)
@@ -1132,18 +1461,33 @@ out:
     evhttp_clear_headers(&r->query);
 }
 
+/* Whether 'path' is the API's ("/api", "/api/..."); everything else is
+ * the web page's. */
+static bool
+is_api_path(const char *path)
+{
+    return path == NULL || strcmp(path, "/api") == 0 ||
+           strncmp(path, "/api/", 5) == 0;
+}
+
 static void
 request_cb(struct evhttp_request *ev, void *arg)
 {
+    const struct server *s = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
     struct mgmt_req r = { .ev = ev };
-    (void)arg;
 
     r.method = evhttp_request_get_command(ev);
+    if (mgmt_guard(&r, s->ip) != 0)
+        return;
     if (broker.shutting_down) {
         reply_empty(&r, 503);
         return;
     }
-    dispatch(&r);
+    if (!is_api_path(uri ? evhttp_uri_get_path(uri) : NULL))
+        mgmt_www(&r, evhttp_uri_get_path(uri));
+    else
+        dispatch(&r);
 }
 
 /* ---- listening ---- */
@@ -1330,6 +1674,7 @@ mgmt_start(void)
     struct tls_options o;
     char err[1024];
 
+    mgmt_guard_init();
     if (start_server(&servers[0], false, c->mgmt_tcp_ip, c->mgmt_tcp_port,
                      !c->mgmt_tcp_port_given) < 0)
         return -1;
@@ -1349,6 +1694,8 @@ mgmt_start(void)
 void
 mgmt_stop(void)
 {
+    /* Answer what waits before evhttp frees its requests. */
+    mgmt_deadletters_stop();
     for (size_t i = 0; i < NELEMS(servers); i++) {
         if (servers[i].http != NULL)
             evhttp_free(servers[i].http);

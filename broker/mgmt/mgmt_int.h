@@ -1,8 +1,10 @@
 /*
  * Inside the management API: what mgmt.c (the server, routing, auth and
  * replies) gives the files that answer each family of resources
- * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c). Not for use outside
- * broker/mgmt/.
+ * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c,
+ * mgmt_queues.c, mgmt_conns.c, mgmt_deadletters.c), and what guards the
+ * listener and serves the web page (mgmt_guard.c, mgmt_www.c). Not for
+ * use outside broker/mgmt/.
  *
  * A handler gets a request that matched its route, passed the method
  * and authorization checks, and (for PUT and POST) had its body bounded
@@ -16,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
@@ -48,6 +51,13 @@ void mgmt_req_free(struct mgmt_req *d);
 
 /* ---- answers ---- */
 
+/* Add a header to the answer (before it is sent). */
+void mgmt_add_header(struct mgmt_req *r, const char *key, const char *value);
+
+/* Send the answer: 'code' with 'body' (NULL: none; not taken, the caller
+ * frees it), once per request (a second answer is fatal). */
+void mgmt_answer(struct mgmt_req *r, int code, struct evbuffer *body);
+
 /* Answer 'code' with 'body' (a reference is stolen; NULL: no body) as
  * JSON, with RabbitMQ's headers. An object or a list of objects is cut
  * to the query's "columns" (the top-level keys they name). */
@@ -57,6 +67,26 @@ void mgmt_reply(struct mgmt_req *r, int code, json_t *body);
  * terminated) unless the query's "sort" (and "sort_reverse") says. */
 void mgmt_reply_list(struct mgmt_req *r, json_t *arr,
                      const char *const *sort);
+
+/*
+ * A list that may be long (queues): the items (references the list
+ * takes over) are rendered only as needed: with a page as any list
+ * (mgmt_reply_list), else sorted by the keys 'sort_key' gives and
+ * written out a slice at a time, the loop free in between.
+ */
+struct mgmt_list_ops {
+    /* The item's JSON (an array: several), or NULL to leave it out
+     * (gone meanwhile). */
+    json_t *(*render)(void *item);
+    void (*release)(void *item);
+    /* The value of sort key 'key' as text ('*str') or a number; false
+     * for a key it cannot give cheaply. */
+    bool (*sort_key)(void *item, const char *key, const char **str,
+                     double *num);
+};
+void mgmt_reply_items(struct mgmt_req *r, void **items, size_t n,
+                      const struct mgmt_list_ops *ops,
+                      const char *const *sort);
 
 /* Answer 'code' with text 'body' of 'len' bytes as JSON as it is (the
  * definitions export). */
@@ -191,6 +221,15 @@ void mgmt_operator_policies(struct mgmt_req *r);
 void mgmt_operator_policies_vhost(struct mgmt_req *r);
 void mgmt_operator_policy(struct mgmt_req *r);
 
+/* Roost's dead-letter tools (mgmt_deadletters.c). */
+void mgmt_queue_browse(struct mgmt_req *r);
+void mgmt_queue_dead_letters(struct mgmt_req *r);
+void mgmt_queue_replay(struct mgmt_req *r);
+void mgmt_replays(struct mgmt_req *r);
+void mgmt_replay(struct mgmt_req *r);
+/* Answer 503 to the browses waiting for reads (at shutdown). */
+void mgmt_deadletters_stop(void);
+
 void mgmt_queues(struct mgmt_req *r);
 void mgmt_queue(struct mgmt_req *r);
 void mgmt_queue_contents(struct mgmt_req *r);
@@ -207,6 +246,23 @@ void mgmt_bindings_ee(struct mgmt_req *r);
 void mgmt_binding_eq(struct mgmt_req *r);
 void mgmt_binding_ee(struct mgmt_req *r);
 void mgmt_consumers(struct mgmt_req *r);
+
+/* ---- around the API (mgmt_guard.c, mgmt_www.c) ---- */
+
+/* Call once before serving: notes the machine's host name. */
+void mgmt_guard_init(void);
+
+/*
+ * Before any route: the security headers on the answer, the Host (one
+ * of this server's names, DNS rebinding) and, for anything but GET and
+ * HEAD, the Origin (this server's, cross-site requests). 0, or answered
+ * (421, 403) and -1. 'bound_ip' is the listener's address ("::" or
+ * "0.0.0.0" for all).
+ */
+int mgmt_guard(struct mgmt_req *r, const char *bound_ip);
+
+/* Answer a path outside /api/ with the web page's file there, or 404. */
+void mgmt_www(struct mgmt_req *r, const char *path);
 
 /* For the overview: the listeners noted (mgmt_add_listener) and the
  * API's own, as RabbitMQ lists them. */

@@ -172,20 +172,83 @@ struct list {
     json_t *arr;
 };
 
+/* The queue list: references, rendered a slice at a time
+ * (mgmt_reply_items). */
+struct qrefs {
+    struct mgmt_req *r;
+    void **v;
+    size_t n, cap;
+};
+
 static void
-add_queue(struct queue *q, void *arg)
+ref_queue(struct queue *q, void *arg)
 {
-    struct list *l = arg;
-    json_array_append_new(l->arr, queue_json(q, false));
+    struct qrefs *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
+    }
+    l->v[l->n++] = queue_ref(q);
 }
 
 static void
-add_vhost_queues(struct vhost *vh, void *arg)
+ref_vhost_queues(struct vhost *vh, void *arg)
 {
-    struct list *l = arg;
+    struct qrefs *l = arg;
     if (mgmt_is_visible_vhost(l->r->user, vh->name))
-        vhost_foreach_queue(vh, add_queue, l);
+        vhost_foreach_queue(vh, ref_queue, l);
 }
+
+static json_t *
+render_queue(void *item)
+{
+    struct queue *q = item;
+    return q->deleted ? NULL : queue_json(q, false);
+}
+
+static void
+release_queue(void *item)
+{
+    queue_unref(item);
+}
+
+static bool
+queue_sort_key(void *item, const char *key, const char **str, double *num)
+{
+    struct queue *q = item;
+    struct queue_info qi;
+    *str = NULL;
+    if (strcmp(key, "name") == 0) {
+        *str = q->name;
+        return true;
+    }
+    if (strcmp(key, "vhost") == 0) {
+        *str = q->deleted ? "" : q->vh->name;
+        return true;
+    }
+    queue_info(q, &qi);
+    if (strcmp(key, "messages") == 0)
+        *num = (double)(qi.ready + qi.unacked);
+    else if (strcmp(key, "messages_ready") == 0)
+        *num = (double)qi.ready;
+    else if (strcmp(key, "messages_unacknowledged") == 0)
+        *num = (double)qi.unacked;
+    else if (strcmp(key, "consumers") == 0)
+        *num = (double)qi.consumers;
+    else if (strcmp(key, "memory") == 0)
+        *num = (double)qi.memory;
+    else if (strcmp(key, "message_bytes") == 0)
+        *num = (double)(qi.bytes_ready + qi.bytes_unacked);
+    else if (strcmp(key, "head_message_age") == 0)
+        *num = (double)qi.head_age_ms;
+    else
+        return false;
+    return true;
+}
+
+static const struct mgmt_list_ops queue_list_ops = {
+    render_queue, release_queue, queue_sort_key,
+};
 
 /* The vhost of arg[0], or NULL having answered RabbitMQ's 404. */
 static struct vhost *
@@ -200,18 +263,17 @@ req_vhost(struct mgmt_req *r)
 void
 mgmt_queues(struct mgmt_req *r)
 {
-    struct list l = { r, json_array() };
+    struct qrefs l = { r, NULL, 0, 0 };
     if (r->arg[0] != NULL) {
         struct vhost *vh = req_vhost(r);
-        if (vh == NULL) {
-            json_decref(l.arr);
+        if (vh == NULL)
             return;
-        }
-        vhost_foreach_queue(vh, add_queue, &l);
+        vhost_foreach_queue(vh, ref_queue, &l);
     } else {
-        vhost_foreach(add_vhost_queues, &l);
+        vhost_foreach(ref_vhost_queues, &l);
     }
-    mgmt_reply_list(r, l.arr, by_vhost_name);
+    mgmt_reply_items(r, l.v, l.n, &queue_list_ops, by_vhost_name);
+    free(l.v);
 }
 
 static struct queue *
@@ -1014,7 +1076,7 @@ static json_t *
 default_binding_json(const struct queue *q)
 {
     json_t *name = bytes_str(q->name, q->name_len);
-    return json_pack("{s:s, s:o, s:O, s:s, s:O, s:{}, s:O}", "source", "",
+    return json_pack("{s:s, s:o, s:O, s:s, s:O, s:{}, s:o}", "source", "",
                      "vhost", mgmt_str(q->vh->name), "destination", name,
                      "destination_type", "queue", "routing_key", name,
                      "arguments", "properties_key", name);
@@ -1047,53 +1109,131 @@ add_binding(const struct binding *b, void *arg)
     json_array_append_new(f->arr, o);
 }
 
+/*
+ * The binding list, a queue at a time (a broker with 100,000 queues has
+ * as many default bindings): an item is a queue (a reference: its
+ * default binding and the bindings to it), or a vhost's bindings
+ * between exchanges, rendered when the list is made.
+ */
+struct bitem {
+    struct queue *q;
+    json_t *x2x;
+    const char *vhost;          /* for sorting, while the list is made */
+};
+
 static void
-add_default_binding(struct queue *q, void *arg)
+push_bitem(struct qrefs *l, struct bitem *b)
 {
-    json_array_append_new(arg, default_binding_json(q));
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
+    }
+    struct bitem *copy = xmalloc(sizeof(*copy));
+    *copy = *b;
+    l->v[l->n++] = copy;
 }
 
 static void
-add_x_bindings(struct exchange *x, void *arg)
+bitem_queue(struct queue *q, void *arg)
 {
-    struct bind_filter *f = arg;
-    exchange_foreach_binding(x, add_binding, f);
+    struct bitem b = { queue_ref(q), NULL, q->vh->name };
+    push_bitem(arg, &b);
 }
 
 static void
-vhost_bindings(struct vhost *vh, json_t *arr)
+add_x2x(const struct binding *b, void *arg)
 {
-    struct bind_filter f = { arr, NULL, false, NULL };
-    vhost_foreach_queue(vh, add_default_binding, arr);
-    vhost_foreach_exchange(vh, add_x_bindings, &f);
+    if (b->dest_x != NULL)
+        json_array_append_new(arg, binding_json(b));
 }
 
 static void
-add_vhost_bindings(struct vhost *vh, void *arg)
+x2x_of(struct exchange *x, void *arg)
 {
-    struct list *l = arg;
+    exchange_foreach_binding(x, add_x2x, arg);
+}
+
+static void
+bitems_of(struct vhost *vh, struct qrefs *l)
+{
+    struct bitem b = { NULL, json_array(), vh->name };
+    vhost_foreach_exchange(vh, x2x_of, b.x2x);
+    push_bitem(l, &b);
+    vhost_foreach_queue(vh, bitem_queue, l);
+}
+
+static void
+bitems_visible(struct vhost *vh, void *arg)
+{
+    struct qrefs *l = arg;
     if (mgmt_is_visible_vhost(l->r->user, vh->name))
-        vhost_bindings(vh, l->arr);
+        bitems_of(vh, l);
 }
 
-static const char *const by_binding[] = { "vhost", "source", "destination",
-                                          "routing_key", NULL };
+static void
+add_queue_binding(const struct binding *b, void *arg)
+{
+    json_array_append_new(arg, binding_json(b));
+}
+
+static json_t *
+render_bitem(void *item)
+{
+    struct bitem *b = item;
+    if (b->x2x != NULL)
+        return json_incref(b->x2x);
+    if (b->q->deleted)
+        return NULL;
+    json_t *arr = json_array();
+    json_array_append_new(arr, default_binding_json(b->q));
+    queue_foreach_binding(b->q, add_queue_binding, arr);
+    return arr;
+}
+
+static void
+release_bitem(void *item)
+{
+    struct bitem *b = item;
+    if (b->q)
+        queue_unref(b->q);
+    json_decref(b->x2x);
+    free(b);
+}
+
+static bool
+bitem_sort_key(void *item, const char *key, const char **str, double *num)
+{
+    struct bitem *b = item;
+    (void)num;
+    if (strcmp(key, "vhost") == 0)
+        *str = b->vhost;
+    else if (strcmp(key, "destination") == 0)
+        *str = b->q ? b->q->name : "";
+    else
+        return false;
+    return true;
+}
+
+static const struct mgmt_list_ops binding_list_ops = {
+    render_bitem, release_bitem, bitem_sort_key,
+};
+
+static const char *const by_binding[] = { "vhost", "destination", NULL };
 
 void
 mgmt_bindings(struct mgmt_req *r)
 {
-    struct list l = { r, json_array() };
+    struct qrefs l = { r, NULL, 0, 0 };
     if (r->arg[0] != NULL) {
         struct vhost *vh = req_vhost(r);
-        if (vh == NULL) {
-            json_decref(l.arr);
+        if (vh == NULL)
             return;
-        }
-        vhost_bindings(vh, l.arr);
+        bitems_of(vh, &l);
     } else {
-        vhost_foreach(add_vhost_bindings, &l);
+        vhost_foreach(bitems_visible, &l);
     }
-    mgmt_reply_list(r, l.arr, by_binding);
+    mgmt_reply_items(r, l.v, l.n, &binding_list_ops, by_binding);
+    free(l.v);
 }
 
 void

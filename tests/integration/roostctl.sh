@@ -22,20 +22,8 @@
 set -u
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
-if [ -n "${ROOSTCTL_BIN:-}" ]; then
-    ctl_bin=$ROOSTCTL_BIN
-elif [ -n "${ROOSTD:-}" ]; then
-    ctl_bin=$(dirname "$ROOSTD")/../tools/roostctl/roostctl
-else
-    ctl_bin=$here/../../tools/roostctl/roostctl
-fi
-# The connection comes from the options below, never from the caller.
-unset ROOSTCTL_HOST ROOSTCTL_PORT ROOSTCTL_USER ROOSTCTL_PASSWORD
-
-if ! $py -c 'import pika' 2>/dev/null; then
-    echo "roostctl: pika for /usr/bin/python3 is missing (apt-get install python3-pika); skipped"
-    exit 77
-fi
+. "$here/roostctl_lib.sh"
+need_pika roostctl
 
 u=ctl-test-u$$
 v=ctl-test-v$$
@@ -54,17 +42,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# mgmt_port LOG: the API port roostd logged, polling up to 10 s.
-mgmt_port() {
-    local p
-    for _ in $(seq 1 200); do
-        p=$(sed -n 's|.*management API listening on http://127\.0\.0\.1:\([0-9]*\)/.*|\1|p' "$1" | head -1)
-        [ -n "$p" ] && { echo "$p"; return 0; }
-        sleep 0.05
-    done
-    return 1
-}
-
 summary() {
     echo "roostctl: $pass passed, $fail failed"
     [ $fail -eq 0 ]
@@ -75,28 +52,9 @@ if [ -n "$ref" ]; then
     api=$ROOSTCTL_TEST_PORT
     amqp=${ROOSTCTL_TEST_AMQP_PORT:-5699}
 else
-    if ! start "$tmp/data" "$tmp/log" -s management.tcp.port=0; then
-        bad roostd-starts "$(tail -3 "$tmp/stderr"; tail -3 "$tmp/log" 2>/dev/null)"
-        summary
-    fi
-    amqp=$port
-    if api=$(mgmt_port "$tmp/log"); then
-        ok mgmt-api-listening
-    else
-        bad mgmt-api-listening "no 'management API listening on' line: $(tail -3 "$tmp/log")"
-        summary
-    fi
+    start_api "$tmp/data" "$tmp/log" || summary
 fi
 
-ctl() { "$ctl_bin" --host 127.0.0.1 --port "$api" "$@"; }
-
-# run ARGS...: roostctl's stdout in $out, stderr in $err, status in $rc.
-run() {
-    ctl "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    out=$(cat "$tmp/out")
-    err=$(cat "$tmp/err")
-}
 # expect NAME CODE ARGS...: the exit status is CODE.
 expect() {
     local name=$1 code=$2

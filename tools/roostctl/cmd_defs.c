@@ -55,8 +55,8 @@ cmd_export_definitions(struct ctl *c)
         ctl_banner(c, "Exporting definitions in JSON to a file at \"%s\" ...",
                    file);
     }
-    rc = ctl_call_raw(c, EVHTTP_REQ_GET, "/api/definitions", NULL, 0, &a,
-                      &body, &len);
+    rc = ctl_call_raw(c, EVHTTP_REQ_GET, "/api/definitions", NULL, 0, NULL,
+                      &a, &body, &len);
     if (rc != 0)
         return rc;
     if (a.status != 200 || !json_is_object(a.json)) {
@@ -173,8 +173,8 @@ cmd_import_definitions(struct ctl *c)
         ctl_banner(c, "Importing definitions in JSON from a file at \"%s\" ...",
                    file);
     struct ctl_answer a;
-    int rc = ctl_call_raw(c, EVHTTP_REQ_POST, "/api/definitions", body, len,
-                          &a, NULL, NULL);
+    int rc = ctl_call_raw(c, EVHTTP_REQ_POST, "/api/definitions", body,
+                          len, NULL, &a, NULL, NULL);
     free(body);
     if (rc != 0)
         return rc;

@@ -102,7 +102,7 @@ clear(struct ctl *c, const struct kind *k)
                c->vhost);
     /* A missing vhost, as a missing policy: "Parameter does not exist". */
     return ctl_delete(c, ctl_path("/api/%s/%s/%s", k->api, c->vhost, name),
-                      EX_UNAVAILABLE, "Parameter does not exist",
+                      NULL, EX_UNAVAILABLE, "Parameter does not exist",
                       "clearing the policy");
 }
 

@@ -169,8 +169,8 @@ cmd_delete_user(struct ctl *c)
 
     ctl_banner(c, "Deleting user \"%s\" ...", user);
     snprintf(missing, sizeof(missing), "User \"%s\" does not exist", user);
-    return ctl_delete(c, ctl_path("/api/users/%s", user), EX_NOUSER, missing,
-                      "deleting the user");
+    return ctl_delete(c, ctl_path("/api/users/%s", user), NULL, EX_NOUSER,
+                      missing, "deleting the user");
 }
 
 int

@@ -1,19 +1,15 @@
 /*
- * Virtual host commands: add_vhost, delete_vhost, list_vhosts, on
- * /api/vhosts. rabbitmqctl's add_vhost leaves an existing vhost as it is
- * (exit 0, description unchanged), while the API's PUT would update it, so
- * add_vhost asks first.
+ * Virtual host commands: add_vhost, delete_vhost, on /api/vhosts
+ * (list_vhosts is with the other lists, in cmd_lists.c). rabbitmqctl's
+ * add_vhost leaves an existing vhost as it is (exit 0, description
+ * unchanged), while the API's PUT would update it, so add_vhost asks
+ * first.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
-
-const char *const ctl_vhost_columns[] = {
-    "name", "description", "tags", "tracing", "cluster_state",
-    "default_queue_type", NULL
-};
 
 int
 cmd_add_vhost(struct ctl *c)
@@ -61,27 +57,6 @@ cmd_delete_vhost(struct ctl *c)
     ctl_banner(c, "Deleting vhost \"%s\" ...", vhost);
     snprintf(missing, sizeof(missing), "Virtual host \"%s\" does not exist",
              vhost);
-    return ctl_delete(c, ctl_path("/api/vhosts/%s", vhost), EX_DATAERR,
-                      missing, "deleting the vhost");
-}
-
-int
-cmd_list_vhosts(struct ctl *c)
-{
-    static const char *const dflt[] = { "name" };
-    const char *const *cols = c->argc > 0 ? (const char *const *)c->argv
-                                          : dflt;
-    size_t ncols = c->argc > 0 ? (size_t)c->argc : 1;
-    struct ctl_answer a;
-
-    ctl_banner(c, "Listing vhosts ...");
-    int rc = ctl_call(c, EVHTTP_REQ_GET, "/api/vhosts", NULL, &a);
-    if (rc != 0)
-        return rc;
-    if (a.status != 200 || !json_is_array(a.json))
-        rc = ctl_unexpected(&a, "listing vhosts");
-    else
-        ctl_table(c, cols, ncols, a.json);
-    ctl_answer_clear(&a);
-    return rc;
+    return ctl_delete(c, ctl_path("/api/vhosts/%s", vhost), NULL,
+                      EX_DATAERR, missing, "deleting the vhost");
 }

@@ -141,11 +141,12 @@ ctl_unexpected(const struct ctl_answer *a, const char *what)
 }
 
 int
-ctl_delete(struct ctl *c, char *path, int missing_code, const char *missing,
-           const char *what)
+ctl_delete(struct ctl *c, char *path, const char *const *headers,
+           int missing_code, const char *missing, const char *what)
 {
     struct ctl_answer a;
-    int rc = ctl_call(c, EVHTTP_REQ_DELETE, path, NULL, &a);
+    int rc = ctl_call_raw(c, EVHTTP_REQ_DELETE, path, NULL, 0, headers, &a,
+                          NULL, NULL);
     free(path);
     if (rc != 0)
         return rc;
@@ -159,15 +160,15 @@ ctl_delete(struct ctl *c, char *path, int missing_code, const char *missing,
 
 int
 ctl_call_raw(struct ctl *c, enum evhttp_cmd_type method, const char *path,
-             const char *body, size_t len, struct ctl_answer *a,
-             char **raw, size_t *rawlen)
+             const char *body, size_t len, const char *const *headers,
+             struct ctl_answer *a, char **raw, size_t *rawlen)
 {
     struct http_response r;
     char err[512];
 
     memset(a, 0, sizeof(*a));
-    enum http_error e = http_request(c->http, method, path, body, len, &r,
-                                     err, sizeof(err));
+    enum http_error e = http_request(c->http, method, path, body, len,
+                                     headers, &r, err, sizeof(err));
     switch (e) {
     case HTTPC_OK:
         break;
@@ -229,8 +230,8 @@ ctl_call(struct ctl *c, enum evhttp_cmd_type method, const char *path,
         if (s == NULL)
             xalloc_fail();
     }
-    int rc = ctl_call_raw(c, method, path, s, s ? strlen(s) : 0, a, NULL,
-                          NULL);
+    int rc = ctl_call_raw(c, method, path, s, s ? strlen(s) : 0, NULL, a,
+                          NULL, NULL);
     free(s);
     return rc;
 }
@@ -262,8 +263,8 @@ append_segment(char **out, size_t *len, size_t *cap, const char *seg)
     (*out)[*len] = '\0';
 }
 
-static void
-append(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+void
+ctl_append(char **out, size_t *len, size_t *cap, const char *s, size_t n)
 {
     if (*len + n + 1 > *cap) {
         *cap = (*len + n + 1) * 2;
@@ -284,15 +285,15 @@ ctl_path(const char *fmt, ...)
     size_t len = 0, cap = 0;
     va_list ap;
 
-    append(&out, &len, &cap, "", 0);
+    ctl_append(&out, &len, &cap, "", 0);
     va_start(ap, fmt);
     for (const char *p = fmt; *p; p++) {
         const char *pct = strchr(p, '%');
         if (pct == NULL) {
-            append(&out, &len, &cap, p, strlen(p));
+            ctl_append(&out, &len, &cap, p, strlen(p));
             break;
         }
-        append(&out, &len, &cap, p, (size_t)(pct - p));
+        ctl_append(&out, &len, &cap, p, (size_t)(pct - p));
         if (pct[1] != 's') {
             fputs("roostctl: bad path format\n", stderr);
             abort();
@@ -304,63 +305,108 @@ ctl_path(const char *fmt, ...)
     return out;
 }
 
-void
-ctl_render(const json_t *v, char **out, size_t *len, size_t *cap)
+/* A quoted string as Erlang prints one: " and \\ escaped. */
+static void
+append_quoted(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    ctl_append(out, len, cap, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"' || s[i] == '\\')
+            ctl_append(out, len, cap, "\\", 1);
+        ctl_append(out, len, cap, s + i, 1);
+    }
+    ctl_append(out, len, cap, "\"", 1);
+}
+
+/*
+ * rabbitmqctl's two renderings: of its own values ('term' false: strings
+ * bare, "[a, b]", "[{k, v}]") and of an AMQP table's ('term' true:
+ * strings quoted, "[a,b]", "[{"k",v}]", no spaces).
+ */
+static void
+render(const json_t *v, bool term, char **out, size_t *len, size_t *cap)
 {
     char num[64];
     const char *key;
+    const char *sep = term ? "," : ", ";
     json_t *val;
     size_t i;
     bool first = true;
 
     switch (json_typeof(v)) {
     case JSON_STRING:
-        append(out, len, cap, json_string_value(v), json_string_length(v));
+        if (term)
+            append_quoted(out, len, cap, json_string_value(v),
+                          json_string_length(v));
+        else
+            ctl_append(out, len, cap, json_string_value(v),
+                       json_string_length(v));
         break;
     case JSON_INTEGER:
         snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(v));
-        append(out, len, cap, num, strlen(num));
+        ctl_append(out, len, cap, num, strlen(num));
         break;
     case JSON_REAL:
-        snprintf(num, sizeof(num), "%g", json_real_value(v));
-        append(out, len, cap, num, strlen(num));
+        /* As Erlang prints a float: the fewest digits that read back
+         * as the same number (consumer_utilisation). */
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(num, sizeof(num), "%.*g", prec, json_real_value(v));
+            if (strtod(num, NULL) == json_real_value(v))
+                break;
+        }
+        ctl_append(out, len, cap, num, strlen(num));
         break;
     case JSON_TRUE:
-        append(out, len, cap, "true", 4);
+        ctl_append(out, len, cap, "true", 4);
         break;
     case JSON_FALSE:
-        append(out, len, cap, "false", 5);
+        ctl_append(out, len, cap, "false", 5);
         break;
     case JSON_NULL:
-        append(out, len, cap, "undefined", 9);
+        ctl_append(out, len, cap, "undefined", 9);
         break;
     case JSON_ARRAY:
-        append(out, len, cap, "[", 1);
+        ctl_append(out, len, cap, "[", 1);
         json_array_foreach(v, i, val) {
             if (!first)
-                append(out, len, cap, ", ", 2);
+                ctl_append(out, len, cap, sep, strlen(sep));
             first = false;
-            ctl_render(val, out, len, cap);
+            render(val, term, out, len, cap);
         }
-        append(out, len, cap, "]", 1);
+        ctl_append(out, len, cap, "]", 1);
         break;
     case JSON_OBJECT:
         /* An Erlang proplist, as rabbitmqctl shows cluster_state. */
-        append(out, len, cap, "[", 1);
+        ctl_append(out, len, cap, "[", 1);
         json_object_foreach((json_t *)v, key, val) {
             if (!first)
-                append(out, len, cap, ", ", 2);
+                ctl_append(out, len, cap, sep, strlen(sep));
             first = false;
-            append(out, len, cap, "{", 1);
-            append(out, len, cap, key, strlen(key));
-            append(out, len, cap, ", ", 2);
-            ctl_render(val, out, len, cap);
-            append(out, len, cap, "}", 1);
+            ctl_append(out, len, cap, "{", 1);
+            if (term)
+                append_quoted(out, len, cap, key, strlen(key));
+            else
+                ctl_append(out, len, cap, key, strlen(key));
+            ctl_append(out, len, cap, sep, strlen(sep));
+            render(val, term, out, len, cap);
+            ctl_append(out, len, cap, "}", 1);
         }
-        append(out, len, cap, "]", 1);
+        ctl_append(out, len, cap, "]", 1);
         break;
     }
+}
+
+void
+ctl_render(const json_t *v, char **out, size_t *len, size_t *cap)
+{
+    render(v, false, out, len, cap);
+}
+
+void
+ctl_render_term(const json_t *v, char **out, size_t *len, size_t *cap)
+{
+    render(v, true, out, len, cap);
 }
 
 /*
@@ -417,11 +463,11 @@ ctl_table(const struct ctl *c, const char *const *cols, size_t ncols,
     }
     json_array_foreach(rows, i, row) {
         len = 0;
-        append(&line, &len, &cap, "", 0);
+        ctl_append(&line, &len, &cap, "", 0);
         for (size_t k = 0; k < ncols; k++) {
             const json_t *v = json_object_get(row, cols[k]);
             if (k)
-                append(&line, &len, &cap, "\t", 1);
+                ctl_append(&line, &len, &cap, "\t", 1);
             if (v != NULL)
                 ctl_render(v, &line, &len, &cap);
         }

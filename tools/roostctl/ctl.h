@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sysexits.h>
 
 #include <event2/http.h>
@@ -42,6 +43,12 @@ struct ctl {
     const char *description, *tags, *default_queue_type;
     /* set_policy's options, NULL when absent ('priority' is checked) */
     const char *priority, *apply_to;
+    /* delete_queue's --if-empty, --if-unused; list_queues' --offline */
+    bool if_empty, if_unused, offline;
+    int timeout;                /* seconds per answer, for banners */
+    const char *command;        /* its name, "list_queues" */
+    /* the dead-letter commands' options, NULL when absent */
+    const char *offset, *count, *rate, *exchange, *routing_key;
     /* the command's positional arguments */
     int argc;
     char **argv;
@@ -66,10 +73,12 @@ void ctl_answer_clear(struct ctl_answer *a);
  */
 int ctl_call(struct ctl *c, enum evhttp_cmd_type method, const char *path,
              const json_t *body, struct ctl_answer *a);
-/* As ctl_call, with a raw body of 'len' bytes. */
+/* As ctl_call, with a raw body of 'len' bytes and 'headers', NULL or
+ * name/value pairs ending with a NULL name, added to the request. */
 int ctl_call_raw(struct ctl *c, enum evhttp_cmd_type method,
                  const char *path, const char *body, size_t len,
-                 struct ctl_answer *a, char **raw, size_t *rawlen);
+                 const char *const *headers, struct ctl_answer *a,
+                 char **raw, size_t *rawlen);
 
 /*
  * A new "/api/..." path from 'fmt', where every %s is replaced by its
@@ -95,12 +104,13 @@ int ctl_fail(int code, const char *fmt, ...)
  * return EX_UNAVAILABLE. */
 int ctl_unexpected(const struct ctl_answer *a, const char *what);
 /*
- * DELETE 'path' (made by ctl_path); a 404 fails with 'missing_code' and
- * 'missing' (a message), another answer than 200 or 204 is unexpected
- * (doing 'what'). 0 or the exit code.
+ * DELETE 'path' (made by ctl_path, freed here) with 'headers' (as
+ * ctl_call_raw's); a 404 fails with 'missing_code' and 'missing' (a
+ * message), another answer than 200 or 204 is unexpected (doing 'what').
+ * 0 or the exit code.
  */
-int ctl_delete(struct ctl *c, char *path, int missing_code,
-               const char *missing, const char *what);
+int ctl_delete(struct ctl *c, char *path, const char *const *headers,
+               int missing_code, const char *missing, const char *what);
 
 /* The API's "reason" (or "error") of an answer, or "": borrowed, or in
  * 'buf' when the reason is not a string. */
@@ -116,6 +126,14 @@ void ctl_table(const struct ctl *c, const char *const *cols, size_t ncols,
 /* rabbitmqctl's rendering of one value: strings bare, lists as [a, b],
  * maps as [{k, v}], missing as "". Appends to 'out' (a growing buffer). */
 void ctl_render(const json_t *v, char **out, size_t *len, size_t *cap);
+/* rabbitmqctl's rendering of an AMQP table (arguments, client
+ * properties): [{"key",value},...], strings quoted, no spaces. */
+void ctl_render_term(const json_t *v, char **out, size_t *len,
+                     size_t *cap);
+/* Append 'n' bytes of 's' to 'out' (a growing buffer, kept
+ * NUL-terminated). */
+void ctl_append(char **out, size_t *len, size_t *cap, const char *s,
+                size_t n);
 
 /* Tags as a JSON array, from an array or a comma-separated string. */
 json_t *ctl_tags_array(const json_t *tags);
@@ -128,7 +146,6 @@ int cmd_list_users(struct ctl *c);
 int cmd_set_user_tags(struct ctl *c);
 int cmd_add_vhost(struct ctl *c);
 int cmd_delete_vhost(struct ctl *c);
-int cmd_list_vhosts(struct ctl *c);
 int cmd_set_permissions(struct ctl *c);
 int cmd_clear_permissions(struct ctl *c);
 int cmd_list_permissions(struct ctl *c);
@@ -142,9 +159,25 @@ int cmd_list_policies(struct ctl *c);
 int cmd_set_operator_policy(struct ctl *c);
 int cmd_clear_operator_policy(struct ctl *c);
 int cmd_list_operator_policies(struct ctl *c);
+/* list_vhosts, list_queues, ...: the one named by c->command */
+int cmd_list(struct ctl *c);
+int cmd_purge_queue(struct ctl *c);
+int cmd_delete_queue(struct ctl *c);
+int cmd_close_connection(struct ctl *c);
+int cmd_list_dead_letters(struct ctl *c);
+int cmd_replay_dead_letters(struct ctl *c);
 
-/* The columns list_vhosts accepts, NULL-terminated (roostctl.c checks
- * them before anything is sent). */
-extern const char *const ctl_vhost_columns[];
+/*
+ * For a command that takes rabbitmqctl's info keys as its arguments
+ * (list_vhosts, list_queues, ...): NULL if every argument names one of
+ * its columns, or if the command takes none; otherwise a new string, the
+ * unknown ones sorted and comma-separated as rabbitmqctl names them
+ * ("aa,zz"). roostctl.c asks before anything is sent. Free it.
+ */
+char *ctl_unknown_columns(const char *command, int argc,
+                          char *const *argv);
+/* Whether the command takes columns; print them for its help. */
+bool ctl_has_columns(const char *command);
+void ctl_print_columns(const char *command, FILE *f);
 
 #endif

@@ -316,7 +316,8 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 enum http_error
 http_request(struct http_client *hc, enum evhttp_cmd_type method,
              const char *path, const char *body, size_t len,
-             struct http_response *out, char *err, size_t errlen)
+             const char *const *headers, struct http_response *out,
+             char *err, size_t errlen)
 {
     struct exchange x = { .out = out, .max_response = hc->max_response };
 
@@ -331,8 +332,14 @@ http_request(struct http_client *hc, enum evhttp_cmd_type method,
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Host", hc->host_header);
     evhttp_add_header(h, "Authorization", hc->authorization);
-    evhttp_add_header(h, "Accept", "application/json");
     evhttp_add_header(h, "User-Agent", "roostctl");
+    bool accept = false;
+    for (size_t i = 0; headers != NULL && headers[i] != NULL; i += 2) {
+        evhttp_add_header(h, headers[i], headers[i + 1]);
+        accept = accept || evutil_ascii_strcasecmp(headers[i], "Accept") == 0;
+    }
+    if (!accept)
+        evhttp_add_header(h, "Accept", "application/json");
     if (body != NULL) {
         char n[32];
         snprintf(n, sizeof(n), "%zu", len);

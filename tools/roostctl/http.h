@@ -43,7 +43,8 @@ void http_client_free(struct http_client *hc);
 const char *http_client_url(const struct http_client *hc);
 
 /*
- * Send one request ('body' of 'len' bytes as application/json, or NULL)
+ * Send one request ('body' of 'len' bytes as application/json, or NULL;
+ * 'headers' NULL or name/value pairs ending with a NULL name, borrowed)
  * and wait for its answer. The first request connects. On HTTPC_OK, 'out'
  * holds the answer, whatever its status, until http_response_clear();
  * otherwise 'err' says what went wrong, in words.
@@ -51,6 +52,7 @@ const char *http_client_url(const struct http_client *hc);
 enum http_error http_request(struct http_client *hc,
                              enum evhttp_cmd_type method, const char *path,
                              const char *body, size_t len,
+                             const char *const *headers,
                              struct http_response *out,
                              char *err, size_t errlen);
 void http_response_clear(struct http_response *r);

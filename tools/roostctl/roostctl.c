@@ -1,7 +1,9 @@
 /*
  * roostctl: rabbitmqctl's user, vhost, permission, policy, definitions and
- * status commands, done through the management HTTP API (RabbitMQ's paths and
- * JSON), so it works against roostd and RabbitMQ alike.
+ * status commands, its list_* commands with their columns, purge_queue,
+ * delete_queue and close_connection, done through the management HTTP API
+ * (RabbitMQ's paths and JSON), so it works against roostd and RabbitMQ
+ * alike.
  *
  * This file owns the command line: the option and command tables, their
  * checks (all before anything is sent, as rabbitmqctl validates before it
@@ -25,7 +27,13 @@
 enum {
     ACCEPT_VHOST_META = 1 << 0,   /* add_vhost's --description ... */
     ACCEPT_TABLE = 1 << 1,        /* --no-table-headers */
-    ACCEPT_POLICY = 1 << 2        /* --priority, --apply-to */
+    ACCEPT_POLICY = 1 << 2,       /* --priority, --apply-to */
+    ACCEPT_QUEUE_LIST = 1 << 3,   /* list_queues' --online ... */
+    ACCEPT_IF = 1 << 4,           /* delete_queue's --if-empty ... */
+    ACCEPT_DL_LIST = 1 << 5,      /* list_dead_letters' --offset */
+    ACCEPT_DL_REPLAY = 1 << 6,    /* replay_dead_letters' --rate,
+                                   * --exchange, --routing-key */
+    ACCEPT_COUNT = 1 << 7         /* both's --count */
 };
 
 struct command {
@@ -80,10 +88,8 @@ static const struct command commands[] = {
     { "Access Control", "list_user_permissions", cmd_list_user_permissions,
       1, 1, ACCEPT_TABLE, "[--no-table-headers] <username>",
       "Lists permissions of a user across all virtual hosts", NULL },
-    { "Access Control", "list_vhosts", cmd_list_vhosts, 0, -1, ACCEPT_TABLE,
-      "[--no-table-headers] [<column> ...]", "Lists virtual hosts",
-      "<column>\n\tmust be one of cluster_state, default_queue_type, "
-      "description, name,\n\ttags, tracing (name if none is given)\n" },
+    { "Access Control", "list_vhosts", cmd_list, 0, -1, ACCEPT_TABLE,
+      "[--no-table-headers] [<column> ...]", "Lists virtual hosts", NULL },
     { "Access Control", "set_permissions", cmd_set_permissions, 4, 4, 0,
       "[--vhost <vhost>] <username> <conf> <write> <read>",
       "Sets user permissions for a vhost",
@@ -140,8 +146,74 @@ static const struct command commands[] = {
       "--apply-to <queues | exchanges | all>\n\tPolicy should only apply "
       "to queues, exchanges, or all entities (both\n\tof the above)\n" },
 
+    { "Dead letters (Roost)", "list_dead_letters", cmd_list_dead_letters,
+      1, 1, ACCEPT_TABLE | ACCEPT_DL_LIST | ACCEPT_COUNT,
+      "<queue> [--offset <n>] [--count <n>]",
+      "Lists the dead-lettered messages of a queue without consuming them",
+      "<queue>\n\tQueue to look into (usually a dead-letter queue)\n\n"
+      "--offset <n>\n\tPosition to start from (default 0)\n\n"
+      "--count <n>\n\tAt most this many, 1 to 1000 (default 50)\n" },
+    { "Dead letters (Roost)", "replay_dead_letters", cmd_replay_dead_letters,
+      1, 1, ACCEPT_DL_REPLAY | ACCEPT_COUNT,
+      "<queue> [--rate <n>] [--count <n>] [--exchange <x> --routing-key <k>]",
+      "Moves dead letters back to their original exchange and routing key "
+      "(x-death), or to the ones given, and follows the replay",
+      "<queue>\n\tQueue to replay from\n\n"
+      "--rate <n>\n\tMessages a second (default 100; 0: as fast as "
+      "possible)\n\n"
+      "--count <n>\n\tAt most this many (default: all ready now)\n\n"
+      "--exchange <x>\n\tExchange to send them to instead (\"\" or "
+      "amq.default: the default one)\n\n"
+      "--routing-key <k>\n\tRouting key to use instead\n" },
+    { "Monitoring, observability and health checks", "list_bindings",
+      cmd_list, 0, -1, ACCEPT_TABLE,
+      "[--vhost <vhost>] [--no-table-headers] [<column> ...]",
+      "Lists all bindings on a vhost", NULL },
+    { "Monitoring, observability and health checks", "list_channels",
+      cmd_list, 0, -1, ACCEPT_TABLE,
+      "[--no-table-headers] [<column> ...]",
+      "Lists all channels in the node", NULL },
+    { "Monitoring, observability and health checks", "list_connections",
+      cmd_list, 0, -1, ACCEPT_TABLE,
+      "[--no-table-headers] [<column> ...]",
+      "Lists AMQP 0.9.1 connections for the node", NULL },
+    { "Monitoring, observability and health checks", "list_consumers",
+      cmd_list, 0, -1, ACCEPT_TABLE,
+      "[--vhost <vhost>] [--no-table-headers] [<column> ...]",
+      "Lists all consumers for a vhost", NULL },
+    { "Monitoring, observability and health checks", "list_exchanges",
+      cmd_list, 0, -1, ACCEPT_TABLE,
+      "[--vhost <vhost>] [--no-table-headers] [<column> ...]",
+      "Lists exchanges", NULL },
+    { "Monitoring, observability and health checks", "list_queues",
+      cmd_list, 0, -1, ACCEPT_TABLE | ACCEPT_QUEUE_LIST,
+      "[--vhost <vhost>] [--online] [--offline] [--local] "
+      "[--no-table-headers] [<column>, ...]",
+      "Lists queues and their properties",
+      "--online\n\tlists only queues on online (reachable) nodes: all of "
+      "them\n\n--offline\n\tlists only queues on offline (unreachable) "
+      "nodes: none\n\n--local\n\tonly return queues hosted on the target "
+      "node: all of them\n" },
     { "Monitoring, observability and health checks", "status", cmd_status,
       0, 0, 0, "", "Displays status of a node", NULL },
+
+    { "Operations", "close_connection", cmd_close_connection, 2, 2, 0,
+      "<connection name> <explanation>",
+      "Instructs the broker to close the connection of that name",
+      "<connection name>\n\tthe connection's name, as list_connections "
+      "shows it in its name and\n\tpid columns (\"127.0.0.1:5000 -> "
+      "127.0.0.1:5672\")\n\n<explanation>\n\treason for connection "
+      "closure, which the client is told\n" },
+
+    { "Queues", "delete_queue", cmd_delete_queue, 1, 1, ACCEPT_IF,
+      "<queue_name> [--if-empty|-e] [--if-unused|-u]", "Deletes a queue",
+      "<queue_name>\n\tname of the queue to delete\n\n--if-empty\n\t"
+      "delete the queue if it is empty (has no messages ready for "
+      "delivery)\n\n--if-unused\n\tdelete the queue only if it has no "
+      "consumers\n" },
+    { "Queues", "purge_queue", cmd_purge_queue, 1, 1, 0, "<queue>",
+      "Purges a queue (removes all messages in it)",
+      "<queue>\n\tName of the queue to purge\n" },
 
     { "Definitions", "export_definitions", cmd_export_definitions, 1, 1, 0,
       "<file_path | \"-\">",
@@ -159,7 +231,9 @@ static const struct command commands[] = {
 enum opt_id {
     O_HOST, O_PORT, O_USER, O_PASSWORD, O_TIMEOUT, O_NODE, O_LONGNAMES,
     O_QUIET, O_SILENT, O_VHOST, O_FORMATTER, O_NO_HEADERS, O_DESCRIPTION,
-    O_TAGS, O_QUEUE_TYPE, O_PRIORITY, O_APPLY_TO, O_HELP
+    O_TAGS, O_QUEUE_TYPE, O_PRIORITY, O_APPLY_TO, O_ONLINE, O_OFFLINE,
+    O_LOCAL, O_IF_EMPTY, O_IF_UNUSED, O_OFFSET, O_COUNT, O_RATE,
+    O_EXCHANGE, O_ROUTING_KEY, O_HELP
 };
 
 static const struct option_def {
@@ -186,6 +260,16 @@ static const struct option_def {
     { "default-queue-type", 0, true, O_QUEUE_TYPE, ACCEPT_VHOST_META },
     { "priority", 0, true, O_PRIORITY, ACCEPT_POLICY },
     { "apply-to", 0, true, O_APPLY_TO, ACCEPT_POLICY },
+    { "online", 0, false, O_ONLINE, ACCEPT_QUEUE_LIST },
+    { "offline", 0, false, O_OFFLINE, ACCEPT_QUEUE_LIST },
+    { "local", 0, false, O_LOCAL, ACCEPT_QUEUE_LIST },
+    { "if-empty", 'e', false, O_IF_EMPTY, ACCEPT_IF },
+    { "if-unused", 'u', false, O_IF_UNUSED, ACCEPT_IF },
+    { "offset", 0, true, O_OFFSET, ACCEPT_DL_LIST },
+    { "count", 0, true, O_COUNT, ACCEPT_COUNT },
+    { "rate", 0, true, O_RATE, ACCEPT_DL_REPLAY },
+    { "exchange", 0, true, O_EXCHANGE, ACCEPT_DL_REPLAY },
+    { "routing-key", 0, true, O_ROUTING_KEY, ACCEPT_DL_REPLAY },
     { "help", '?', false, O_HELP, 0 },
     { "help", 'h', false, O_HELP, 0 },
 };
@@ -272,8 +356,11 @@ print_command_help(const struct command *cmd)
     size_t n = strlen(cmd->summary);
     printf("\n%s%s\n\n", cmd->summary,
            n > 0 && cmd->summary[n - 1] == '.' ? "" : ".");
-    if (cmd->details != NULL)
-        printf("\nArguments and Options\n\n%s\n", cmd->details);
+    if (cmd->details != NULL || ctl_has_columns(cmd->name)) {
+        printf("\nArguments and Options\n\n");
+        ctl_print_columns(cmd->name, stdout);
+        printf("%s\n", cmd->details ? cmd->details : "");
+    }
     printf("\n%s", general_options);
 }
 
@@ -363,6 +450,16 @@ set_option(struct cmdline *cl, struct ctl *c, const struct option_def *o,
     case O_QUEUE_TYPE: c->default_queue_type = value; break;
     case O_PRIORITY: c->priority = value; break;
     case O_APPLY_TO: c->apply_to = value; break;
+    case O_ONLINE: break;         /* one node: every queue is online */
+    case O_OFFLINE: c->offline = true; break;
+    case O_LOCAL: break;          /* and local */
+    case O_IF_EMPTY: c->if_empty = true; break;
+    case O_IF_UNUSED: c->if_unused = true; break;
+    case O_OFFSET: c->offset = value; break;
+    case O_COUNT: c->count = value; break;
+    case O_RATE: c->rate = value; break;
+    case O_EXCHANGE: c->exchange = value; break;
+    case O_ROUTING_KEY: c->routing_key = value; break;
     case O_HELP: cl->help = true; break;
     }
 }
@@ -477,15 +574,12 @@ check(int argc, char **argv, const struct cmdline *cl,
         strcmp(c->priority, "-1") != 0)
         return usage_error(argc, argv, cmd, "Invalid options for this "
                            "command:\n--priority : %s", c->priority);
-    if (cmd->run == cmd_list_vhosts) {
-        for (int i = 0; i < c->argc; i++) {
-            bool known = false;
-            for (const char *const *k = ctl_vhost_columns; *k; k++)
-                known = known || strcmp(*k, c->argv[i]) == 0;
-            if (!known)
-                return usage_error(argc, argv, cmd, "Info key(s) %s are "
-                                   "not supported", c->argv[i]);
-        }
+    char *unknown = ctl_unknown_columns(cmd->name, c->argc, c->argv);
+    if (unknown != NULL) {
+        int rc = usage_error(argc, argv, cmd, "Info key(s) %s are not "
+                             "supported", unknown);
+        free(unknown);
+        return rc;
     }
     return 0;
 }
@@ -540,6 +634,7 @@ main(int argc, char **argv)
         rc = 0;
         goto out;
     }
+    c.command = cmd->name;
     c.argc = cl.npos - 1;
     c.argv = cl.pos + 1;
     rc = check(argc, argv, &cl, cmd, &c);
@@ -565,6 +660,7 @@ main(int argc, char **argv)
             goto out;
         }
     }
+    c.timeout = (int)timeout;
     char *host = pick_host(&cl);
     c.http = http_client_new(host, (int)port,
         cl.user ? cl.user : env_or("ROOSTCTL_USER", "guest"),

@@ -30,6 +30,16 @@ xmalloc(size_t n)
     return p;
 }
 
+static inline void *
+xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+
+    if (q == NULL)
+        xalloc_fail();
+    return q;
+}
+
 static inline char *
 xstrdup(const char *s)
 {
