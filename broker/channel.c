@@ -28,6 +28,7 @@
 #include "broker/queue.h"
 #include "broker/reheader.h"
 #include "broker/reply_to.h"
+#include "broker/stats.h"
 #include "broker/trace.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
@@ -48,6 +49,7 @@ channel_new(struct conn *c, uint16_t number)
     ch->content = CA_IDLE;
     ch->next_tag = 1;
     hmap_init(&ch->consumers);
+    stats_churn.channels_opened++;
     return ch;
 }
 
@@ -113,6 +115,7 @@ channel_free(struct channel *ch)
     }
     if (ch->conn->vh)
         vhost_channel_gone(ch->conn->vh, &ch->ms);
+    stats_churn.channels_closed++;
     stats_series_free(&ch->series);
     free(ch->pend);
     free(ch->unacked);

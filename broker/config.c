@@ -260,6 +260,28 @@ const struct opt_def config_opts[] = {
         "always allowed: localhost, 127.0.0.1, [::1], the listener's "
         "addresses and the machine's host name; others get 421 (Roost's "
         "own)"),
+    OPT("prometheus.tcp.port", OPT_INT, "15692", -1, 65535, false,
+        prom_tcp_port,
+        "port of the Prometheus metrics endpoint (RabbitMQ's, "
+        "unauthenticated); -1: none; 0 picks a free port and logs it; "
+        "left at the default and taken by another process: a warning, "
+        "and roostd runs without it"),
+    OPT("prometheus.tcp.ip", OPT_STRING, "127.0.0.1", 0, 0, false,
+        prom_tcp_ip,
+        "address the Prometheus endpoint listens on; empty means all "
+        "IPv4 and IPv6 addresses"),
+    OPT("prometheus.path", OPT_STRING, "/metrics", 0, 0, false, prom_path,
+        "path of the aggregated metrics; PATH/per-object and "
+        "PATH/detailed beside it (RabbitMQ's key)"),
+    OPT("prometheus.return_per_object_metrics", OPT_BOOL, "false", 0, 0,
+        false, prom_per_object,
+        "whether the aggregated path answers per object (per queue and "
+        "vhost) as PATH/per-object does (RabbitMQ's key)"),
+    OPT("prometheus.max_series", OPT_INT64, "100000", 0,
+        INT64_C(1) << 40, false, prom_max_series,
+        "most per-object series one scrape writes; queues beyond it are "
+        "left out, counted in roost_prometheus_objects_omitted and logged "
+        "once; 0: no bound (Roost's own)"),
 };
 const size_t config_nopts = NELEMS(config_opts);
 
@@ -435,6 +457,8 @@ config_set(struct config *c, const char *key, const char *value, char *err,
          * on one machine); one the operator names is not. */
         if (o->offset == offsetof(struct config, mgmt_tcp_port))
             c->mgmt_tcp_port_given = true;
+        if (o->offset == offsetof(struct config, prom_tcp_port))
+            c->prom_tcp_port_given = true;
         return 0;
     case OPT_DOUBLE: {
         char *end;
@@ -492,6 +516,7 @@ config_defaults(struct config *c)
                        sizeof(err)) != 0)
             fatalx("bad built-in default: %s", err);
     c->mgmt_tcp_port_given = false;
+    c->prom_tcp_port_given = false;
 }
 
 void
@@ -629,6 +654,14 @@ config_validate(const struct config *c, char *err, size_t errlen)
         strcmp(c->rates_mode, "none") != 0) {
         snprintf(err, errlen, "management.rates_mode: '%s' is not basic, "
                  "detailed or none", c->rates_mode);
+        return -1;
+    }
+    if (c->prom_path[0] != '/' || strlen(c->prom_path) > 200 ||
+        strcmp(c->prom_path, "/") == 0 ||
+        c->prom_path[strlen(c->prom_path) - 1] == '/' ||
+        strpbrk(c->prom_path, "?# \t") != NULL) {
+        snprintf(err, errlen, "prometheus.path: '%s' is not a path like "
+                 "/metrics", c->prom_path);
         return -1;
     }
     size_t pos = 0;

@@ -100,6 +100,13 @@ struct config {
     int collect_statistics_interval;
     char *rates_mode;
     char *mgmt_allowed_hosts;   /* list: more names the Host may say */
+    /* Prometheus metrics (broker/mgmt/prom.c) */
+    int prom_tcp_port;          /* -1: none */
+    bool prom_tcp_port_given;   /* set other than by config_defaults */
+    char *prom_tcp_ip;
+    char *prom_path;
+    bool prom_per_object;
+    int64_t prom_max_series;
 };
 
 /*

@@ -26,6 +26,7 @@
 #include "broker/channel.h"
 #include "broker/log.h"
 #include "broker/queue.h"
+#include "broker/stats.h"
 #include "broker/transport.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
@@ -535,6 +536,11 @@ conn_release(struct conn *c)
     }
     TAILQ_REMOVE(&conns, c, link);
     nconns--;
+    if (!c->direct) {
+        stats_churn.conns_closed++;
+        stats_churn.conn_recv_gone += c->recv_oct;
+        stats_churn.conn_send_gone += c->send_oct;
+    }
     TAILQ_INSERT_TAIL(&dead, c, link);
     event_active(reaper, EV_TIMEOUT, 0);
 }
@@ -1427,6 +1433,7 @@ conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
     timer_every(c, 250);
     TAILQ_INSERT_TAIL(&conns, c, link);
     nconns++;
+    stats_churn.conns_opened++;
     conn_log(c, LOG_LVL_DEBUG, "accepted from %s", c->peer);
 }
 

@@ -12,6 +12,7 @@
 #include "broker/exchange.h"
 #include "broker/handlers.h"
 #include "broker/queue.h"
+#include "broker/stats.h"
 #include "broker/reply_to.h"
 #include "broker/vhost.h"
 
@@ -25,6 +26,7 @@ static void
 declare_ok(struct channel *ch, struct queue *q, bool nowait)
 {
     queue_expire(q);
+    stats_churn.queues_declared++;
     channel_set_last_queue(ch, q->name, q->name_len);
     if (nowait)
         return;

@@ -26,6 +26,7 @@
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "broker/mgmt/mgmt.h"
+#include "broker/mgmt/prom.h"
 #include "broker/perm.h"
 #include "broker/msg.h"
 #include "broker/store/check.h"
@@ -238,6 +239,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
     listener_stop();
     mgmt_stop();
     dlreplay_free_all();
+    prom_stop();
     conn_close_all("broker forced connection closure with reason 'shutdown'");
     shutdown_deadline = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
     struct timeval tv = { 0, 50 * 1000 };
@@ -610,7 +612,7 @@ main(int argc, char **argv)
     broker.port = open_listeners();
     /* The management API after the AMQP listeners, as RabbitMQ starts
      * its plugins after the broker. */
-    if (broker.port < 0 || mgmt_start() != 0) {
+    if (broker.port < 0 || mgmt_start() != 0 || prom_start() != 0) {
         rc = 1;
     } else {
         log_info("server startup complete; ready for connections on port %d",
@@ -623,6 +625,7 @@ main(int argc, char **argv)
     listener_stop();
     mgmt_stop();
     dlreplay_free_all();
+    prom_stop();
     alarm_shutdown();
     conn_free_all();
     for (int i = 0; i < 3; i++)

@@ -372,6 +372,7 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
                   "dead-letter exchange", name, q->vh->name, reason,
                   e.deliveries);
         q->dropped[why]++;
+        stats_churn.dropped[why]++;
         entry_end(q, e);
         return;
     }
@@ -382,9 +383,11 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
     entry_end(q, e);
     if (dm == NULL) {   /* a cycle that would expire forever, or too large */
         q->dropped[why]++;
+        stats_churn.dropped[why]++;
         return;
     }
     q->dead_lettered[why]++;
+    stats_churn.dead_lettered[why]++;
     route_dead(q, dlx, dm, reason);
 }
 

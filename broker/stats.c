@@ -61,6 +61,8 @@ const char *const hist_names[HIST_KINDS] = {
     [HIST_CONFIRM] = "confirm_latency",
 };
 
+struct stats_churn stats_churn;
+
 static struct event *tick_ev;
 static struct stats_series *overview_series;
 static uint64_t ticks, tick_max_us;

@@ -157,6 +157,25 @@ enum rates_mode stats_rates_mode(void);
 void stats_overview(struct msg_stats *out);
 const struct stats_series *stats_overview_series(void);
 
+/*
+ * Broker-wide churn, for /metrics (rabbitmq_*_opened_total, ...): each
+ * module adds one when it makes or drops the object, never per message.
+ * Connections are counted from accept to release (not the management
+ * API's direct ones); the bytes of those that closed are kept so that
+ * the broker's byte totals never go down.
+ */
+struct stats_churn {
+    uint64_t conns_opened, conns_closed;
+    uint64_t channels_opened, channels_closed;
+    uint64_t queues_declared, queues_created, queues_deleted;
+    uint64_t conn_recv_gone, conn_send_gone;    /* octets */
+    /* every queue's dead-lettered and dropped messages by reason, those
+     * of queues deleted since too (one more increment where the queue
+     * counts its own) */
+    uint64_t dead_lettered[DROP_COUNT], dropped[DROP_COUNT];
+};
+extern struct stats_churn stats_churn;
+
 /* The longest the tick held the loop, in microseconds (for the
  * benchmark's stall figure). */
 uint64_t stats_tick_max_us(void);

@@ -17,6 +17,7 @@
 #include "broker/perm.h"
 #include "broker/policy.h"
 #include "broker/queue.h"
+#include "broker/stats.h"
 #include "broker/trace.h"
 #include "broker/util.h"
 
@@ -310,6 +311,7 @@ void
 vhost_add_queue(struct vhost *vh, struct queue *q)
 {
     hmap_put(&vh->queues, q->name, q->name_len, q);
+    stats_churn.queues_created++;
     defs_changed(DEFS_QUEUE_ADDED, q);
     if (vh->policies)
         policy_apply_queue(q);
@@ -319,5 +321,6 @@ void
 vhost_remove_queue(struct vhost *vh, struct queue *q)
 {
     defs_changed(DEFS_QUEUE_REMOVED, q);
+    stats_churn.queues_deleted++;
     hmap_del(&vh->queues, q->name, q->name_len);
 }

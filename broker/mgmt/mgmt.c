@@ -1560,6 +1560,20 @@ bound_address(int fd, struct server *s)
     }
 }
 
+int
+mgmt_listen(const char *ip, int port, char *bound, size_t len,
+            int *bound_port)
+{
+    struct server s;
+    int fd = listen_socket(ip, port);
+    if (fd < 0)
+        return -1;
+    bound_address(fd, &s);
+    snprintf(bound, len, "%s", s.ip);
+    *bound_port = s.port;
+    return fd;
+}
+
 /* Start server 's' on 'ip' and 'port'. 0; 1 if the port is taken and
  * 'optional' (warned); -1 (logged). */
 static int

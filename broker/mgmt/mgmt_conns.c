@@ -5,6 +5,7 @@
  * read through conn_foreach, conn_info, channel_info, alarm.h and
  * stats.h. A connection is closed (DELETE) with conn_close_forced.
  */
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,8 +304,8 @@ mgmt_channel(struct mgmt_req *r)
 
 /* ---- the node ---- */
 
-static uint64_t
-rss_bytes(void)
+uint64_t
+mgmt_rss_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
     unsigned long size = 0, rss = 0;
@@ -316,19 +317,21 @@ rss_bytes(void)
     return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static uint64_t
-open_fds(void)
+/* One readdir of /proc/self/fd (not a probe per possible descriptor:
+ * /metrics asks on every scrape). */
+uint64_t
+mgmt_open_fds(void)
 {
-    char path[64];
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
     uint64_t n = 0;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    if (d == NULL)
         return 0;
-    for (rlim_t fd = 0; fd < rl.rlim_cur && fd < 65536; fd++) {
-        snprintf(path, sizeof(path), "/proc/self/fd/%lu", (unsigned long)fd);
-        n += access(path, F_OK) == 0;
-    }
-    return n;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    /* less the one opendir holds */
+    return n > 0 ? n - 1 : 0;
 }
 
 json_t *
@@ -347,7 +350,7 @@ mgmt_node_json(bool memory)
         "mem_alarm", alarm_memory_set(), "disk_free",
         (json_int_t)alarm_disk_free(), "disk_free_limit",
         (json_int_t)broker.cfg.disk_free_limit, "disk_free_alarm",
-        alarm_disk_set(), "fd_used", (json_int_t)open_fds(), "fd_total",
+        alarm_disk_set(), "fd_used", (json_int_t)mgmt_open_fds(), "fd_total",
         (json_int_t)rl.rlim_cur, "sockets_used",
         (json_int_t)conn_count(), "sockets_total",
         (json_int_t)broker.cfg.connection_max, "uptime",
@@ -355,7 +358,8 @@ mgmt_node_json(bool memory)
         (int)sysconf(_SC_NPROCESSORS_ONLN), "os_pid", (json_int_t)getpid(),
         "rates_mode", broker.cfg.rates_mode, "partitions", "net_ticktime",
         "60");
-    json_object_set_new(o, "mem_rss", json_integer((json_int_t)rss_bytes()));
+    json_object_set_new(o, "mem_rss",
+                        json_integer((json_int_t)mgmt_rss_bytes()));
     json_object_set_new(o, "exchange_types", mgmt_exchange_types_json());
     json_object_set_new(o, "contexts", mgmt_contexts_json());
     json_object_set_new(o, "being_drained", json_false());
@@ -366,7 +370,7 @@ mgmt_node_json(bool memory)
             (json_int_t)mk.input_blocks, "queue_entries",
             (json_int_t)mk.queue_entries, "output_buffers",
             (json_int_t)mk.output_buffers, "total_counted", (json_int_t)used,
-            "rss", (json_int_t)rss_bytes()));
+            "rss", (json_int_t)mgmt_rss_bytes()));
     return o;
 }
 

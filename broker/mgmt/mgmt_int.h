@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -279,6 +280,19 @@ void mgmt_set_addr(json_t *o, const char *hkey, const char *pkey,
 json_t *mgmt_exchange_types_json(void);
 /* The node, as /api/nodes/NAME shows it (with its memory by kind). */
 json_t *mgmt_node_json(bool memory);
+/* The process's resident memory and open file descriptors (from
+ * /proc/self), for the node and /metrics. */
+uint64_t mgmt_rss_bytes(void);
+uint64_t mgmt_open_fds(void);
+
+/*
+ * A listening socket (non-blocking, close-on-exec) on 'ip' ("" for all
+ * addresses) and 'port' (0: a free one), with the address it is bound to
+ * in 'bound' ("::" style, no brackets) and '*bound_port'; -1 with errno.
+ * The management API's listeners and /metrics' (prom.c) share it.
+ */
+int mgmt_listen(const char *ip, int port, char *bound, size_t len,
+                int *bound_port);
 
 void mgmt_connections(struct mgmt_req *r);
 void mgmt_vhost_connections(struct mgmt_req *r);
