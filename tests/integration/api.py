@@ -599,9 +599,9 @@ def behaviour(api, sh, amqp, sc, http_port):
           p.message_id == "id-1" and p.delivery_mode == 2 and
           p.priority == 3 and p.reply_to == "rt" and p.type == "t" and
           p.app_id == "a" and p.timestamp == 1700000000 and
-          p.headers == {"s": b"str", "n": 42, "b": True} or
-          (p and p.headers == {"s": "str", "n": 42, "b": True}),
-          (m, p, body))
+          {k: v.decode() if isinstance(v, bytes) else v
+           for k, v in (p.headers or {}).items()} ==
+          {"s": "str", "n": 42, "b": True}, (m, p, body))
     st, j = api.call("POST", pub, {"routing_key": "nowhere", "payload": "hi",
                                    "payload_encoding": "string",
                                    "properties": {}})
@@ -900,7 +900,7 @@ def main():
                 pass
         for name in (Q, GQ, DLQ, P + "pub", P + "new", P + "bad"):
             api.call("DELETE", "queues/%2F/" + q(name))
-        for name in (X, DLX, P + "badx"):
+        for name in (X, DLX, P + "badx", "a" * 300):
             api.call("DELETE", "exchanges/%2F/" + q(name))
     done()
 
