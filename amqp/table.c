@@ -350,6 +350,25 @@ wire_put_table(struct wire_wr *w, struct amqp_table t)
     wire_put_raw(w, t.ptr, t.len);
 }
 
+void
+wire_put_table_without(struct wire_wr *w, struct amqp_table t,
+                       const char *skip)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+    size_t mark = table_begin(w);
+
+    table_iter_init(&it, t);
+    while (table_next(&it, &k, &v)) {
+        if (amqp_bytes_eq(k, skip))
+            continue;
+        (void)table_put_key(w, k);
+        field_put(w, &v);
+    }
+    table_end(w, mark);
+}
+
 static enum amqp_status
 put_entry(struct wire_wr *w, const char *key, const struct amqp_field *val)
 {
@@ -370,6 +389,13 @@ enum amqp_status
 table_put_str(struct wire_wr *w, const char *key, const char *v)
 {
     struct amqp_field f = { .kind = AMQP_FIELD_LONGSTR, .v.str = amqp_cstr(v) };
+    return put_entry(w, key, &f);
+}
+
+enum amqp_status
+table_put_bytes(struct wire_wr *w, const char *key, struct amqp_bytes v)
+{
+    struct amqp_field f = { .kind = AMQP_FIELD_LONGSTR, .v.str = v };
     return put_entry(w, key, &f);
 }
 

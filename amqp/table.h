@@ -135,10 +135,17 @@ void field_put(struct wire_wr *w, const struct amqp_field *val);
 /* Write a whole validated table with its length prefix. */
 void wire_put_table(struct wire_wr *w, struct amqp_table t);
 
+/* The same without its entries named 'skip' (a header no one may see). */
+void wire_put_table_without(struct wire_wr *w, struct amqp_table t,
+                            const char *skip);
+
 /* Convenience writers for the common entry types. */
 enum amqp_status table_put_bool(struct wire_wr *w, const char *key, bool v);
 enum amqp_status table_put_str(struct wire_wr *w, const char *key,
                                const char *v);
+/* A longstr of any bytes. */
+enum amqp_status table_put_bytes(struct wire_wr *w, const char *key,
+                                 struct amqp_bytes v);
 enum amqp_status table_put_i64(struct wire_wr *w, const char *key, int64_t v);
 
 #endif

@@ -28,6 +28,7 @@
 #include "broker/queue.h"
 #include "broker/reheader.h"
 #include "broker/reply_to.h"
+#include "broker/trace.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
@@ -149,8 +150,7 @@ channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
     va_start(ap, fmt);
     reply_format(text, sizeof(text), code, fmt, ap);
     va_end(ap);
-    log_info("conn=%016" PRIx64 " channel %u: closing channel: %s",
-             ch->conn->id, ch->number, text);
+    channel_log(ch, LOG_LVL_INFO, NULL, "closing channel: %s", text);
 
     struct amqp_method m = { .id = AMQP_CHANNEL_CLOSE };
     m.a.channel_close.reply_code = code;
@@ -160,6 +160,34 @@ channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
     channel_send(ch, &m);
     ch->state = CH_CLOSING;
     channel_release(ch);
+}
+
+void
+channel_log_ids(struct channel *ch, struct log_ids *ids, char *name,
+                size_t len)
+{
+    conn_log_ids(ch->conn, ids, name, len);
+    ids->channel = ch->number;
+}
+
+void
+channel_log(struct channel *ch, enum log_level level,
+            const struct log_ids *about, const char *fmt, ...)
+{
+    struct log_ids ids;
+    va_list ap;
+
+    char name[160];
+    if (!log_enabled(level))
+        return;
+    channel_log_ids(ch, &ids, name, sizeof(name));
+    if (about != NULL) {
+        ids.queue = about->queue;
+        ids.message_id = about->message_id;
+    }
+    va_start(ap, fmt);
+    log_eventv(level, &ids, fmt, ap);
+    va_end(ap);
 }
 
 const char *
@@ -329,15 +357,16 @@ cto_fire(evutil_socket_t fd, short what, void *arg)
         cto_arm(ch, t - waited);
         return;
     }
-    char tag[300], qname[300];
-    log_warnx("conn=%016" PRIx64 " channel %u: %s%s%s on queue '%s' has "
-              "timed out waiting for delivery acknowledgement (%" PRIu64
-              " ms)", ch->conn->id, ch->number,
-              u->c ? "consumer '" : "basic.get",
-              u->c ? log_escape(tag, sizeof(tag), u->c->tag, u->c->tag_len)
-                   : "", u->c ? "'" : "",
-              log_escape(qname, sizeof(qname), u->q->name, u->q->name_len),
-              t);
+    char tag[300], qname[300], mid[300];
+    log_escape(qname, sizeof(qname), u->q->name, u->q->name_len);
+    struct log_ids ids = { .queue = qname,
+                           .message_id = msg_log_id(u->e.m, mid,
+                                                    sizeof(mid)) };
+    channel_log(ch, LOG_LVL_WARN, &ids, "%s%s%s on queue '%s' has timed out "
+                "waiting for delivery acknowledgement (%" PRIu64 " ms)",
+                u->c ? "consumer '" : "basic.get",
+                u->c ? log_escape(tag, sizeof(tag), u->c->tag, u->c->tag_len)
+                     : "", u->c ? "'" : "", qname, t);
     /* RabbitMQ's text (rabbit_channel.erl), with no class or method. */
     channel_fail(ch, AMQP_PRECONDITION_FAILED, 0,
                  "delivery acknowledgement on channel %u timed out. Timeout "
@@ -641,11 +670,24 @@ channel_send_entry(struct channel *ch, const struct amqp_method *m,
         uint8_t *hdr = reheader(e->m, count_headers, &returns, &len);
         if (hdr != NULL) {
             send_content(ch, m, e->m, hdr, len);
+            /* The firehose sees the count, as RabbitMQ's sees the
+             * header its quorum queue added. */
+            if (trace_is_on(q->vh))
+                trace_deliver(ch, q, e, hdr, len);
             free(hdr);
             return;
         }
         /* A table at the codec's bound has no room for one more entry:
          * it goes as it came. */
+    }
+    /* The test comes first, so that the common case stays a tail call:
+     * the firehose's copy follows the delivery, as RabbitMQ's
+     * record_sent does, so a copy consumed on the same connection comes
+     * after it. */
+    if (trace_is_on(q->vh)) {
+        channel_send_content(ch, m, e->m);
+        trace_deliver(ch, q, e, msg_hdr(e->m), msg_hdr_len(e->m));
+        return;
     }
     channel_send_content(ch, m, e->m);
 }
@@ -990,6 +1032,8 @@ channel_publish(struct channel *ch, struct msg *msg, bool mandatory)
         channel_route(ch, msg, mandatory);
         return;
     }
+    if (trace_is_on(ch->conn->vh))
+        trace_publish_held(ch, msg);
     if (ch->tx_npubs == ch->tx_cap) {
         ch->tx_cap = ch->tx_cap ? ch->tx_cap * 2 : 16;
         ch->tx_pubs = xrealloc(ch->tx_pubs, ch->tx_cap * sizeof(*ch->tx_pubs));

@@ -13,6 +13,7 @@
 
 #include "amqp/method.h"
 #include "broker/hmap.h"
+#include "broker/log.h"
 #include "broker/msg.h"
 #include "broker/queue.h"
 #include "broker/store/store.h"
@@ -193,6 +194,17 @@ void channel_flush_confirms(struct channel *ch);
 void channel_foreach_unacked(struct channel *ch,
                              void (*fn)(struct queue *q, struct qentry *e,
                                         void *arg), void *arg);
+
+/* The ids of a log line about 'ch' (log.h): its connection's (its name
+ * in 'name', as conn_log_ids) and its number. */
+void channel_log_ids(struct channel *ch, struct log_ids *ids, char *name,
+                     size_t len);
+
+/* A log line about 'ch' ("conn=ID PEER channel N: ..."), and in JSON
+ * also about the queue and message of 'about' (NULL: none). */
+void channel_log(struct channel *ch, enum log_level level,
+                 const struct log_ids *about, const char *fmt, ...)
+    LOG_PRINTF(4, 5);
 
 /* Output drained below the low watermark: retry dispatch for this
  * channel's consumers. */

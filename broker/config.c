@@ -97,6 +97,15 @@ const struct opt_def config_opts[] = {
         "log file; - is standard error; SIGHUP reopens it"),
     OPT("log.level", OPT_LOG_LEVEL, "info", 0, 0, false, log_level,
         "debug, info, warning or error"),
+    OPT("log.console.formatter", OPT_STRING, "plaintext", 0, 0, false,
+        log_console_formatter,
+        "plaintext or json (RabbitMQ's): each line logged on standard "
+        "error (log.file = -) one JSON object with time, level, msg and "
+        "the connection, channel, vhost, user, queue and message_id it "
+        "is about"),
+    OPT("log.file.formatter", OPT_STRING, "plaintext", 0, 0, false,
+        log_file_formatter,
+        "plaintext or json: the same for a log file"),
     OPT("channel_max", OPT_INT, "2047", 1, 65535, false, channel_max,
         "highest channel number a client may open (offered in connection.tune)"),
     OPT("frame_max", OPT_INT, "131072", 4096, 16777216, false, frame_max,
@@ -242,6 +251,15 @@ const struct opt_def config_opts[] = {
         "basic or detailed: message rates of the last interval in the "
         "management API (detailed is basic: no per-pair samples); none: "
         "counts only, no rates"),
+    OPT("management.allowed_hosts", OPT_LIST, "", 0, 0, false,
+        mgmt_allowed_hosts,
+        "more names the management listener answers to (against DNS "
+        "rebinding, a request's Host must be one of them): "
+        "management.allowed_hosts.NAME = HOST, a name or address without "
+        "its port; * takes any Host (behind a proxy that checks it); "
+        "always allowed: localhost, 127.0.0.1, [::1], the listener's "
+        "addresses and the machine's host name; others get 421 (Roost's "
+        "own)"),
 };
 const size_t config_nopts = NELEMS(config_opts);
 
@@ -597,6 +615,15 @@ config_validate(const struct config *c, char *err, size_t errlen)
                  "or verify_peer", c->ssl_verify);
         return -1;
     }
+    const char *const formatters[] = { c->log_console_formatter,
+                                       c->log_file_formatter };
+    for (size_t i = 0; i < NELEMS(formatters); i++)
+        if (strcmp(formatters[i], "plaintext") != 0 &&
+            strcmp(formatters[i], "json") != 0) {
+            snprintf(err, errlen, "log.%s.formatter: '%s' is not plaintext "
+                     "or json", i == 0 ? "console" : "file", formatters[i]);
+            return -1;
+        }
     if (strcmp(c->rates_mode, "basic") != 0 &&
         strcmp(c->rates_mode, "detailed") != 0 &&
         strcmp(c->rates_mode, "none") != 0) {

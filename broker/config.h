@@ -47,6 +47,8 @@ struct config {
     char *load_definitions;     /* "" = none */
     char *log_file;             /* "-" = stderr */
     int log_level;              /* enum log_level */
+    char *log_console_formatter;  /* "plaintext" or "json": on stderr */
+    char *log_file_formatter;     /* the same, in a log file */
     /* protocol limits offered in connection.tune */
     int channel_max;
     int frame_max;
@@ -97,6 +99,7 @@ struct config {
     /* statistics (stats.c) */
     int collect_statistics_interval;
     char *rates_mode;
+    char *mgmt_allowed_hosts;   /* list: more names the Host may say */
 };
 
 /*

@@ -28,6 +28,7 @@
 #include "broker/queue.h"
 #include "broker/transport.h"
 #include "broker/util.h"
+#include "broker/vhost.h"
 #include "tls/tls.h"
 
 /* Before tune-ok, frames may be at most this large (RabbitMQ: 8192). */
@@ -618,8 +619,7 @@ conn_fail(struct conn *c, uint16_t code, uint32_t method_id, const char *fmt,
     va_start(ap, fmt);
     reply_format(text, sizeof(text), code, fmt, ap);
     va_end(ap);
-    log_warnx("conn=%016" PRIx64 " %s: closing connection: %s", c->id, c->peer,
-              text);
+    conn_log(c, LOG_LVL_WARN, "closing connection: %s", text);
     send_close(c, code, method_id, text);
     conn_set_state(c, CONN_CLOSING);
     shutdown_channels(c);
@@ -696,7 +696,7 @@ conn_block(struct conn *c, const char *reason)
         return;
     c->blocked = true;
     conn_reading(c, false);
-    log_info("conn=%016" PRIx64 " %s: blocked (%s)", c->id, c->peer, reason);
+    conn_log(c, LOG_LVL_INFO, "blocked (%s)", reason);
     if (c->cap_connection_blocked) {
         struct amqp_method m = { .id = AMQP_CONNECTION_BLOCKED };
         m.a.connection_blocked.reason = amqp_cstr(reason);
@@ -773,7 +773,7 @@ conn_unblock_all(void)
             conn_send_method(c, 0, &m);
             c->blocked_sent = false;
         }
-        log_info("conn=%016" PRIx64 " %s: unblocked", c->id, c->peer);
+        conn_log(c, LOG_LVL_INFO, "unblocked");
         if (!c->flow)
             conn_reading(c, true);
         /* Frames that arrived before the block are already buffered. */
@@ -930,10 +930,9 @@ read_protocol_header(struct conn *c, struct inbuf *in)
         return false;
     if (st != AMQP_OK) {
         char esc[64];
-        log_warnx("conn=%016" PRIx64 " %s: bad protocol header \"%s\" (%s); "
-                  "answering with 0-9-1's and closing",
-                  c->id, c->peer, log_escape(esc, sizeof(esc), p, len),
-                  status_text(st));
+        conn_log(c, LOG_LVL_WARN, "bad protocol header \"%s\" (%s); "
+                 "answering with 0-9-1's and closing",
+                 log_escape(esc, sizeof(esc), p, len), status_text(st));
         /* 0-9-1 §4.2.2: answer with the header we accept, then close. */
         evbuffer_add(conn_output(c), amqp_protocol_header,
                      AMQP_PROTOCOL_HEADER_LEN);
@@ -1094,8 +1093,7 @@ read_ready(void *arg)
     }
     space = inbuf_space(in, want, hint);
     if (space == NULL) {
-        log_warnx("conn=%016" PRIx64 " %s: no memory for input; dropping",
-                  c->id, c->peer);
+        conn_log(c, LOG_LVL_WARN, "no memory for input; dropping");
         conn_release(c);
         return;
     }
@@ -1202,16 +1200,15 @@ socket_gone(struct conn *c, bool eof)
         eof = true;
     if (eof) {
         if (c->state == CONN_OPEN)
-            log_warnx("conn=%016" PRIx64 " %s: client closed the socket "
-                      "without connection.close", c->id, c->peer);
+            conn_log(c, LOG_LVL_WARN, "client closed the socket without "
+                     "connection.close");
         else
-            log_debug("conn=%016" PRIx64 " %s: socket closed in %s", c->id,
-                      c->peer, conn_state_name(c->state));
+            conn_log(c, LOG_LVL_DEBUG, "socket closed in %s",
+                     conn_state_name(c->state));
     } else if (transport_error(c->tp) != NULL) {
-        log_warnx("conn=%016" PRIx64 " %s: %s", c->id, c->peer,
-                  transport_error(c->tp));
+        conn_log(c, LOG_LVL_WARN, "%s", transport_error(c->tp));
     } else {
-        log_warn("conn=%016" PRIx64 " %s: socket error", c->id, c->peer);
+        conn_log(c, LOG_LVL_WARN, "socket error: %s", strerror(errno));
     }
     conn_release(c);
 }
@@ -1226,13 +1223,12 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 
     if (c->deadline_ms && now >= c->deadline_ms) {
         if (c->state < CONN_OPEN)
-            log_warnx("conn=%016" PRIx64 " %s: handshake not finished within "
-                      "%d ms (%s); dropping", c->id, c->peer,
-                      broker.cfg.handshake_timeout_ms,
-                      conn_state_name(c->state));
+            conn_log(c, LOG_LVL_WARN, "handshake not finished within %d ms "
+                     "(%s); dropping", broker.cfg.handshake_timeout_ms,
+                     conn_state_name(c->state));
         else
-            log_info("conn=%016" PRIx64 " %s: no close-ok within %d ms; "
-                     "dropping", c->id, c->peer, broker.cfg.close_timeout_ms);
+            conn_log(c, LOG_LVL_INFO, "no close-ok within %d ms; dropping",
+                     broker.cfg.close_timeout_ms);
         conn_release(c);
         return;
     }
@@ -1243,8 +1239,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
      * other is dropped after two intervals without a byte from it, about
      * when RabbitMQ's receiver gives up. */
     if (!c->blocked && !c->flow && now - c->last_recv_ms > 2 * hb) {
-        log_warnx("conn=%016" PRIx64 " %s: missed heartbeats from client, "
-                  "timeout: %us", c->id, c->peer, c->heartbeat);
+        conn_log(c, LOG_LVL_WARN, "missed heartbeats from client, timeout: "
+                 "%us", c->heartbeat);
         conn_release(c);
         return;
     }
@@ -1341,6 +1337,34 @@ format_peer(char *out, size_t outlen, const struct sockaddr *sa)
 }
 
 void
+conn_log(struct conn *c, enum log_level level, const char *fmt, ...)
+{
+    struct log_ids ids;
+    va_list ap;
+
+    /* Nothing to do (no name to make) for a level that is off. */
+    if (!log_enabled(level))
+        return;
+    char name[160];
+    conn_log_ids(c, &ids, name, sizeof(name));
+    va_start(ap, fmt);
+    log_eventv(level, &ids, fmt, ap);
+    va_end(ap);
+}
+
+void
+conn_log_ids(struct conn *c, struct log_ids *ids, char *name, size_t len)
+{
+    memset(ids, 0, sizeof(*ids));
+    ids->conn = c->id;
+    ids->peer = c->peer;
+    conn_name(c, name, len);
+    ids->connection = name;
+    ids->user = c->user;
+    ids->vhost = c->vh ? c->vh->name : NULL;
+}
+
+void
 conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
 {
     struct conn *c;
@@ -1403,7 +1427,7 @@ conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
     timer_every(c, 250);
     TAILQ_INSERT_TAIL(&conns, c, link);
     nconns++;
-    log_debug("conn=%016" PRIx64 " accepted from %s", c->id, c->peer);
+    conn_log(c, LOG_LVL_DEBUG, "accepted from %s", c->peer);
 }
 
 struct conn *

@@ -16,6 +16,7 @@
 #include "amqp/method.h"
 #include "broker/hmap.h"
 #include "broker/inbuf.h"
+#include "broker/log.h"
 #include "broker/store/store.h"
 
 struct channel;
@@ -327,6 +328,17 @@ void conn_flow(struct conn *c);
 
 /* After connection.open: stop the handshake timer, start heartbeats. */
 void conn_opened(struct conn *c);
+
+/* The ids of a log line about 'c' (log.h's log_event), borrowed from
+ * it, its name (conn_name) written to 'name' of 'len' bytes (160 hold
+ * any). */
+void conn_log_ids(struct conn *c, struct log_ids *ids, char *name,
+                  size_t len);
+
+/* A log line about 'c': "conn=ID PEER: ..." in plain text, with its
+ * connection, vhost and user in JSON. */
+void conn_log(struct conn *c, enum log_level level, const char *fmt, ...)
+    LOG_PRINTF(3, 4);
 
 /* The connection's state name for logs. */
 const char *conn_state_name(enum conn_state s);

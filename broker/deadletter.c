@@ -26,14 +26,6 @@ entry_is(struct amqp_table t, const char *queue, const char *reason)
            r.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(r.v.str, reason);
 }
 
-static void
-put_str(struct wire_wr *w, const char *key, struct amqp_bytes s)
-{
-    struct amqp_field f = { .kind = AMQP_FIELD_LONGSTR, .v.str = s };
-    (void)table_put_key(w, amqp_cstr(key));
-    field_put(w, &f);
-}
-
 /* One x-death entry: count, reason, queue, time, exchange, routing-keys,
  * and original-expiration when the message had one. */
 static void
@@ -47,15 +39,15 @@ put_death(struct wire_wr *w, int64_t count, const char *reason,
     f = (struct amqp_field){ .kind = AMQP_FIELD_I64, .v.i = count };
     (void)table_put_key(w, amqp_cstr("count"));
     field_put(w, &f);
-    put_str(w, "reason", amqp_cstr(reason));
-    put_str(w, "queue", amqp_cstr(queue));
+    (void)table_put_str(w, "reason", reason);
+    (void)table_put_str(w, "queue", queue);
     f = (struct amqp_field){ .kind = AMQP_FIELD_TIMESTAMP,
                              .v.u = (uint64_t)time(NULL) };
     (void)table_put_key(w, amqp_cstr("time"));
     field_put(w, &f);
-    put_str(w, "exchange",
-            (struct amqp_bytes){ (const uint8_t *)msg_exchange(m),
-                                 msg_exchange_len(m) });
+    struct amqp_bytes x = { (const uint8_t *)msg_exchange(m),
+                            msg_exchange_len(m) };
+    (void)table_put_bytes(w, "exchange", x);
     (void)table_put_key(w, amqp_cstr("routing-keys"));
     wire_put_u8(w, AMQP_FIELD_ARRAY);
     a = table_begin(w);
@@ -65,7 +57,8 @@ put_death(struct wire_wr *w, int64_t count, const char *reason,
     field_put(w, &f);
     table_end(w, a);
     if (h->props.flags & AMQP_BASIC_EXPIRATION_FLAG)
-        put_str(w, "original-expiration", h->props.expiration);
+        (void)table_put_bytes(w, "original-expiration",
+                              h->props.expiration);
     table_end(w, t);
 }
 
@@ -119,11 +112,11 @@ build_headers(struct wire_wr *w, const struct msg *m,
     }
     table_end(w, arr);
     if (!table_get(old, "x-first-death-reason", &v)) {
-        put_str(w, "x-first-death-reason", amqp_cstr(reason));
-        put_str(w, "x-first-death-queue", amqp_cstr(queue));
-        put_str(w, "x-first-death-exchange",
-                (struct amqp_bytes){ (const uint8_t *)msg_exchange(m),
-                                     msg_exchange_len(m) });
+        (void)table_put_str(w, "x-first-death-reason", reason);
+        (void)table_put_str(w, "x-first-death-queue", queue);
+        struct amqp_bytes x = { (const uint8_t *)msg_exchange(m),
+                                msg_exchange_len(m) };
+        (void)table_put_bytes(w, "x-first-death-exchange", x);
     }
     table_end(w, outer);
     return true;
@@ -172,4 +165,47 @@ deadletter_msg(const struct msg *m, const char *queue, const char *reason,
     }
     dm->born = (uint32_t)now_ms();   /* its time in the DLQ starts now */
     return dm;
+}
+
+static struct amqp_bytes
+str_of(struct amqp_table t, const char *key)
+{
+    struct amqp_field f;
+    if (table_get(t, key, &f) &&
+        (f.kind == AMQP_FIELD_LONGSTR || f.kind == AMQP_FIELD_BYTES))
+        return f.v.str;
+    return (struct amqp_bytes){ (const uint8_t *)"", 0 };
+}
+
+bool
+deadletter_first_death(const struct msg *m, struct deadletter_death *out)
+{
+    struct amqp_field deaths, d, f;
+    struct table_iter it;
+
+    memset(out, 0, sizeof(*out));
+    if (!table_get(msg_headers(m), "x-death", &deaths) ||
+        deaths.kind != AMQP_FIELD_ARRAY)
+        return false;
+    array_iter_init(&it, deaths.v.array);
+    if (!array_next(&it, &d) || d.kind != AMQP_FIELD_TABLE)
+        return false;
+    out->reason = str_of(d.v.table, "reason");
+    out->queue = str_of(d.v.table, "queue");
+    out->exchange = str_of(d.v.table, "exchange");
+    if (table_get(d.v.table, "count", &f) &&
+        (f.kind == AMQP_FIELD_I64 || f.kind == AMQP_FIELD_L64 ||
+         f.kind == AMQP_FIELD_I32 || f.kind == AMQP_FIELD_I16 ||
+         f.kind == AMQP_FIELD_I8))
+        out->count = f.v.i;
+    if (table_get(d.v.table, "routing-keys", &f) &&
+        f.kind == AMQP_FIELD_ARRAY) {
+        struct amqp_field k;
+        array_iter_init(&it, f.v.array);
+        if (array_next(&it, &k) && k.kind == AMQP_FIELD_LONGSTR) {
+            out->rkey = k.v.str;
+            out->has_rkey = true;
+        }
+    }
+    return true;
 }

@@ -8,6 +8,11 @@
 #ifndef ROOST_BROKER_DEADLETTER_H
 #define ROOST_BROKER_DEADLETTER_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amqp/wire.h"
+
 struct msg;
 
 /*
@@ -19,5 +24,18 @@ struct msg;
 struct msg *deadletter_msg(const struct msg *m, const char *queue,
                            const char *reason, const char *dlx,
                            const char *dlrk);
+
+/* The first (newest) entry of a message's x-death header, borrowing
+ * the message's bytes; a field it lacks is empty ('count' 0). */
+struct deadletter_death {
+    struct amqp_bytes reason, queue, exchange;
+    struct amqp_bytes rkey;     /* routing-keys[0] */
+    bool has_rkey;
+    int64_t count;
+};
+
+/* False if 'm' has no x-death header with a table in it. */
+bool deadletter_first_death(const struct msg *m,
+                            struct deadletter_death *out);
 
 #endif

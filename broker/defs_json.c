@@ -34,6 +34,7 @@
 #include "broker/qargs.h"
 #include "broker/queue.h"
 #include "broker/store/store_defs.h"
+#include "broker/trace.h"
 #include "broker/util.h"
 #include "broker/version.h"
 #include "broker/vhost.h"
@@ -111,6 +112,7 @@ struct plan {
     char *err;
     size_t errlen;
     const char **vhosts;
+    int8_t *vtracing;           /* each one's "tracing": 1, 0, -1: none */
     size_t nvhosts;
     struct p_exchange *xs;
     size_t nxs;
@@ -388,6 +390,7 @@ static int
 check_vhosts(struct plan *p, json_t *arr, size_t n)
 {
     p->vhosts = xcalloc(n + 1, sizeof(*p->vhosts));
+    p->vtracing = xcalloc(n + 1, sizeof(*p->vtracing));
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(arr, i);
         const char *name;
@@ -396,11 +399,17 @@ check_vhosts(struct plan *p, json_t *arr, size_t n)
             return -1;
         if (name[0] == '\0')
             return fail(p, "vhosts", i, "\"name\" must not be empty");
+        /* As rabbit_definitions:add_vhost: "tracing" switches the
+         * firehose of the vhost, new or not (trace.h). */
+        json_t *t = json_object_get(o, "tracing");
+        if (t != NULL && !json_is_boolean(t))
+            return fail(p, "vhosts", i, "\"tracing\" must be true or false");
         if (hmap_get_str(&p->vnames, name)) {
             p->repeats++;
             continue;
         }
         hmap_put(&p->vnames, name, strlen(name), (void *)name);
+        p->vtracing[p->nvhosts] = t == NULL ? -1 : json_is_true(t);
         p->vhosts[p->nvhosts++] = name;
     }
     return 0;
@@ -866,12 +875,15 @@ apply_plan(struct plan *p, struct counts *c)
         c->users++;
     }
     for (size_t i = 0; i < p->nvhosts; i++) {
-        if (broker_vhost(p->vhosts[i], strlen(p->vhosts[i]))) {
+        struct vhost *vh = broker_vhost(p->vhosts[i], strlen(p->vhosts[i]));
+        if (vh != NULL) {
             c->kept++;
-            continue;
+        } else {
+            vh = vhost_create(p->vhosts[i], false);
+            c->vhosts++;
         }
-        (void)vhost_create(p->vhosts[i], false);
-        c->vhosts++;
+        if (p->vtracing[i] >= 0)
+            trace_set(vh, p->vtracing[i]);
     }
     /* Permissions and limits as RabbitMQ imports them: replaced. */
     for (size_t i = 0; i < p->nps; i++) {
@@ -973,6 +985,7 @@ plan_free(struct plan *p)
     free(p->ls);
     free(p->pols);
     free(p->vhosts);
+    free(p->vtracing);
     free(p->xs);
     free(p->qs);
     free(p->bs);

@@ -500,20 +500,8 @@ static const char *const cc_bcc[] = { "CC", "BCC" };
 static bool
 without_bcc(struct wire_wr *w, struct content_header *h, void *arg)
 {
-    struct table_iter it;
-    struct amqp_bytes k;
-    struct amqp_field v;
-    size_t outer = table_begin(w);
-
     (void)arg;
-    table_iter_init(&it, h->props.headers);
-    while (table_next(&it, &k, &v)) {
-        if (amqp_bytes_eq(k, "BCC"))
-            continue;
-        (void)table_put_key(w, k);
-        field_put(w, &v);
-    }
-    table_end(w, outer);
+    wire_put_table_without(w, h->props.headers, "BCC");
     return true;
 }
 

@@ -61,16 +61,6 @@ static TAILQ_HEAD(, delayed) all = TAILQ_HEAD_INITIALIZER(all);
 static uint64_t total;          /* held by every exchange */
 static bool bound_logged;       /* since the bound was last reached */
 
-/* Delays are measured on the precise clock, not now_ms()'s coarse one,
- * whose tick would let a message go a few ms early. */
-static int64_t
-mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- arguments and the x-delay header ---- */
 
 int

@@ -18,6 +18,7 @@
 #include "broker/qargs.h"
 #include "broker/reheader.h"
 #include "broker/reply_to.h"
+#include "broker/trace.h"
 #include "broker/queue.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
@@ -207,6 +208,9 @@ hold_delayed(struct channel *ch, struct exchange *x, struct msg *m,
 
     if (delay == 0)
         return false;
+    /* Routed nowhere yet, as the plugin's route answers. */
+    if (trace_is_on(ch->conn->vh) && !ch->tx)
+        trace_publish(ch, m, NULL, 0);
     int r = delayed_hold(x, m, delay);
     if (seq && r < 0)
         channel_confirm_nack(ch, seq);
@@ -221,7 +225,8 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
 {
     struct amqp_bytes xname = { (const uint8_t *)msg_exchange(m),
                                 msg_exchange_len(m) };
-    struct exchange *x = vhost_exchange(ch->conn->vh, xname);
+    struct vhost *vh = ch->conn->vh;
+    struct exchange *x = vhost_exchange(vh, xname);
     /* Reused across publishes so that routing allocates nothing in the
      * steady state; the loop thread is the only user. */
     static struct route_result rr;
@@ -247,6 +252,10 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
         out = exchange_route_msg(x, m, &rr);
     else
         exchange_route(x, m, &rr);
+    /* As RabbitMQ: traced once routed, before it reaches its queues (a
+     * transaction's publishes were traced at basic.publish). */
+    if (trace_is_on(vh) && !ch->tx)
+        trace_publish(ch, m, rr.qs, rr.n);
     if (rr.n > 0)
         x->ms.n[MS_PUBLISH_OUT]++;
     else

@@ -122,8 +122,8 @@ start_ok(struct conn *c, const struct amqp_connection_start_ok *a)
     if (auth_check(a->mechanism, a->response, offered,
                    external ? name : NULL, c->peer_is_loopback, &user,
                    &unsupported, why, sizeof(why)) != 0) {
-        log_warnx("conn=%016" PRIx64 " %s: login refused (%s, mechanism %s)",
-                  c->id, c->peer, why, mech);
+        conn_log(c, LOG_LVL_WARN, "login refused (%s, mechanism %s)", why,
+                 mech);
         if (unsupported) {
             conn_fail(c, AMQP_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
                       "unsupported authentication mechanism '%s'", mech);
@@ -157,9 +157,8 @@ start_ok(struct conn *c, const struct amqp_connection_start_ok *a)
 static void
 tune_refused(struct conn *c, const char *what, uint32_t got, uint32_t limit)
 {
-    log_warnx("conn=%016" PRIx64 " %s: tune-ok %s=%u outside what was "
-              "offered (%u); closing the socket", c->id, c->peer, what, got,
-              limit);
+    conn_log(c, LOG_LVL_WARN, "tune-ok %s=%u outside what was offered (%u); "
+             "closing the socket", what, got, limit);
     conn_close_now(c, false);
 }
 
@@ -200,8 +199,8 @@ update_secret(struct conn *c, const struct amqp_connection_update_secret *a)
     struct amqp_method ok = { .id = AMQP_CONNECTION_UPDATE_SECRET_OK };
 
     log_escape(reason, sizeof(reason), a->reason.ptr, a->reason.len);
-    log_info("conn=%016" PRIx64 " %s: user '%s' updated secret, reason: %s",
-             c->id, c->peer, c->user ? c->user : "", reason);
+    conn_log(c, LOG_LVL_INFO, "user '%s' updated secret, reason: %s",
+             c->user ? c->user : "", reason);
     conn_send_method(c, 0, &ok);
 }
 
@@ -245,8 +244,8 @@ open_vhost(struct conn *c, const struct amqp_connection_open *a)
     conn_send_method(c, 0, &m);
     conn_set_state(c, CONN_OPEN);
     conn_opened(c);
-    log_info("conn=%016" PRIx64 " %s: user '%s' opened vhost '%s'", c->id,
-             c->peer, c->user, vh->name);
+    conn_log(c, LOG_LVL_INFO, "user '%s' opened vhost '%s'", c->user,
+             vh->name);
 }
 
 static void
@@ -254,8 +253,8 @@ client_close(struct conn *c, const struct amqp_connection_close *a)
 {
     char text[300];
     log_escape(text, sizeof(text), a->reply_text.ptr, a->reply_text.len);
-    log_info("conn=%016" PRIx64 " %s: client closed the connection (%u %s)",
-             c->id, c->peer, a->reply_code, text);
+    conn_log(c, LOG_LVL_INFO, "client closed the connection (%u %s)",
+             a->reply_code, text);
     struct amqp_method ok = { .id = AMQP_CONNECTION_CLOSE_OK };
     conn_send_method(c, 0, &ok);
     conn_linger(c);

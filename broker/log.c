@@ -1,12 +1,18 @@
 /*
  * Logging. Lines look like
  *   2026-11-29T20:30:01.123Z info  listening on [::]:5672
+ * or, in JSON (RabbitMQ's rabbit_logger_json_fmt keys, its default
+ * rfc3339_space time),
+ *   {"time":"2026-11-29 20:30:01.123456+00:00","level":"info",
+ *    "msg":"listening on [::]:5672"}
  * The log state is process-wide: roostd has one log.
  */
 #include "broker/log.h"
 
 #include <errno.h>
 #include <event2/event.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +22,7 @@
 static FILE *log_fp;
 static char *log_path;
 static enum log_level log_min = LOG_LVL_INFO;
+static bool log_json;
 
 static const char *const level_names[] = { "debug", "info", "warning", "error" };
 
@@ -72,6 +79,12 @@ void
 log_set_level(enum log_level level)
 {
     log_min = level;
+}
+
+void
+log_set_json(bool on)
+{
+    log_json = on;
 }
 
 bool
@@ -132,32 +145,118 @@ append_safe(char *line, size_t n, size_t cap, const char *msg)
 }
 
 static void
-log_vwrite(enum log_level level, const char *fmt, va_list ap, int err)
+write_text(FILE *fp, const struct timeval *tv, enum log_level level,
+           const char *msg, const struct log_ids *ids)
 {
-    char line[2048], msg[2048];
-    struct timeval tv;
+    char line[2048], prefix[160];
     struct tm tm;
     size_t n;
+
+    gmtime_r(&tv->tv_sec, &tm);
+    n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03dZ %-7s ",
+                          (int)(tv->tv_usec / 1000), level_names[level]);
+    if (ids != NULL && ids->conn != 0) {
+        snprintf(prefix, sizeof(prefix), "conn=%016" PRIx64 "%s%s", ids->conn,
+                 ids->peer ? " " : "", ids->peer ? ids->peer : "");
+        n = append_safe(line, n, sizeof(line), prefix);
+        if (ids->channel != 0) {
+            snprintf(prefix, sizeof(prefix), " channel %u", ids->channel);
+            n = append_safe(line, n, sizeof(line), prefix);
+        }
+        n = append_safe(line, n, sizeof(line), ": ");
+    }
+    append_safe(line, n, sizeof(line), msg);
+    fprintf(fp, "%s\n", line);
+}
+
+/* A JSON string of 's': jansson escapes control bytes; bytes that are
+ * not UTF-8 (a format that took client data unescaped) become \xNN. */
+static json_t *
+json_text(const char *s)
+{
+    json_t *v = json_string(s);
+    if (v != NULL)
+        return v;
+    char buf[4 * 2048 + 1];
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)s;
+         *p && k + 5 < sizeof(buf); p++) {
+        if (*p < 0x80)
+            buf[k++] = (char)*p;
+        else
+            k += (size_t)snprintf(buf + k, sizeof(buf) - k, "\\x%02x", *p);
+    }
+    buf[k] = '\0';
+    return json_string(buf);
+}
+
+static void
+set_text(json_t *o, const char *key, const char *v)
+{
+    if (v != NULL)
+        json_object_set_new(o, key, json_text(v));
+}
+
+static void
+write_json(FILE *fp, const struct timeval *tv, enum log_level level,
+           const char *msg, const struct log_ids *ids)
+{
+    char when[64];
+    struct tm tm;
+    json_t *o = json_object();
+
+    gmtime_r(&tv->tv_sec, &tm);
+    size_t n = strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(when + n, sizeof(when) - n, ".%06ld+00:00", (long)tv->tv_usec);
+    set_text(o, "time", when);
+    set_text(o, "level", level_names[level]);
+    set_text(o, "msg", msg);
+    if (ids != NULL) {
+        set_text(o, "connection", ids->connection);
+        if (ids->channel != 0)
+            json_object_set_new(o, "channel", json_integer(ids->channel));
+        set_text(o, "vhost", ids->vhost);
+        set_text(o, "user", ids->user);
+        set_text(o, "queue", ids->queue);
+        set_text(o, "message_id", ids->message_id);
+    }
+    char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (line == NULL) {
+        /* Out of memory: the line still goes out, as text. */
+        write_text(fp, tv, level, msg, ids);
+        return;
+    }
+    fprintf(fp, "%s\n", line);
+    free(line);
+}
+
+static void
+log_vwrite(enum log_level level, const struct log_ids *ids, const char *fmt,
+           va_list ap, int err)
+{
+    char msg[2048];
+    struct timeval tv;
 
     if (level < log_min)
         return;
     gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-    n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03dZ %-7s ",
-                          (int)(tv.tv_usec / 1000), level_names[level]);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    n = append_safe(line, n, sizeof(line), msg);
-    if (err)
-        snprintf(line + n, sizeof(line) - n, ": %s", strerror(err));
-    fprintf(log_fp ? log_fp : stderr, "%s\n", line);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (err && n >= 0 && (size_t)n < sizeof(msg))
+        snprintf(msg + n, sizeof(msg) - (size_t)n, ": %s", strerror(err));
+    FILE *fp = log_fp ? log_fp : stderr;
+    if (log_json)
+        write_json(fp, &tv, level, msg, ids);
+    else
+        write_text(fp, &tv, level, msg, ids);
 }
 
 #define LOG_BODY(level, err)                                                 \
     do {                                                                     \
         va_list ap;                                                          \
         va_start(ap, fmt);                                                   \
-        log_vwrite(level, fmt, ap, err);                                     \
+        log_vwrite(level, NULL, fmt, ap, err);                               \
         va_end(ap);                                                          \
     } while (0)
 
@@ -165,6 +264,23 @@ void log_debug(const char *fmt, ...) { LOG_BODY(LOG_LVL_DEBUG, 0); }
 void log_info(const char *fmt, ...) { LOG_BODY(LOG_LVL_INFO, 0); }
 void log_warnx(const char *fmt, ...) { LOG_BODY(LOG_LVL_WARN, 0); }
 void log_errorx(const char *fmt, ...) { LOG_BODY(LOG_LVL_ERROR, 0); }
+
+void
+log_event(enum log_level level, const struct log_ids *ids, const char *fmt,
+          ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vwrite(level, ids, fmt, ap, 0);
+    va_end(ap);
+}
+
+void
+log_eventv(enum log_level level, const struct log_ids *ids, const char *fmt,
+           va_list ap)
+{
+    log_vwrite(level, ids, fmt, ap, 0);
+}
 
 void
 log_warn(const char *fmt, ...)

@@ -3,6 +3,12 @@
  * file that SIGHUP reopens. libevent's own messages are routed here.
  * Client-supplied strings must go through log_escape() before they reach a
  * log line.
+ *
+ * A line is plain text, or with RabbitMQ's log.console.formatter = json
+ * (standard error) or log.file.formatter = json (a file) one JSON object:
+ * "time", "level", "msg", and for a line about a connection, channel,
+ * queue or message (log_event) their ids: "connection", "channel",
+ * "vhost", "user", "queue", "message_id".
  */
 #ifndef ROOST_BROKER_LOG_H
 #define ROOST_BROKER_LOG_H
@@ -10,6 +16,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum log_level { LOG_LVL_DEBUG, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR };
 
@@ -21,6 +28,9 @@ const char *log_level_name(enum log_level l);
 int log_open(const char *path, enum log_level level);
 void log_set_level(enum log_level level);
 bool log_enabled(enum log_level level);
+
+/* Write each line as one JSON object (true) or as plain text. */
+void log_set_json(bool on);
 
 /* Reopen the log file after rotation (SIGHUP). */
 void log_reopen(void);
@@ -37,6 +47,27 @@ void log_errorx(const char *fmt, ...) LOG_PRINTF(1, 2);
 /* Log and exit(1). */
 void fatal(const char *fmt, ...) LOG_PRINTF(1, 2) __attribute__((noreturn));
 void fatalx(const char *fmt, ...) LOG_PRINTF(1, 2) __attribute__((noreturn));
+
+/*
+ * What a line is about: any of these may be absent (NULL, 0). In plain
+ * text the connection's id and address and the channel prefix the
+ * message ("conn=... 127.0.0.1:5000 channel 1: "), which names the rest
+ * itself; in JSON each is a key of its own. Client-supplied strings in
+ * it (the queue name, the message id) are escaped (log_escape) first.
+ */
+struct log_ids {
+    uint64_t conn;              /* plain text: conn=%016x */
+    const char *peer;           /* plain text: after it */
+    const char *connection;     /* RabbitMQ's name (conn_name) */
+    unsigned channel;
+    const char *vhost, *user, *queue, *message_id;
+};
+
+/* A line at 'level' about 'ids' (NULL: none). */
+void log_event(enum log_level level, const struct log_ids *ids,
+               const char *fmt, ...) LOG_PRINTF(3, 4);
+void log_eventv(enum log_level level, const struct log_ids *ids,
+                const char *fmt, va_list ap) LOG_PRINTF(3, 0);
 
 /*
  * Escape up to 'len' bytes of client data for a log line: printable ASCII

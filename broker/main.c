@@ -21,6 +21,7 @@
 #include "broker/config.h"
 #include "broker/conn.h"
 #include "broker/defs.h"
+#include "broker/dlreplay.h"
 #include "broker/defs_json.h"
 #include "broker/listener.h"
 #include "broker/log.h"
@@ -236,6 +237,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
              sig == SIGTERM ? "SIGTERM" : "SIGINT", conn_count());
     listener_stop();
     mgmt_stop();
+    dlreplay_free_all();
     conn_close_all("broker forced connection closure with reason 'shutdown'");
     shutdown_deadline = now_ms() + (uint64_t)broker.cfg.close_timeout_ms;
     struct timeval tv = { 0, 50 * 1000 };
@@ -536,6 +538,13 @@ main(int argc, char **argv)
     }
     if (log_open(broker.cfg.log_file, (enum log_level)broker.cfg.log_level) != 0)
         return 1;
+    /* RabbitMQ's two outputs are one here: standard error is its
+     * console, anything else its file. */
+    bool console = broker.cfg.log_file[0] == '\0' ||
+                   strcmp(broker.cfg.log_file, "-") == 0;
+    log_set_json(strcmp(console ? broker.cfg.log_console_formatter
+                                : broker.cfg.log_file_formatter,
+                        "json") == 0);
     if (cl.check_dir) {
         int rc = check_data(cl.check_dir);
         log_close();
@@ -613,6 +622,7 @@ main(int argc, char **argv)
     stats_stop();
     listener_stop();
     mgmt_stop();
+    dlreplay_free_all();
     alarm_shutdown();
     conn_free_all();
     for (int i = 0; i < 3; i++)

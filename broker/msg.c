@@ -14,6 +14,7 @@
 #include "amqp/props.h"
 #include "broker/asan.h"
 #include "broker/conn.h"
+#include "broker/log.h"
 #include "broker/qargs.h"
 #include "broker/store/store.h"
 #include "broker/util.h"
@@ -392,6 +393,21 @@ msg_body_copy_from(struct msg *m, const struct msg *from)
     msg_body_copy(from, body_of(m));
 }
 
+struct msg *
+msg_copy_as(const struct msg *m, struct amqp_bytes exchange,
+            struct amqp_bytes rkey)
+{
+    struct content_header h;
+
+    /* It decoded when it was published (or recovered). */
+    if (content_header_decode(msg_hdr(m), msg_hdr_len(m), &h) != AMQP_OK)
+        fatalx("msg: a stored content header does not decode");
+    struct msg *copy = msg_new(exchange, rkey, msg_hdr(m), msg_hdr_len(m),
+                               &h, false, NULL);
+    msg_body_copy_from(copy, m);
+    return copy;
+}
+
 /* Stop borrowing: drop the hold on the block (which may free it). */
 static void
 unborrow(struct msg *m)
@@ -445,4 +461,17 @@ uint64_t
 msg_bytes_in_use(void)
 {
     return bytes_in_use;
+}
+
+const char *
+msg_log_id(const struct msg *m, char *out, size_t cap)
+{
+    struct content_header h;
+
+    /* The header was checked at publish: it decodes. */
+    if (content_header_decode(msg_hdr(m), msg_hdr_len(m), &h) != AMQP_OK ||
+        !(h.props.flags & AMQP_BASIC_MESSAGE_ID_FLAG))
+        return NULL;
+    return log_escape(out, cap, h.props.message_id.ptr,
+                      h.props.message_id.len);
 }

@@ -219,8 +219,17 @@ void msg_body_copy(const struct msg *m, uint8_t *dst);
 void msg_body_copy_in(struct msg *m, const uint8_t *src);
 void msg_body_copy_from(struct msg *m, const struct msg *from);
 
+/* A copy of 'm' (content header and body) as if published to 'exchange'
+ * with 'rkey': a new reference. */
+struct msg *msg_copy_as(const struct msg *m, struct amqp_bytes exchange,
+                        struct amqp_bytes rkey);
+
 /* Give every message whose body lies in 'b' its own copy (inbuf_compact). */
 void msg_unborrow_all(struct inblock *b);
+
+/* Its message-id property escaped for a log line (log_escape) into
+ * 'out' of 'cap' bytes, or NULL if it has none. */
+const char *msg_log_id(const struct msg *m, char *out, size_t cap);
 
 static inline struct msg *
 msg_ref(struct msg *m)

@@ -6,6 +6,7 @@
 
 #include <event2/event.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,18 +332,52 @@ route_dead(struct queue *q, struct exchange *dlx, struct msg *dm,
     msg_unref(dm);
 }
 
+/* A log line about 'q' and the message 'm' (NULL: none): the queue,
+ * its vhost and the message id are keys of a JSON line. */
+static void __attribute__((format(printf, 4, 5)))
+queue_log(const struct queue *q, const struct msg *m, enum log_level level,
+          const char *fmt, ...)
+{
+    char name[300], mid[300];
+    va_list ap;
+
+    if (!log_enabled(level))
+        return;
+    struct log_ids ids = {
+        .vhost = q->vh->name,
+        .queue = log_escape(name, sizeof(name), q->name, q->name_len),
+        .message_id = m ? msg_log_id(m, mid, sizeof(mid)) : NULL,
+    };
+    va_start(ap, fmt);
+    log_eventv(level, &ids, fmt, ap);
+    va_end(ap);
+}
+
 static void
 dead_letter(struct queue *q, struct qentry e, const char *reason)
 {
     struct exchange *dlx;
     struct msg *dm;
+    char name[300];
+    /* A poison message (over its delivery limit) is worth a line; the
+     * others come by the thousand (expiry, length limits). */
+    enum log_level level = strcmp(reason, "delivery_limit") == 0
+                               ? LOG_LVL_INFO : LOG_LVL_DEBUG;
     enum drop_reason why = drop_reason_of(reason);
 
+    log_escape(name, sizeof(name), q->name, q->name_len);
     if (e.paged || (dlx = dead_letter_exchange(q)) == NULL) {
+        queue_log(q, e.paged ? NULL : e.m, level, "queue '%s' in vhost '%s': "
+                  "a message dropped (%s, after %u deliveries): no "
+                  "dead-letter exchange", name, q->vh->name, reason,
+                  e.deliveries);
         q->dropped[why]++;
         entry_end(q, e);
         return;
     }
+    queue_log(q, e.m, level, "queue '%s' in vhost '%s': a message "
+              "dead-lettered (%s, after %u deliveries) to exchange '%s'",
+              name, q->vh->name, reason, e.deliveries, dlx->name);
     dm = deadletter_msg(e.m, q->name, reason, q->qa.dlx, q->qa.dlrk);
     entry_end(q, e);
     if (dm == NULL) {   /* a cycle that would expire forever, or too large */
@@ -411,8 +446,9 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     queue_expire(q);
     if (q->qa.expires && q->nconsumers == 0 &&
         now_ms() >= q->last_used_ms + (uint64_t)q->qa.expires) {
-        log_info("queue '%s' in vhost '%s' unused for %lld ms; deleting (x-expires)",
-                 q->name, q->vh->name, (long long)q->qa.expires);
+        queue_log(q, NULL, LOG_LVL_INFO, "queue '%s' in vhost '%s' unused "
+                  "for %lld ms; deleting (x-expires)", q->name, q->vh->name,
+                  (long long)q->qa.expires);
         queue_delete(q);
         return;
     }
@@ -1102,17 +1138,31 @@ queue_pager_kick(bool pressure_changed)
     event_active(pager_ev, EV_TIMEOUT, 0);
 }
 
+/* Take the entry at index 'i' of 'r' out of the ring (moving the
+ * shorter side of it) and out of the queue's accounting. */
+static struct qentry
+remove_at(struct queue *q, struct qring *r, size_t i)
+{
+    struct qentry e = *at(r, i);
+    if (i < r->len / 2) {
+        for (size_t k = i; k > 0; k--)
+            *at(r, k) = *at(r, k - 1);
+        r->head = (r->head + 1) & (r->cap - 1);
+    } else {
+        for (size_t k = i; k + 1 < r->len; k++)
+            *at(r, k) = *at(r, k + 1);
+    }
+    if (i < r->mem_head)
+        r->mem_head--;
+    entry_left(q, r, &e);
+    return e;
+}
+
 /* Drop the entry at index 'i' of 'r' (a record that cannot be read). */
 static void
 ring_remove(struct queue *q, struct qring *r, size_t i)
 {
-    struct qentry e = *at(r, i);
-    for (size_t k = i; k + 1 < r->len; k++)
-        *at(r, k) = *at(r, k + 1);
-    if (i < r->mem_head)
-        r->mem_head--;
-    entry_left(q, r, &e);
-    entry_end(q, e);
+    entry_end(q, remove_at(q, r, i));
 }
 
 /* Bring back the messages a read job of level 'rg' got. */
@@ -1131,11 +1181,13 @@ apply_reads(struct queue *q, struct qring *rg, struct pager_job *j)
                 rg->npaged--;
                 q->npaged--;
             } else {
-                log_warnx("queue '%s' in vhost '%s': the message at position %"
-                          PRIu64 " cannot be read back (%s segment %u, offset "
-                          "%u: %s); dropped", q->name, q->vh->name, e->seq,
+                queue_log(q, NULL, LOG_LVL_WARN, "queue '%s' in vhost '%s': "
+                          "the message at position %" PRIu64 " cannot be "
+                          "read back (%s segment %u, offset %u: %s); "
+                          "dropped", q->name, q->vh->name, e->seq,
                           r->scratch ? "scratch" : "journal", r->seg, r->off,
-                          r->err ? strerror(r->err) : "record does not check out");
+                          r->err ? strerror(r->err)
+                                 : "record does not check out");
                 ring_remove(q, rg, i);
             }
         }
@@ -1178,15 +1230,34 @@ fill_done(struct pager_job *j)
         then();
 }
 
-/* A read job for level 'rg' of 'q' of up to 'max_entries' paged entries
- * from index 'i' on (only those paged to journal segment 'seg', unless
- * it is UINT32_MAX), up to FILL_MAX_BYTES. Returns the index after the
- * last one looked at; '*submitted' says how many it reads. */
+/* One more record for job 'j' to read: entry 'e''s, tagged 'tag' (the
+ * caller's way back to it); returns its size to come. */
 static size_t
-submit_reads(struct queue *q, struct qring *rg, size_t i, size_t max_entries,
-             uint32_t seg, void (*then)(void), size_t *submitted)
+add_read(struct pager_job *j, size_t *cap, const struct qentry *e,
+         uint64_t tag)
 {
-    struct pager_job *j = xcalloc(1, sizeof(*j));
+    if (j->nreads == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        j->reads = xrealloc(j->reads, *cap * sizeof(*j->reads));
+    }
+    struct pager_read *r = &j->reads[j->nreads++];
+    memset(r, 0, sizeof(*r));
+    r->seq = tag;
+    r->seg = e->pg.seg;
+    r->off = e->pg.off;
+    r->scratch = e->scratch;
+    r->want = e->body_len + 1024;
+    return r->want;
+}
+
+/* Fill read job 'j' for level 'rg' with up to 'max_entries' paged
+ * entries from index 'i' on (only those paged to journal segment 'seg',
+ * unless it is UINT32_MAX), up to FILL_MAX_BYTES. Returns the index
+ * after the last one looked at. */
+static size_t
+build_reads(struct qring *rg, size_t i, size_t max_entries, uint32_t seg,
+            struct pager_job *j)
+{
     size_t cap = 0, bytes = 0;
 
     for (; i < rg->len && j->nreads < max_entries && bytes < FILL_MAX_BYTES;
@@ -1194,19 +1265,21 @@ submit_reads(struct queue *q, struct qring *rg, size_t i, size_t max_entries,
         struct qentry *e = at(rg, i);
         if (!e->paged || (seg != UINT32_MAX && (e->scratch || e->pg.seg != seg)))
             continue;
-        if (j->nreads == cap) {
-            cap = cap ? cap * 2 : 64;
-            j->reads = xrealloc(j->reads, cap * sizeof(*j->reads));
-        }
-        struct pager_read *r = &j->reads[j->nreads++];
-        memset(r, 0, sizeof(*r));
-        r->seq = e->seq;
-        r->seg = e->pg.seg;
-        r->off = e->pg.off;
-        r->scratch = e->scratch;
-        r->want = e->body_len + 1024;
-        bytes += r->want;
+        bytes += add_read(j, &cap, e, e->seq);
     }
+    return i;
+}
+
+/* A read job for level 'rg' of 'q' (build_reads), brought back by
+ * fill_done. Returns the index after the last one looked at;
+ * '*submitted' says how many it reads. */
+static size_t
+submit_reads(struct queue *q, struct qring *rg, size_t i, size_t max_entries,
+             uint32_t seg, void (*then)(void), size_t *submitted)
+{
+    struct pager_job *j = xcalloc(1, sizeof(*j));
+
+    i = build_reads(rg, i, max_entries, seg, j);
     *submitted = j->nreads;
     if (j->nreads == 0) {
         free(j);
@@ -1303,6 +1376,277 @@ wake_get_waits(struct queue *q, bool gone)
         w->ready(w, gone ? NULL : q);
     }
     queue_unref(q);
+}
+
+/* ---- peeking (queue.h): browse and search ---- */
+
+struct queue_peek *
+queue_peek_new(struct queue *q, uint64_t offset, size_t max,
+               uint64_t max_bytes)
+{
+    struct queue_peek *p = xcalloc(1, sizeof(*p));
+    uint64_t pos = 0;
+
+    /* Delivery order: the highest level first, each in sequence order. */
+    for (size_t l = q->nlv; l-- > 0 && p->n < max;) {
+        struct qring *r = &q->lv[l];
+        size_t i = 0;
+        if (pos + r->len <= offset) {
+            pos += r->len;
+            continue;
+        }
+        if (pos < offset) {
+            i = (size_t)(offset - pos);
+            pos = offset;
+        }
+        for (; i < r->len && p->n < max; i++, pos++) {
+            struct qentry *e = at(r, i);
+            uint64_t len = qentry_body_len(e);
+            if (p->n > 0 && p->bytes + len > max_bytes)
+                return p;
+            if (p->n == 0 || (p->n & (p->n - 1)) == 0)
+                p->es = xrealloc(p->es, (p->n ? p->n * 2 : 1) *
+                                            sizeof(*p->es));
+            struct queue_peek_entry *pe = &p->es[p->n++];
+            memset(pe, 0, sizeof(*pe));
+            pe->position = pos;
+            pe->redelivered = e->redelivered;
+            pe->deliveries = e->deliveries;
+            pe->e = *e;
+            if (!e->paged) {
+                pe->m = msg_ref(e->m);
+                pe->e.m = NULL;
+            }
+            p->bytes += len;
+        }
+    }
+    return p;
+}
+
+static void
+peek_release(struct queue_peek *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->es[i].m)
+            msg_unref(p->es[i].m);
+    free(p->es);
+    free(p);
+}
+
+void
+queue_peek_free(struct queue_peek *p)
+{
+    if (p == NULL)
+        return;
+    if (p->reading) {
+        p->freed = true;        /* peek_read_done frees it */
+        return;
+    }
+    peek_release(p);
+}
+
+static void
+peek_read_done(struct pager_job *j)
+{
+    struct queue_peek *p = j->arg;
+
+    for (size_t k = 0; k < j->nreads && !p->freed; k++) {
+        struct pager_read *r = &j->reads[k];
+        struct queue_peek_entry *pe = &p->es[r->seq];
+        /* A copy of its own: the entry itself stays paged. */
+        pe->m = r->err ? NULL : store_page_decode(&pe->e, r);
+    }
+    pager_read_free(j);
+    free(j);
+    if (--p->reading > 0)
+        return;
+    if (p->freed)
+        peek_release(p);
+    else
+        p->done(p, p->arg);
+}
+
+bool
+queue_peek_load(struct queue_peek *p,
+                void (*done)(struct queue_peek *p, void *arg), void *arg)
+{
+    struct pager_job *j = NULL;
+    size_t cap = 0, bytes = 0;
+
+    p->done = done;
+    p->arg = arg;
+    /* Jobs of FILL_MAX_BYTES at most, all handed over now: the pager
+     * runs them in order, one at a time. */
+    for (size_t i = 0; i <= p->n; i++) {
+        if (j != NULL && (i == p->n || bytes >= FILL_MAX_BYTES)) {
+            j->kind = PAGER_READ;
+            j->done = peek_read_done;
+            j->arg = p;
+            p->reading++;
+            pager_submit(j);
+            j = NULL;
+        }
+        if (i == p->n)
+            break;
+        if (p->es[i].m != NULL || !p->es[i].e.paged)
+            continue;
+        if (j == NULL) {
+            j = xcalloc(1, sizeof(*j));
+            cap = bytes = 0;
+        }
+        bytes += add_read(j, &cap, &p->es[i].e, i);
+    }
+    return p->reading > 0;
+}
+
+/* ---- moving entries out (queue.h): the replay of dead letters ---- */
+
+struct queue_cursor {
+    uint64_t *from;             /* per level: entries below it passed */
+    uint16_t nlv;
+    bool reading, freed;
+    void (*ready)(void *arg);
+    void *arg;
+};
+
+/* A read the cursor started: the messages come back into their
+ * entries, as a read ahead's do. */
+struct cursor_job {
+    struct pager_job job;
+    struct queue_cursor *c;
+};
+
+#define MOVE_READ_MAX 256
+
+struct queue_cursor *
+queue_cursor_new(struct queue *q, void (*ready)(void *arg), void *arg)
+{
+    struct queue_cursor *c = xcalloc(1, sizeof(*c));
+    c->nlv = q->nlv;
+    c->from = xcalloc(q->nlv, sizeof(*c->from));
+    c->ready = ready;
+    c->arg = arg;
+    return c;
+}
+
+void
+queue_cursor_free(struct queue_cursor *c)
+{
+    if (c == NULL)
+        return;
+    if (c->reading) {
+        c->freed = true;        /* cursor_read_done frees it */
+        return;
+    }
+    free(c->from);
+    free(c);
+}
+
+static void
+cursor_read_done(struct pager_job *j)
+{
+    struct cursor_job *cj = (struct cursor_job *)j;
+    struct queue *q = j->arg;
+    struct queue_cursor *c = cj->c;
+
+    apply_reads(q, &q->lv[j->arg_index], j);
+    free(cj);
+    if (!broker.shutting_down)
+        after_reads(q);
+    queue_unref(q);
+    c->reading = false;
+    if (c->freed)
+        queue_cursor_free(c);
+    else
+        c->ready(c->arg);
+}
+
+/* Read the paged entries of level 'r' from index 'i' on (up to
+ * MOVE_READ_MAX of them) back into memory. Unlike a browse, the mover
+ * takes them next, so they come back into their entries. */
+static void
+cursor_read(struct queue *q, struct queue_cursor *c, struct qring *r,
+            size_t i)
+{
+    struct cursor_job *cj = xcalloc(1, sizeof(*cj));
+    struct pager_job *j = &cj->job;
+
+    build_reads(r, i, MOVE_READ_MAX, UINT32_MAX, j);
+    cj->c = c;
+    j->kind = PAGER_READ;
+    j->done = cursor_read_done;
+    j->arg = queue_ref(q);
+    j->arg_index = (uint32_t)(r - q->lv);
+    c->reading = true;
+    pager_submit(j);
+}
+
+enum queue_move_result
+queue_move_next(struct queue *q, struct queue_cursor *c, queue_move_fn fn,
+                void *arg)
+{
+    static struct route_result rr;
+    struct qring *r = NULL;
+    size_t i = 0, l;
+    struct amqp_bytes rk;
+
+    if (q->deleted || c->nlv != q->nlv)
+        return QUEUE_END;
+    for (l = q->nlv; l-- > 0;) {
+        r = &q->lv[l];
+        i = index_of_seq(r, c->from[l]);
+        if (i < r->len)
+            break;
+    }
+    if (l == SIZE_MAX)
+        return QUEUE_END;
+    struct qentry *e = at(r, i);
+    if (e->paged) {
+        if (!c->reading)
+            cursor_read(q, c, r, i);
+        return QUEUE_READING;
+    }
+    /* As a delayed message's (exchange_delayed.c): a copy routed before
+     * the original's record is written would let the store drop that
+     * record, and a confirm waiting on it go out before the copy is on
+     * disk. */
+    if (!store_delay_ready(e->m))
+        return QUEUE_NOT_WRITTEN;
+    uint64_t seq = e->seq;
+    struct exchange *x = fn(e->m, &rk, arg);
+    if (x == NULL) {
+        c->from[l] = seq + 1;
+        return QUEUE_PASSED;
+    }
+    /* Always a copy, with a record of its own: a message and its
+     * enqueue records stay in one batch (docs/storage.md). */
+    struct amqp_bytes xn = { (const uint8_t *)x->name, x->name_len };
+    struct msg *copy = msg_copy_as(e->m, xn, rk);
+
+    rr.n = 0;
+    struct msg *out = exchange_route_msg(x, copy, &rr);
+    size_t pushed = 0;
+    if (rr.n > 0) {
+        store_tx_begin();
+        struct qentry taken = remove_at(q, r, i);
+        for (size_t k = 0; k < rr.n; k++)
+            pushed += queue_push(rr.qs[k], out) >= 0;
+        if (pushed)
+            entry_end(q, taken);
+        else
+            put_back(q, taken);
+        (void)store_tx_end();
+    }
+    if (out != copy)
+        msg_unref(out);
+    msg_unref(copy);
+    if (!pushed) {
+        c->from[l] = seq + 1;
+        return QUEUE_PASSED;
+    }
+    if (q->npaged)
+        queue_fill(q);
+    return QUEUE_MOVED;
 }
 
 /* ---- counting, read functions and the stats tick ---- */

@@ -401,4 +401,96 @@ void queue_delete(struct queue *q);
 
 void consumer_unref(struct consumer *c);
 
+/*
+ * Peeking (the management API's browse and search): a snapshot of ready
+ * entries in delivery order that changes nothing in the queue - no
+ * delivery counted, no redelivered flag, no store record, no entry moved
+ * and no message read back into it. Messages in memory are referenced
+ * at once; those of paged entries are read by the pager thread into
+ * copies of their own (queue_peek_load), so the event loop never waits
+ * for the disk. The snapshot does not follow the queue afterwards.
+ */
+struct queue_peek_entry {
+    uint64_t position;          /* 0-based, in delivery order, when taken */
+    bool redelivered;
+    uint32_t deliveries;
+    /* a reference; NULL while a paged one is not read yet, and after
+     * its read if it could not be read (its message left meanwhile) */
+    struct msg *m;
+    struct qentry e;            /* queue.c's: where a paged one's record is */
+};
+
+struct queue_peek {
+    struct queue_peek_entry *es;
+    size_t n;
+    uint64_t bytes;             /* body bytes of the n entries */
+    /* queue.c's */
+    size_t reading;             /* read jobs in flight */
+    bool freed;
+    void (*done)(struct queue_peek *p, void *arg);
+    void *arg;
+};
+
+/* The ready entries of 'q' from position 'offset' on, in delivery order:
+ * at most 'max', and no more once their bodies reach 'max_bytes' (at
+ * least one). Free it with queue_peek_free. */
+struct queue_peek *queue_peek_new(struct queue *q, uint64_t offset,
+                                  size_t max, uint64_t max_bytes);
+
+/* Read the messages of its paged entries: false if there are none to
+ * read; else 'done' is called on the loop thread once every read is
+ * back (never from inside this call). */
+bool queue_peek_load(struct queue_peek *p,
+                     void (*done)(struct queue_peek *p, void *arg),
+                     void *arg);
+
+/* Release the snapshot's references. While a load is in flight its
+ * reads are dropped when they come back and 'done' is not called. */
+void queue_peek_free(struct queue_peek *p);
+
+/*
+ * Moving ready entries out of a queue into others (the replay of dead
+ * letters, dlreplay.h), one at a time in delivery order, each move one
+ * store transaction: the routed copy's enqueue records and the settled
+ * record that ends the entry here, so that recovery finds the message
+ * here or there, never both, never neither.
+ *
+ * A cursor remembers which entries the mover passed over (left in
+ * place): in each priority level, those below a sequence number.
+ */
+struct queue_cursor;
+
+/* Where the message of the next entry goes: an exchange of the queue's
+ * vhost and a routing key (valid until the call returns), or NULL to
+ * leave the entry where it is. */
+typedef struct exchange *(*queue_move_fn)(const struct msg *m,
+                                          struct amqp_bytes *rkey,
+                                          void *arg);
+
+enum queue_move_result {
+    QUEUE_MOVED,                /* routed to at least one queue, gone here */
+    QUEUE_PASSED,               /* left in place: no target, routed nowhere,
+                                 * or every target refused it */
+    QUEUE_READING,              /* paged: a read is under way, 'ready' is
+                                 * called when it is back */
+    QUEUE_NOT_WRITTEN,          /* its record is still being written: try
+                                 * again after the next sync (ms) */
+    QUEUE_END,                  /* nothing more after the cursor, or the
+                                 * queue is deleted */
+};
+
+/* A cursor over 'q' that passed nothing yet; 'ready' is called when a
+ * read it started (QUEUE_READING) is back. */
+struct queue_cursor *queue_cursor_new(struct queue *q,
+                                      void (*ready)(void *arg), void *arg);
+/* Safe while a read is in flight ('ready' is then never called). */
+void queue_cursor_free(struct queue_cursor *c);
+
+/* Move the first ready entry the cursor has not passed, to where 'fn'
+ * says. The copy routed keeps the content header and body; it is
+ * published to the exchange and routing key 'fn' gives. */
+enum queue_move_result queue_move_next(struct queue *q,
+                                       struct queue_cursor *c,
+                                       queue_move_fn fn, void *arg);
+
 #endif

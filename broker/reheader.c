@@ -16,17 +16,29 @@ reheader(const struct msg *m, reheader_fn fn, void *arg, size_t *len)
     return reheader_bytes(msg_hdr(m), msg_hdr_len(m), fn, arg, len);
 }
 
+static uint8_t *rewrite(const uint8_t *hdr, size_t hdr_len, reheader_fn fn,
+                        void *arg, size_t *len, struct content_header *out);
+
 struct msg *
 reheader_copy(const struct msg *m, reheader_fn fn, void *arg,
               const struct amqp_bytes *exchange, const struct amqp_bytes *rkey)
 {
+    return reheader_copy_header(m, msg_hdr(m), msg_hdr_len(m), fn, arg,
+                                exchange, rkey);
+}
+
+struct msg *
+reheader_copy_header(const struct msg *m, const uint8_t *from,
+                     size_t from_len, reheader_fn fn, void *arg,
+                     const struct amqp_bytes *exchange,
+                     const struct amqp_bytes *rkey)
+{
     struct content_header h;
     size_t len;
-    uint8_t *hdr = reheader(m, fn, arg, &len);
+    uint8_t *hdr = rewrite(from, from_len, fn, arg, &len, &h);
 
     if (hdr == NULL)
         return NULL;
-    (void)content_header_decode(hdr, len, &h);
     struct amqp_bytes rk = { (const uint8_t *)msg_rkey(m), msg_rkey_len(m) };
     struct amqp_bytes xn = { (const uint8_t *)msg_exchange(m),
                              msg_exchange_len(m) };
@@ -42,7 +54,17 @@ uint8_t *
 reheader_bytes(const uint8_t *hdr, size_t hdr_len, reheader_fn fn,
                void *arg, size_t *len)
 {
-    struct content_header h, check;
+    struct content_header check;
+    return rewrite(hdr, hdr_len, fn, arg, len, &check);
+}
+
+/* reheader_bytes, with the new header's decoding in 'check' (it borrows
+ * the result): the check that it decodes is the decoding a copy needs. */
+static uint8_t *
+rewrite(const uint8_t *hdr, size_t hdr_len, reheader_fn fn, void *arg,
+        size_t *len, struct content_header *check)
+{
+    struct content_header h;
     struct wire_wr w;
     size_t cap = hdr_len + 256;
     uint8_t *table = NULL, *out = NULL;
@@ -80,8 +102,8 @@ reheader_bytes(const uint8_t *hdr, size_t hdr_len, reheader_fn fn,
     }
     /* What the codec would refuse to read (a table over 16 MiB), no one
      * is sent. */
-    if (content_header_decode(out, w.len, &check) != AMQP_OK ||
-        check.body_size != h.body_size)
+    if (content_header_decode(out, w.len, check) != AMQP_OK ||
+        check->body_size != h.body_size)
         goto fail;
     free(table);
     *len = w.len;

@@ -45,6 +45,13 @@ struct msg *reheader_copy(const struct msg *m, reheader_fn fn, void *arg,
                           const struct amqp_bytes *exchange,
                           const struct amqp_bytes *rkey);
 
+/* The same with the content header 'from' (the message's own, or one a
+ * delivery rewrote) in place of m's. */
+struct msg *reheader_copy_header(const struct msg *m, const uint8_t *from,
+                                 size_t from_len, reheader_fn fn, void *arg,
+                                 const struct amqp_bytes *exchange,
+                                 const struct amqp_bytes *rkey);
+
 /* The same for an encoded content header not yet in a message. */
 uint8_t *reheader_bytes(const uint8_t *hdr, size_t hdr_len, reheader_fn fn,
                         void *arg, size_t *len);

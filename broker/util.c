@@ -87,6 +87,14 @@ ring_resize(void *ring_ptr, size_t size, size_t *cap, size_t *head,
 
 uint64_t loop_ms;
 
+int64_t
+mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 uint64_t
 now_ms(void)
 {

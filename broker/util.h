@@ -41,6 +41,10 @@ extern uint64_t loop_ms;
 /* The wall clock, in ms since the epoch. */
 uint64_t wall_ms(void);
 
+/* The same to the millisecond (CLOCK_MONOTONIC): for delays and rates
+ * that must not run early by a tick. */
+int64_t mono_ms(void);
+
 /* FNV-1a over bytes. */
 uint64_t hash_bytes(const void *p, size_t len);
 

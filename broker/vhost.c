@@ -17,17 +17,22 @@
 #include "broker/perm.h"
 #include "broker/policy.h"
 #include "broker/queue.h"
+#include "broker/trace.h"
 #include "broker/util.h"
 
+/* As rabbit_vhost.erl declares them: all durable; the firehose's
+ * exchange (trace.h) internal. */
 static const struct {
     const char *name;
     const struct exchange_ops *ops;
+    bool internal;
 } predeclared[] = {
-    { "amq.direct", &exchange_direct_ops },
-    { "amq.fanout", &exchange_fanout_ops },
-    { "amq.topic", &exchange_topic_ops },
-    { "amq.headers", &exchange_headers_ops },
-    { "amq.match", &exchange_headers_ops },
+    { "amq.direct", &exchange_direct_ops, false },
+    { "amq.fanout", &exchange_fanout_ops, false },
+    { "amq.topic", &exchange_topic_ops, false },
+    { "amq.headers", &exchange_headers_ops, false },
+    { "amq.match", &exchange_headers_ops, false },
+    { TRACE_EXCHANGE, &exchange_topic_ops, true },
 };
 
 struct vhost *
@@ -52,7 +57,7 @@ vhost_new(const char *name)
     for (size_t i = 0; i < NELEMS(predeclared); i++)
         vhost_add_exchange(vh, exchange_new(vh, amqp_cstr(predeclared[i].name),
                                             predeclared[i].ops, true, false,
-                                            false, none));
+                                            predeclared[i].internal, none));
     defs_quiet(false);
     return vh;
 }

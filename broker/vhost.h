@@ -27,13 +27,15 @@ struct vhost {
     struct exchange *default_x;
     uint64_t route_epoch;
     struct policy_table *policies;  /* policy.c's; NULL: none yet */
+    bool tracing;               /* the firehose is on (trace.h) */
     /* the counters of its channels that closed (stats.h): the overview's
      * message_stats are these and its open channels' */
     struct msg_stats channels_gone;
 };
 
 /* A vhost with the default exchange and amq.direct, amq.fanout,
- * amq.topic, amq.headers, amq.match predeclared. */
+ * amq.topic, amq.headers, amq.match and amq.rabbitmq.trace predeclared,
+ * tracing off. */
 struct vhost *vhost_new(const char *name);
 void vhost_free(struct vhost *vh);
 

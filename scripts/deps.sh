@@ -8,7 +8,7 @@ set -euo pipefail
 build_pkgs=(gcc make autoconf automake libtool pkg-config
             libevent-dev libssl-dev libjansson-dev libpcre2-dev check
             librabbitmq-dev)
-test_pkgs=(clang libclang-rt-14-dev python3 gcovr openssl curl)
+test_pkgs=(clang libclang-rt-14-dev python3 gcovr openssl curl chromium)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-}" = "--build" ] || pkgs+=("${test_pkgs[@]}")

@@ -2,14 +2,20 @@
  * The management API's server: the HTTP and HTTPS listeners (evhttp on
  * the broker's event loop), the route table, basic auth with RabbitMQ's
  * tag rules, and JSON answers in RabbitMQ's shapes. The resources
- * themselves are answered in mgmt_users.c, mgmt_vhosts.c and
- * mgmt_overview.c.
+ * themselves are answered in mgmt_users.c, mgmt_vhosts.c,
+ * mgmt_overview.c, mgmt_policies.c, mgmt_queues.c, mgmt_conns.c and
+ * mgmt_deadletters.c; paths outside /api/ are the web page's files
+ * (mgmt_www.c).
  *
- * Every request is checked in the order RabbitMQ's cowboy_rest does it,
- * so that clients see the same status for the same mistake: the path
- * (404), the method (405; OPTIONS answers the allowed ones), the
- * credentials (401), the user's tags (401), the body's content type
- * where RabbitMQ asks for JSON (415), then the resource.
+ * Before anything else, mgmt_guard.c sets the security headers and
+ * refuses a Host that is not this server's (421) and a write from
+ * another origin (403). Then every API request is checked in the order
+ * RabbitMQ's cowboy_rest does it, so that clients see the same status
+ * for the same mistake: the path (404), the method (405; OPTIONS answers
+ * the allowed ones), the credentials (401), the user's tags (401), the
+ * body's content type where RabbitMQ asks for JSON (415; Roost also
+ * wants JSON for any other PUT or POST with a body or a type), then the
+ * resource.
  *
  * What a peer controls is bounded before it costs anything: evhttp
  * refuses headers over HEADERS_MAX and bodies over
@@ -166,6 +172,13 @@ static const struct route routes[] = {
     { "health/checks/node-is-quorum-critical", M_GET, AUTH_MGMT, false,
       mgmt_health_critical },
     { "consumers/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_consumers },
+    /* Roost's own: dead-letter tools (mgmt_deadletters.c) */
+    { "queues/*/*/browse", M_GET, AUTH_VHOST, false, mgmt_queue_browse },
+    { "queues/*/*/dead-letters", M_GET, AUTH_VHOST, false,
+      mgmt_queue_dead_letters },
+    { "queues/*/*/replay", M_POST, AUTH_VHOST, true, mgmt_queue_replay },
+    { "replays", M_GET, AUTH_MGMT, false, mgmt_replays },
+    { "replays/*", M_GET | M_DELETE, AUTH_MGMT, false, mgmt_replay },
 };
 
 /* ---- the servers ---- */
@@ -300,7 +313,21 @@ answer(struct mgmt_req *r, int code, struct evbuffer *body)
     if (r->answered)
         fatalx("management API: a request answered twice");
     r->answered = true;
-    evhttp_send_reply(r->ev, code, NULL, body);
+    /* evhttp names the codes it knows; mgmt_guard's is newer. */
+    evhttp_send_reply(r->ev, code, code == 421 ? "Misdirected Request" : NULL,
+                      body);
+}
+
+void
+mgmt_add_header(struct mgmt_req *r, const char *key, const char *value)
+{
+    add_header(r, key, value);
+}
+
+void
+mgmt_answer(struct mgmt_req *r, int code, struct evbuffer *body)
+{
+    answer(r, code, body);
 }
 
 json_t *
@@ -1361,6 +1388,14 @@ is_json_content(struct evhttp_request *ev)
            (ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ');
 }
 
+static bool
+has_body_or_type(struct evhttp_request *ev)
+{
+    return evbuffer_get_length(evhttp_request_get_input_buffer(ev)) > 0 ||
+           evhttp_find_header(evhttp_request_get_input_headers(ev),
+                              "Content-Type") != NULL;
+}
+
 static void
 dispatch(struct mgmt_req *r)
 {
@@ -1401,11 +1436,21 @@ dispatch(struct mgmt_req *r)
     }
     if (authorize(r, rt) != 0)
         goto out;
-    if (rt->json_body &&
-        (r->method == EVHTTP_REQ_PUT || r->method == EVHTTP_REQ_POST) &&
+    if ((r->method == EVHTTP_REQ_PUT || r->method == EVHTTP_REQ_POST) &&
         !is_json_content(r->ev)) {
-        reply_empty(r, 415);
-        goto out;
+        if (rt->json_body) {
+            reply_empty(r, 415);
+            goto out;
+        }
+        /* Where RabbitMQ takes a body of any type, Roost still wants
+         * JSON if there is a body or a type: an HTML form (which a
+         * foreign page can post) always says another type. */
+        if (has_body_or_type(r->ev)) {
+            mgmt_error(r, 415, "unsupported_media_type",
+                       "a request body must be sent with Content-Type: "
+                       "application/json");
+            goto out;
+        }
     }
     rt->fn(r);
     if (!r->answered)
@@ -1416,18 +1461,33 @@ out:
     evhttp_clear_headers(&r->query);
 }
 
+/* Whether 'path' is the API's ("/api", "/api/..."); everything else is
+ * the web page's. */
+static bool
+is_api_path(const char *path)
+{
+    return path == NULL || strcmp(path, "/api") == 0 ||
+           strncmp(path, "/api/", 5) == 0;
+}
+
 static void
 request_cb(struct evhttp_request *ev, void *arg)
 {
+    const struct server *s = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
     struct mgmt_req r = { .ev = ev };
-    (void)arg;
 
     r.method = evhttp_request_get_command(ev);
+    if (mgmt_guard(&r, s->ip) != 0)
+        return;
     if (broker.shutting_down) {
         reply_empty(&r, 503);
         return;
     }
-    dispatch(&r);
+    if (!is_api_path(uri ? evhttp_uri_get_path(uri) : NULL))
+        mgmt_www(&r, evhttp_uri_get_path(uri));
+    else
+        dispatch(&r);
 }
 
 /* ---- listening ---- */
@@ -1600,6 +1660,7 @@ mgmt_start(void)
     struct tls_options o;
     char err[1024];
 
+    mgmt_guard_init();
     if (start_server(&servers[0], false, c->mgmt_tcp_ip, c->mgmt_tcp_port,
                      !c->mgmt_tcp_port_given) < 0)
         return -1;
@@ -1619,6 +1680,8 @@ mgmt_start(void)
 void
 mgmt_stop(void)
 {
+    /* Answer what waits before evhttp frees its requests. */
+    mgmt_deadletters_stop();
     for (size_t i = 0; i < NELEMS(servers); i++) {
         if (servers[i].http != NULL)
             evhttp_free(servers[i].http);

@@ -5,7 +5,10 @@
  * (management.ssl.*), with basic auth against the broker's users and
  * RabbitMQ's tag rules. It runs on the event loop, never on the AMQP
  * path, and reads the broker only through the modules' read functions.
- * NOTES.md (beside this file) says what is implemented and what differs.
+ * The same listeners serve Roost's web page (www/, docs/web.md) and
+ * guard it and the API against cross-site requests and DNS rebinding
+ * (mgmt_guard.c). docs/compatibility.md says what is implemented and
+ * what differs.
  */
 #ifndef ROOST_BROKER_MGMT_MGMT_H
 #define ROOST_BROKER_MGMT_MGMT_H

@@ -1,8 +1,10 @@
 /*
  * Inside the management API: what mgmt.c (the server, routing, auth and
  * replies) gives the files that answer each family of resources
- * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c). Not for use outside
- * broker/mgmt/.
+ * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c,
+ * mgmt_queues.c, mgmt_conns.c, mgmt_deadletters.c), and what guards the
+ * listener and serves the web page (mgmt_guard.c, mgmt_www.c). Not for
+ * use outside broker/mgmt/.
  *
  * A handler gets a request that matched its route, passed the method
  * and authorization checks, and (for PUT and POST) had its body bounded
@@ -15,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
@@ -46,6 +49,13 @@ struct mgmt_req *mgmt_defer(struct mgmt_req *r);
 void mgmt_req_free(struct mgmt_req *d);
 
 /* ---- answers ---- */
+
+/* Add a header to the answer (before it is sent). */
+void mgmt_add_header(struct mgmt_req *r, const char *key, const char *value);
+
+/* Send the answer: 'code' with 'body' (NULL: none; not taken, the caller
+ * frees it), once per request (a second answer is fatal). */
+void mgmt_answer(struct mgmt_req *r, int code, struct evbuffer *body);
 
 /* Answer 'code' with 'body' (a reference is stolen; NULL: no body) as
  * JSON, with RabbitMQ's headers. An object or a list of objects is cut
@@ -210,6 +220,15 @@ void mgmt_operator_policies(struct mgmt_req *r);
 void mgmt_operator_policies_vhost(struct mgmt_req *r);
 void mgmt_operator_policy(struct mgmt_req *r);
 
+/* Roost's dead-letter tools (mgmt_deadletters.c). */
+void mgmt_queue_browse(struct mgmt_req *r);
+void mgmt_queue_dead_letters(struct mgmt_req *r);
+void mgmt_queue_replay(struct mgmt_req *r);
+void mgmt_replays(struct mgmt_req *r);
+void mgmt_replay(struct mgmt_req *r);
+/* Answer 503 to the browses waiting for reads (at shutdown). */
+void mgmt_deadletters_stop(void);
+
 void mgmt_queues(struct mgmt_req *r);
 void mgmt_queue(struct mgmt_req *r);
 void mgmt_queue_contents(struct mgmt_req *r);
@@ -226,6 +245,23 @@ void mgmt_bindings_ee(struct mgmt_req *r);
 void mgmt_binding_eq(struct mgmt_req *r);
 void mgmt_binding_ee(struct mgmt_req *r);
 void mgmt_consumers(struct mgmt_req *r);
+
+/* ---- around the API (mgmt_guard.c, mgmt_www.c) ---- */
+
+/* Call once before serving: notes the machine's host name. */
+void mgmt_guard_init(void);
+
+/*
+ * Before any route: the security headers on the answer, the Host (one
+ * of this server's names, DNS rebinding) and, for anything but GET and
+ * HEAD, the Origin (this server's, cross-site requests). 0, or answered
+ * (421, 403) and -1. 'bound_ip' is the listener's address ("::" or
+ * "0.0.0.0" for all).
+ */
+int mgmt_guard(struct mgmt_req *r, const char *bound_ip);
+
+/* Answer a path outside /api/ with the web page's file there, or 404. */
+void mgmt_www(struct mgmt_req *r, const char *path);
 
 /* For the overview: the listeners noted (mgmt_add_listener) and the
  * API's own, as RabbitMQ lists them. */

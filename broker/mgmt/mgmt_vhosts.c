@@ -18,6 +18,7 @@
 #include "broker/log.h"
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/perm.h"
+#include "broker/trace.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
 
@@ -33,8 +34,8 @@ static const char *const by_vhost[] = { "vhost", NULL };
 /*
  * As rabbit_vhost:info with the message counts the management database
  * adds; Roost keeps no rates, so there are no "*_details". Roost has
- * one queue type and no tracing: "default_queue_type" is RabbitMQ's
- * "undefined" (none chosen) and "tracing" false.
+ * one queue type: "default_queue_type" is RabbitMQ's "undefined" (none
+ * chosen). "tracing": whether the firehose is on (trace.h).
  */
 static json_t *
 vhost_json(const struct vhost *vh)
@@ -48,7 +49,8 @@ vhost_json(const struct vhost *vh)
         mgmt_str(vh->description), "tags", defs_json_tags(vh->tags),
         "default_queue_type", "undefined", "metadata", "description",
         mgmt_str(vh->description), "tags", defs_json_tags(vh->tags),
-        "tracing", 0, "cluster_state", broker_node_name(), "running", "messages",
+        "tracing", vh->tracing, "cluster_state", broker_node_name(),
+        "running", "messages",
         (json_int_t)(ready + unacked), "messages_ready", (json_int_t)ready,
         "messages_unacknowledged", (json_int_t)unacked);
 }
@@ -83,9 +85,33 @@ set_field(char **field, const char *value)
 }
 
 /*
+ * "tracing" as rabbit_mgmt_util:parse_bool reads it: true, false, "true"
+ * or "false"; absent, 0; anything else -1, answered as RabbitMQ answers
+ * it (400, reason ["not_boolean", VALUE]).
+ */
+static int
+parse_tracing(struct mgmt_req *r, const json_t *v, int *out)
+{
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+
+    if (v == NULL)
+        return 0;
+    if (json_is_boolean(v) || (s && (strcmp(s, "true") == 0 ||
+                                     strcmp(s, "false") == 0))) {
+        *out = json_is_true(v) || (s && s[0] == 't');
+        return 0;
+    }
+    mgmt_error_json(r, 400, "bad_request",
+                    json_pack("[s, O]", "not_boolean", v));
+    return -1;
+}
+
+/*
  * rabbit_vhost:put_vhost: "description" and "tags" replace what the
- * vhost had (absent: empty). A new vhost gives the user who made it
- * full permissions in it, as RabbitMQ does.
+ * vhost had (absent: empty); "tracing", if given, switches the firehose
+ * (trace_set), which is not stored: as RabbitMQ's, it is off after a
+ * restart. A new vhost gives the user who made it full permissions in
+ * it, as RabbitMQ does.
  */
 static void
 put_vhost(struct mgmt_req *r, const char *name)
@@ -98,7 +124,10 @@ put_vhost(struct mgmt_req *r, const char *name)
         mgmt_body_object(r, &o) != 0)
         return;
     json_t *d = json_object_get(o, "description");
-    json_t *tr = json_object_get(o, "tracing");
+    int tracing = -1;
+    /* Read first, as RabbitMQ reads it: a bad value changes nothing. */
+    if (parse_tracing(r, json_object_get(o, "tracing"), &tracing) != 0)
+        goto out;
     if (d != NULL && !json_is_null(d) &&
         (!json_is_string(d) ||
          strlen(json_string_value(d)) != json_string_length(d))) {
@@ -110,17 +139,14 @@ put_vhost(struct mgmt_req *r, const char *name)
         mgmt_bad_request(r, "%s", err);
         goto out;
     }
-    if (json_is_true(tr) ||
-        (json_is_string(tr) && strcmp(json_string_value(tr), "true") == 0)) {
-        mgmt_bad_request(r, "tracing is not supported");
-        goto out;
-    }
     bool created = broker_vhost(name, strlen(name)) == NULL;
     struct vhost *vh = vhost_create(name, true);
     set_field(&vh->description, json_is_string(d) ? json_string_value(d)
                                                   : "");
     set_field(&vh->tags, tags);
     defs_changed(DEFS_VHOST_ADDED, vh);
+    if (tracing >= 0)
+        trace_set(vh, tracing);
     if (created && perm_set(name, r->user->name, all, false, err,
                             sizeof(err)) != 0)
         fatalx("management API: '.*' refused: %s", err);

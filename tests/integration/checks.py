@@ -5,6 +5,7 @@ management API."""
 import base64
 import json
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -23,6 +24,16 @@ def check(name, cond, why=""):
 
 def done():
     sys.exit(1 if fails else 0)
+
+
+def until(cond, timeout=5.0):
+    """Poll cond() until it holds or 'timeout' seconds pass."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
 
 
 class Api:
@@ -49,6 +60,17 @@ class Api:
                 return r.status, json.loads(text) if text else None
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
+
+
+def wait_replay(api, rid, timeout=60):
+    """Replay 'rid' (deadletters.py) once it no longer runs, or as it
+    is after 'timeout' seconds."""
+    end = time.time() + timeout
+    while True:
+        s, r = api.call("GET", "replays/" + rid)
+        if s != 200 or r["state"] != "running" or time.time() > end:
+            return r
+        time.sleep(0.02)
 
 
 def q(name):

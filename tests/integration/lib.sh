@@ -57,3 +57,13 @@ run_checks() {
     grep -q '^FAIL ' "$tmp/checks.out" || [ $rc -eq 0 ] ||
         bad "$name ran to its end" "exit $rc: $(tail -5 "$tmp/checks.out")"
 }
+
+# need TEST WHAT PACKAGE COMMAND...: unless COMMAND succeeds, say that
+# WHAT is missing and exit 77 (automake's "skipped").
+need() {
+    local name=$1 what=$2 pkg=$3
+    shift 3
+    "$@" >/dev/null 2>&1 && return 0
+    echo "$name: $what is missing (apt-get install $pkg); skipped"
+    exit 77
+}

@@ -129,7 +129,7 @@ elif case == "longline":
     sys.exit(0 if a.startswith(b"HTTP/1.1 4") or a == b"" else 1)
 elif case == "pipeline":
     # two requests in one write, keep-alive: two answers
-    req = b"GET /api/whoami HTTP/1.1\r\nHost: x\r\nAuthorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n\r\n"
+    req = b"GET /api/whoami HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n\r\n"
     s.sendall(req + req)
     data = b""
     while data.count(b"HTTP/1.1 200") < 2:
@@ -163,8 +163,16 @@ req() {
         "${how[@]}" "$@" "http://127.0.0.1:$mport$p")
     body=$(cat "$tmp/body")
 }
-g() { req "$1" "$2" -u guest:guest "${@:3}"; }
+# g sends a body as JSON (roostd refuses a body of another type, 415);
+# gform as curl does by itself (application/x-www-form-urlencoded).
+g() {
+    case " ${*:3}" in
+        *" -d "*|*" --data"*) gj "$@" ;;
+        *) req "$1" "$2" -u guest:guest "${@:3}" ;;
+    esac
+}
 gj() { req "$1" "$2" -u guest:guest -H 'Content-Type: application/json' "${@:3}"; }
+gform() { req "$1" "$2" -u guest:guest "${@:3}"; }
 # js EXPR: evaluate a Python expression over the last body (as 'j').
 js() { $py -c "import json,sys; j=json.load(open('$tmp/body')); sys.exit(0 if ($1) else 1)" 2>/dev/null; }
 is() { [ "$code" = "$1" ]; }
@@ -357,7 +365,7 @@ gj PUT /api/vhost-limits/mgmt-v1/max-connections -d '{"value":5}'
 check "PUT max-connections: 204" is 204
 gj PUT /api/vhost-limits/mgmt-v1/max-queues -d '{"value":7}'
 check "PUT max-queues: 204" is 204
-g PUT /api/vhost-limits/mgmt-v1/max-queues -d '{"value":7}'
+gform PUT /api/vhost-limits/mgmt-v1/max-queues -d '{"value":7}'
 check "PUT limit without application/json: 415" is 415
 g GET /api/vhost-limits
 check "vhost-limits" js 'j==[dict(vhost="mgmt-v1",value={"max-connections":5,"max-queues":7})]'
@@ -394,7 +402,7 @@ g GET /api/definitions/mgmt-none
 check "GET definitions of an unknown vhost: 400 vhost_not_found" eval 'is 400 && js "j[\"reason\"]==\"vhost_not_found\""'
 g DELETE /api/vhosts/mgmt-v1
 g DELETE /api/users/mgmt-alice
-g POST /api/definitions --data-binary @"$tmp/defs.json"
+gform POST /api/definitions --data-binary @"$tmp/defs.json"
 check "POST definitions without application/json: 415" is 415
 gj POST /api/definitions --data-binary @"$tmp/defs.json"
 check "POST definitions: 204" is 204
@@ -450,7 +458,9 @@ check "unknown path: 404 Object Not Found" eval 'is 404 && js "j==dict(error=\"O
 req GET /api/nosuch
 check "unknown path without credentials: 404" is 404
 g GET /
-check "/: 404" is 404
+check "/: the web page (web.sh tests it)" is 200
+g GET /nosuch.html
+check "a path outside /api/ that is no file of the page: 404" is 404
 g GET /api/whoami/extra
 check "a path longer than any route: 404" is 404
 g GET /api/vhosts//

@@ -16,7 +16,7 @@ import time
 
 import pika
 
-from checks import Api, check, done, q
+from checks import Api, check, done, q, until
 
 VH = "rt-pol"
 REFERENCE = False
@@ -38,16 +38,6 @@ def delete(api, name, kind="policies"):
 
 def count(ch, queue):
     return ch.queue_declare(queue, passive=True).method.message_count
-
-
-def until(cond, timeout=5.0):
-    """Poll cond() until it holds or 'timeout' seconds pass."""
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 def fill(ch, queue, n, prefix=b"m"):

@@ -47,6 +47,8 @@ struct ctl {
     bool if_empty, if_unused, offline;
     int timeout;                /* seconds per answer, for banners */
     const char *command;        /* its name, "list_queues" */
+    /* the dead-letter commands' options, NULL when absent */
+    const char *offset, *count, *rate, *exchange, *routing_key;
     /* the command's positional arguments */
     int argc;
     char **argv;
@@ -157,11 +159,15 @@ int cmd_list_policies(struct ctl *c);
 int cmd_set_operator_policy(struct ctl *c);
 int cmd_clear_operator_policy(struct ctl *c);
 int cmd_list_operator_policies(struct ctl *c);
+int cmd_trace_on(struct ctl *c);
+int cmd_trace_off(struct ctl *c);
 /* list_vhosts, list_queues, ...: the one named by c->command */
 int cmd_list(struct ctl *c);
 int cmd_purge_queue(struct ctl *c);
 int cmd_delete_queue(struct ctl *c);
 int cmd_close_connection(struct ctl *c);
+int cmd_list_dead_letters(struct ctl *c);
+int cmd_replay_dead_letters(struct ctl *c);
 
 /*
  * For a command that takes rabbitmqctl's info keys as its arguments

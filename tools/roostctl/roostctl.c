@@ -1,7 +1,8 @@
 /*
- * roostctl: rabbitmqctl's user, vhost, permission, policy, definitions and
- * status commands, its list_* commands with their columns, purge_queue,
- * delete_queue and close_connection, done through the management HTTP API
+ * roostctl: rabbitmqctl's user, vhost, tracing, permission, policy,
+ * definitions and status commands, its list_* commands with their
+ * columns, purge_queue, delete_queue and close_connection, done through
+ * the management HTTP API
  * (RabbitMQ's paths and JSON), so it works against roostd and RabbitMQ
  * alike.
  *
@@ -29,7 +30,11 @@ enum {
     ACCEPT_TABLE = 1 << 1,        /* --no-table-headers */
     ACCEPT_POLICY = 1 << 2,       /* --priority, --apply-to */
     ACCEPT_QUEUE_LIST = 1 << 3,   /* list_queues' --online ... */
-    ACCEPT_IF = 1 << 4            /* delete_queue's --if-empty ... */
+    ACCEPT_IF = 1 << 4,           /* delete_queue's --if-empty ... */
+    ACCEPT_DL_LIST = 1 << 5,      /* list_dead_letters' --offset */
+    ACCEPT_DL_REPLAY = 1 << 6,    /* replay_dead_letters' --rate,
+                                   * --exchange, --routing-key */
+    ACCEPT_COUNT = 1 << 7         /* both's --count */
 };
 
 struct command {
@@ -108,6 +113,16 @@ static const struct command commands[] = {
     { "Virtual hosts", "delete_vhost", cmd_delete_vhost, 1, 1, 0, "<vhost>",
       "Deletes a virtual host", "<vhost>\n\tName of the virtual host to "
       "delete, with everything in it.\n" },
+    /* rabbitmqctl 3.10 ignores positional arguments here. */
+    { "Virtual hosts", "trace_off", cmd_trace_off, 0, -1, 0,
+      "[--vhost <vhost>]", "Stops tracing (the firehose) in a vhost",
+      "-p <vhost>, --vhost <vhost>\n\tThe virtual host; \"/\" if not "
+      "given.\n" },
+    { "Virtual hosts", "trace_on", cmd_trace_on, 0, -1, 0,
+      "[--vhost <vhost>]", "Starts tracing (the firehose): publishes and "
+      "deliveries copied to amq.rabbitmq.trace",
+      "-p <vhost>, --vhost <vhost>\n\tThe virtual host; \"/\" if not "
+      "given.\n" },
 
     { "Policies", "clear_operator_policy", cmd_clear_operator_policy, 1, 1,
       0, "[--vhost <vhost>] <name>", "Clears an operator policy",
@@ -142,6 +157,25 @@ static const struct command commands[] = {
       "--apply-to <queues | exchanges | all>\n\tPolicy should only apply "
       "to queues, exchanges, or all entities (both\n\tof the above)\n" },
 
+    { "Dead letters (Roost)", "list_dead_letters", cmd_list_dead_letters,
+      1, 1, ACCEPT_TABLE | ACCEPT_DL_LIST | ACCEPT_COUNT,
+      "<queue> [--offset <n>] [--count <n>]",
+      "Lists the dead-lettered messages of a queue without consuming them",
+      "<queue>\n\tQueue to look into (usually a dead-letter queue)\n\n"
+      "--offset <n>\n\tPosition to start from (default 0)\n\n"
+      "--count <n>\n\tAt most this many, 1 to 1000 (default 50)\n" },
+    { "Dead letters (Roost)", "replay_dead_letters", cmd_replay_dead_letters,
+      1, 1, ACCEPT_DL_REPLAY | ACCEPT_COUNT,
+      "<queue> [--rate <n>] [--count <n>] [--exchange <x> --routing-key <k>]",
+      "Moves dead letters back to their original exchange and routing key "
+      "(x-death), or to the ones given, and follows the replay",
+      "<queue>\n\tQueue to replay from\n\n"
+      "--rate <n>\n\tMessages a second (default 100; 0: as fast as "
+      "possible)\n\n"
+      "--count <n>\n\tAt most this many (default: all ready now)\n\n"
+      "--exchange <x>\n\tExchange to send them to instead (\"\" or "
+      "amq.default: the default one)\n\n"
+      "--routing-key <k>\n\tRouting key to use instead\n" },
     { "Monitoring, observability and health checks", "list_bindings",
       cmd_list, 0, -1, ACCEPT_TABLE,
       "[--vhost <vhost>] [--no-table-headers] [<column> ...]",
@@ -209,7 +243,8 @@ enum opt_id {
     O_HOST, O_PORT, O_USER, O_PASSWORD, O_TIMEOUT, O_NODE, O_LONGNAMES,
     O_QUIET, O_SILENT, O_VHOST, O_FORMATTER, O_NO_HEADERS, O_DESCRIPTION,
     O_TAGS, O_QUEUE_TYPE, O_PRIORITY, O_APPLY_TO, O_ONLINE, O_OFFLINE,
-    O_LOCAL, O_IF_EMPTY, O_IF_UNUSED, O_HELP
+    O_LOCAL, O_IF_EMPTY, O_IF_UNUSED, O_OFFSET, O_COUNT, O_RATE,
+    O_EXCHANGE, O_ROUTING_KEY, O_HELP
 };
 
 static const struct option_def {
@@ -241,6 +276,11 @@ static const struct option_def {
     { "local", 0, false, O_LOCAL, ACCEPT_QUEUE_LIST },
     { "if-empty", 'e', false, O_IF_EMPTY, ACCEPT_IF },
     { "if-unused", 'u', false, O_IF_UNUSED, ACCEPT_IF },
+    { "offset", 0, true, O_OFFSET, ACCEPT_DL_LIST },
+    { "count", 0, true, O_COUNT, ACCEPT_COUNT },
+    { "rate", 0, true, O_RATE, ACCEPT_DL_REPLAY },
+    { "exchange", 0, true, O_EXCHANGE, ACCEPT_DL_REPLAY },
+    { "routing-key", 0, true, O_ROUTING_KEY, ACCEPT_DL_REPLAY },
     { "help", '?', false, O_HELP, 0 },
     { "help", 'h', false, O_HELP, 0 },
 };
@@ -426,6 +466,11 @@ set_option(struct cmdline *cl, struct ctl *c, const struct option_def *o,
     case O_LOCAL: break;          /* and local */
     case O_IF_EMPTY: c->if_empty = true; break;
     case O_IF_UNUSED: c->if_unused = true; break;
+    case O_OFFSET: c->offset = value; break;
+    case O_COUNT: c->count = value; break;
+    case O_RATE: c->rate = value; break;
+    case O_EXCHANGE: c->exchange = value; break;
+    case O_ROUTING_KEY: c->routing_key = value; break;
     case O_HELP: cl->help = true; break;
     }
 }
