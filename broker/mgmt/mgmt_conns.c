@@ -88,6 +88,25 @@ conn_json(const struct conn *c)
                             ? defs_json_table((struct amqp_table){
                                   c->client_props, c->client_props_len })
                             : json_object());
+    /* RabbitMQ names a connection by what the client called it, when it
+     * did (client_properties.connection_name), in user_provided_name */
+    struct amqp_field f;
+    if (c->client_props &&
+        table_get((struct amqp_table){ c->client_props,
+                                       c->client_props_len },
+                  "connection_name", &f) &&
+        f.kind == AMQP_FIELD_LONGSTR)
+        json_object_set_new(o, "user_provided_name",
+                            defs_json_str((const char *)f.v.str.ptr,
+                                          f.v.str.len));
+    /* RabbitMQ's TLS details: "" without TLS; with it Roost does not
+     * say (null) */
+    static const char *const ssl_keys[] = { "ssl_protocol",
+                                            "ssl_key_exchange", "ssl_cipher",
+                                            "ssl_hash" };
+    for (size_t i = 0; i < NELEMS(ssl_keys); i++)
+        json_object_set_new(o, ssl_keys[i],
+                            ci.tls ? json_null() : json_string(""));
     return o;
 }
 

@@ -157,9 +157,8 @@ queue_json(struct queue *q, bool detail)
     json_object_set_new(o, "dropped", drops_json(qi.dropped));
     if (detail) {
         json_t *cs = json_array();
-        queue_foreach_consumer(q, add_consumer, cs);
-        for (size_t i = 0; i < json_array_size(cs); i++)
-            json_object_del(json_array_get(cs, i), "queue");
+        queue_foreach_consumer(q, add_consumer, cs);  /* with "queue", as
+                                                       * RabbitMQ's */
         json_object_set_new(o, "consumer_details", cs);
         json_object_set_new(o, "deliveries", json_array());
         json_object_set_new(o, "incoming", json_array());
@@ -1008,7 +1007,11 @@ mgmt_exchange_publish(struct mgmt_req *r)
     }
     struct exchange *x = find_exchange(vh, r->arg[1]);
     if (x == NULL) {
-        mgmt_not_found(r);
+        /* RabbitMQ 3.10: a 400 with the AMQP text, not a 404 */
+        char reason[600];
+        snprintf(reason, sizeof(reason), "404 NOT_FOUND - no exchange '%s' "
+                 "in vhost '%s'", r->arg[1], vh->name);
+        mgmt_error(r, 400, "bad_request", reason);
         free(hbuf);
         free(decoded);
         json_decref(o);
