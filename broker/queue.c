@@ -99,6 +99,10 @@ static uint32_t wait_drop_all(struct queue *q);
 static void
 entry_end(struct queue *q, struct qentry e)
 {
+    if (e.stored) {
+        q->persistent--;
+        q->bytes_persistent -= qentry_body_len(&e);
+    }
     /* a call only for queues the store keeps, or records it holds */
     if (q->sid || e.paged)
         store_settled(q, &e);
@@ -239,6 +243,11 @@ queue_push(struct queue *q, struct msg *m)
     q->bytes += m->body_len;
     q->ms.n[MS_PUBLISH]++;
     stored = q->sid && store_enqueue(q, e);
+    if (stored) {
+        e->stored = 1;
+        q->persistent++;
+        q->bytes_persistent += m->body_len;
+    }
     drop_head(q);
     if (q->nconsumers)
         queue_dispatch(q);
@@ -278,9 +287,13 @@ queue_restore(struct queue *q, const struct qentry *re, uint8_t priority,
     make_room(r);
     struct qentry *e = at(r, r->len);
     *e = *re;
+    e->stored = 1;      /* the store rebuilt it */
+    q->persistent++;
+    q->bytes_persistent += qentry_body_len(e);
     if (e->paged) {
         r->npaged++;
         q->npaged++;
+        q->bytes_paged += e->body_len;
     } else {
         msg_ref(e->m);
     }
@@ -732,6 +745,7 @@ entry_left(struct queue *q, struct qring *r, const struct qentry *e)
     if (e->paged) {
         r->npaged--;
         q->npaged--;
+        q->bytes_paged -= e->body_len;
     }
     while (q->top > 0 && q->lv[q->top].len == 0)
         q->top--;
@@ -1033,6 +1047,7 @@ ring_page_pass(struct queue *q, struct qring *r, size_t window, bool pressure)
         if (store_page_out(q, e)) {
             r->npaged++;
             q->npaged++;
+            q->bytes_paged += e->body_len;
             if (i < r->mem_head)
                 r->mem_head = i;
             continue;
@@ -1180,6 +1195,7 @@ apply_reads(struct queue *q, struct qring *rg, struct pager_job *j)
             e->pg.off == r->off && e->scratch == r->scratch) {
             struct msg *m = r->err ? NULL : store_page_decode(e, r);
             if (m) {
+                q->bytes_paged -= e->body_len;
                 store_page_in(q, e, m);
                 rg->npaged--;
                 q->npaged--;
@@ -1666,6 +1682,9 @@ queue_info(const struct queue *q, struct queue_info *out)
     out->consumers = q->nconsumers;
     out->bytes_ready = q->bytes;
     out->bytes_unacked = q->bytes_unacked;
+    out->bytes_paged = q->bytes_paged;
+    out->persistent = q->persistent;
+    out->bytes_persistent = q->bytes_persistent;
     out->memory = sizeof(*q) + q->name_len + q->args.len +
                   q->waits_cap * sizeof(*q->waits) +
                   (q->hist ? HIST_KINDS * sizeof(*q->hist) : 0) +

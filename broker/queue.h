@@ -35,10 +35,11 @@ struct event;
  */
 struct qentry {
     uint64_t seq;
-    uint64_t expires_at : 61;   /* monotonic ms; 0: never */
+    uint64_t expires_at : 60;   /* monotonic ms; 0: never */
     uint64_t redelivered : 1;
     uint64_t paged : 1;         /* its message is on disk only: 'pg' */
     uint64_t scratch : 1;       /* paged to the scratch area */
+    uint64_t stored : 1;        /* the store keeps it (messages_persistent) */
     union {
         struct msg *m;          /* in memory */
         struct {
@@ -179,6 +180,8 @@ struct queue {
     struct msg_stats ms;
     uint64_t dead_lettered[DROP_COUNT], dropped[DROP_COUNT];
     uint64_t bytes_unacked;     /* body bytes taken, not yet settled */
+    uint64_t bytes_paged;       /* body bytes of the entries paged out */
+    uint64_t persistent, bytes_persistent;  /* entries the store keeps */
     struct hist *hist;          /* [HIST_KINDS] */
     struct stats_series *series;
     float utilisation;          /* consumer utilisation, sampled */
@@ -250,7 +253,8 @@ queue_count_delivery(struct queue *q, bool redelivered, uint32_t born,
 /* What the management API and /metrics show of a queue (queue_info). */
 struct queue_info {
     uint64_t ready, unacked, waiting, paged, consumers;
-    uint64_t bytes_ready, bytes_unacked;
+    uint64_t bytes_ready, bytes_unacked, bytes_paged;
+    uint64_t persistent, bytes_persistent;
     uint64_t memory;            /* bytes it holds beyond its messages' */
     int64_t head_age_ms;        /* the oldest ready message's wait; -1:
                                  * none, or not known (recovered, read

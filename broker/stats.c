@@ -8,15 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
 
 #include <event2/event.h>
 
 #include "broker/broker.h"
+#include "broker/alarm.h"
 #include "broker/channel.h"
 #include "broker/conn.h"
 #include "broker/log.h"
 #include "broker/util.h"
 #include "broker/vhost.h"
+#include "broker/store/store.h"
 
 const char *const msg_stat_names[MS_COUNT] = {
     [MS_PUBLISH] = "publish",
@@ -64,7 +67,7 @@ const char *const hist_names[HIST_KINDS] = {
 struct stats_churn stats_churn;
 
 static struct event *tick_ev;
-static struct stats_series *overview_series;
+static struct stats_series *overview_series, *node_series;
 static uint64_t ticks, tick_max_us;
 static double interval_s = 5.0;
 
@@ -129,6 +132,45 @@ stats_overview_series(void)
     return overview_series;
 }
 
+const struct stats_series *
+stats_node_series(void)
+{
+    return node_series;
+}
+
+uint64_t
+stats_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    uint64_t n = 0;
+    struct dirent *e;
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n > 0 ? n - 1 : 0;   /* not the one readdir holds */
+}
+
+static void
+sample_node(void)
+{
+    struct store_stats ss;
+    store_get_stats(&ss);
+    uint64_t v[NODE_COUNT] = {
+        [NODE_MEM_USED] = alarm_memory_used(),
+        [NODE_FD_USED] = stats_open_fds(),
+        [NODE_SOCKETS_USED] = conn_count(),
+        [NODE_DISK_FREE] = alarm_disk_free(),
+        [NODE_DISK_READS] = ss.paged_in,
+        [NODE_DISK_WRITES] = ss.msgs_written,
+    };
+    /* every value, even 0: a node's rates are always shown */
+    if (node_series == NULL)
+        node_series = xcalloc(1, sizeof(*node_series));
+    stats_sample(&node_series, v, NODE_COUNT);
+}
+
 static uint64_t
 mono_us(void)
 {
@@ -150,6 +192,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
     struct msg_stats all;
     stats_overview(&all);
     stats_sample(&overview_series, all.n, MS_COUNT);
+    sample_node();
     uint64_t took = mono_us() - t0;
     if (took > tick_max_us)
         tick_max_us = took;
@@ -187,6 +230,7 @@ stats_stop(void)
         event_free(tick_ev);
     tick_ev = NULL;
     stats_series_free(&overview_series);
+    stats_series_free(&node_series);
 }
 
 double

@@ -176,6 +176,14 @@ struct stats_churn {
 };
 extern struct stats_churn stats_churn;
 
+/* The node's figures the tick samples for their rates (/api/nodes'
+ * *_details, the overview's disk_reads and disk_writes). */
+enum { NODE_MEM_USED, NODE_FD_USED, NODE_SOCKETS_USED, NODE_DISK_FREE,
+       NODE_DISK_READS, NODE_DISK_WRITES, NODE_COUNT };
+const struct stats_series *stats_node_series(void);
+/* Open file descriptors of the process (a readdir of /proc/self/fd). */
+uint64_t stats_open_fds(void);
+
 /* The longest the tick held the loop, in microseconds (for the
  * benchmark's stall figure). */
 uint64_t stats_tick_max_us(void);

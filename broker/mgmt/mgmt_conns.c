@@ -5,7 +5,6 @@
  * read through conn_foreach, conn_info, channel_info, alarm.h and
  * stats.h. A connection is closed (DELETE) with conn_close_forced.
  */
-#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,23 +335,6 @@ mgmt_rss_bytes(void)
     return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-/* One readdir of /proc/self/fd (not a probe per possible descriptor:
- * /metrics asks on every scrape). */
-uint64_t
-mgmt_open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    uint64_t n = 0;
-    if (d == NULL)
-        return 0;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    /* less the one opendir holds */
-    return n > 0 ? n - 1 : 0;
-}
-
 json_t *
 mgmt_node_json(bool memory)
 {
@@ -369,7 +351,7 @@ mgmt_node_json(bool memory)
         "mem_alarm", alarm_memory_set(), "disk_free",
         (json_int_t)alarm_disk_free(), "disk_free_limit",
         (json_int_t)broker.cfg.disk_free_limit, "disk_free_alarm",
-        alarm_disk_set(), "fd_used", (json_int_t)mgmt_open_fds(), "fd_total",
+        alarm_disk_set(), "fd_used", (json_int_t)stats_open_fds(), "fd_total",
         (json_int_t)rl.rlim_cur, "sockets_used",
         (json_int_t)conn_count(), "sockets_total",
         (json_int_t)broker.cfg.connection_max, "uptime",
@@ -382,6 +364,18 @@ mgmt_node_json(bool memory)
     json_object_set_new(o, "exchange_types", mgmt_exchange_types_json());
     json_object_set_new(o, "contexts", mgmt_contexts_json());
     json_object_set_new(o, "being_drained", json_false());
+    /* the rates of the figures the stats tick samples */
+    static const struct { const char *key; int i; } rates[] = {
+        { "mem_used_details", NODE_MEM_USED },
+        { "fd_used_details", NODE_FD_USED },
+        { "sockets_used_details", NODE_SOCKETS_USED },
+        { "disk_free_details", NODE_DISK_FREE },
+    };
+    if (stats_rates_mode() != RATES_NONE)
+        for (size_t i = 0; i < NELEMS(rates); i++)
+            json_object_set_new(o, rates[i].key,
+                                mgmt_rate(stats_rate(stats_node_series(),
+                                                     (size_t)rates[i].i)));
     if (memory)
         json_object_set_new(o, "memory", json_pack(
             "{s:I, s:I, s:I, s:I, s:I, s:I}", "messages",

@@ -280,10 +280,9 @@ void mgmt_set_addr(json_t *o, const char *hkey, const char *pkey,
 json_t *mgmt_exchange_types_json(void);
 /* The node, as /api/nodes/NAME shows it (with its memory by kind). */
 json_t *mgmt_node_json(bool memory);
-/* The process's resident memory and open file descriptors (from
- * /proc/self), for the node and /metrics. */
+/* The process's resident memory (from /proc/self), for the node and
+ * /metrics; its open descriptors: stats_open_fds. */
 uint64_t mgmt_rss_bytes(void);
-uint64_t mgmt_open_fds(void);
 
 /*
  * A listening socket (non-blocking, close-on-exec) on 'ip' ("" for all

@@ -21,6 +21,7 @@
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/queue.h"
 #include "broker/stats.h"
+#include "broker/store/store.h"
 #include "broker/version.h"
 #include "broker/vhost.h"
 
@@ -116,9 +117,27 @@ mgmt_overview(struct mgmt_req *r)
      * monitor sees them too, as RabbitMQ shows its vhosts' */
     struct msg_stats all;
     stats_overview(&all);
-    json_object_set_new(o, "message_stats",
-                        mgmt_msg_stats(&all, MS_KEYS_CHANNEL,
-                                       stats_overview_series()));
+    json_t *ms = mgmt_msg_stats(&all, MS_KEYS_CHANNEL,
+                                stats_overview_series());
+    /* RabbitMQ's message store reads and writes: messages read back
+     * from disk (paged in) and message records written */
+    struct store_stats ss;
+    store_get_stats(&ss);
+    const struct stats_series *ns = stats_node_series();
+    mgmt_set_count(ms, "disk_reads", ss.paged_in,
+                   stats_rate(ns, NODE_DISK_READS));
+    mgmt_set_count(ms, "disk_writes", ss.msgs_written,
+                   stats_rate(ns, NODE_DISK_WRITES));
+    json_object_set_new(o, "message_stats", ms);
+    json_object_set_new(o, "disable_stats", json_false());
+    json_object_set_new(o, "enable_queue_totals", json_false());
+    json_object_set_new(o, "release_series_support_status",
+                        json_string("supported"));
+    /* What RabbitMQ keeps samples for; Roost keeps one interval, in
+     * every mode. */
+    json_object_set_new(o, "sample_retention_policies", json_pack(
+        "{s:[i], s:[i], s:[i]}", "global", (int)stats_interval(), "basic",
+        (int)stats_interval(), "detailed", (int)stats_interval()));
     json_object_set_new(o, "statistics_db_event_queue", json_integer(0));
     json_object_set_new(o, "object_totals", json_pack(
         "{s:I, s:I, s:I, s:I, s:I}", "channels", (json_int_t)ct.channels,

@@ -137,6 +137,16 @@ queue_json(struct queue *q, bool detail)
                         json_integer((json_int_t)qi.bytes_ready));
     json_object_set_new(o, "message_bytes_unacknowledged",
                         json_integer((json_int_t)qi.bytes_unacked));
+    json_object_set_new(o, "message_bytes_paged_out",
+                        json_integer((json_int_t)qi.bytes_paged));
+    json_object_set_new(o, "message_bytes_ram",
+                        json_integer((json_int_t)(qi.bytes_ready +
+                                                  qi.bytes_unacked -
+                                                  qi.bytes_paged)));
+    json_object_set_new(o, "messages_persistent",
+                        json_integer((json_int_t)qi.persistent));
+    json_object_set_new(o, "message_bytes_persistent",
+                        json_integer((json_int_t)qi.bytes_persistent));
     json_object_set_new(o, "memory", json_integer((json_int_t)qi.memory));
     json_object_set_new(o, "consumer_utilisation",
                         qi.utilisation < 0 ? json_null()

@@ -501,7 +501,7 @@ write_node(struct scrape *s)
     single(s, G_CHURN, "queues_deleted_total", "counter",
            "Total number of queues deleted", (double)ch->queues_deleted);
     single(s, G_NODE_COARSE, "process_open_fds", "gauge",
-           "Open file descriptors", (double)mgmt_open_fds());
+           "Open file descriptors", (double)stats_open_fds());
     single(s, G_NODE_COARSE, "process_open_tcp_sockets", "gauge",
            "Open TCP sockets", (double)conn_count());
     single(s, G_NODE_COARSE, "process_resident_memory_bytes", "gauge",

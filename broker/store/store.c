@@ -995,6 +995,7 @@ serialise(struct wbuf *b, size_t limit)
             m->store_off = (uint32_t)(st.job_base + at);
             *live_of(st.cur_seg) += rec_size(m);
             st.stats.live_bytes += rec_size(m);
+            st.stats.msgs_written++;
             break;
         case J_ENQ:
             if (m->store_state != MS_WRITTEN)

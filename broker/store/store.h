@@ -175,6 +175,7 @@ struct store_stats {
     uint64_t batch_max_records;
     uint64_t segments, live_bytes, disk_bytes;
     uint64_t paged_out, paged_in, scratch_bytes, page_reads;
+    uint64_t msgs_written;      /* message records written */
 };
 void store_get_stats(struct store_stats *s);
 
