@@ -480,6 +480,15 @@ reply_empty(struct mgmt_req *r, int code)
     answer(r, code, NULL);
 }
 
+struct vhost *
+mgmt_req_vhost(struct mgmt_req *r)
+{
+    struct vhost *vh = broker_vhost(r->arg[0], strlen(r->arg[0]));
+    if (vh == NULL)
+        mgmt_error(r, 404, "not_found", "vhost_not_found");
+    return vh;
+}
+
 const char *
 mgmt_user_name(const struct mgmt_req *r)
 {

@@ -127,15 +127,6 @@ add_conn(struct conn *c, void *arg)
 
 static const char *const by_name[] = { "name", NULL };
 
-/* The vhost of arg[0], or NULL having answered 404. */
-static struct vhost *
-req_vhost(struct mgmt_req *r)
-{
-    struct vhost *vh = broker_vhost(r->arg[0], strlen(r->arg[0]));
-    if (vh == NULL)
-        mgmt_error(r, 404, "not_found", "vhost_not_found");
-    return vh;
-}
 
 void
 mgmt_connections(struct mgmt_req *r)
@@ -149,7 +140,7 @@ void
 mgmt_vhost_connections(struct mgmt_req *r)
 {
     struct walk w = { r, json_array(), NULL, NULL };
-    if ((w.vh = req_vhost(r)) == NULL) {
+    if ((w.vh = mgmt_req_vhost(r)) == NULL) {
         json_decref(w.arr);
         return;
     }
@@ -261,7 +252,7 @@ void
 mgmt_vhost_channels(struct mgmt_req *r)
 {
     struct walk w = { r, json_array(), NULL, NULL };
-    if ((w.vh = req_vhost(r)) == NULL) {
+    if ((w.vh = mgmt_req_vhost(r)) == NULL) {
         json_decref(w.arr);
         return;
     }

@@ -133,6 +133,10 @@ int mgmt_require(struct mgmt_req *r, json_t *o, const char *const *keys);
 /* ---- who may see what (RabbitMQ's tags) ---- */
 
 bool mgmt_is_admin(const struct user *u);
+/* The vhost of the path's first name, or NULL having answered
+ * RabbitMQ's 404 {"error":"not_found","reason":"vhost_not_found"}. */
+struct vhost;
+struct vhost *mgmt_req_vhost(struct mgmt_req *r);
 /* The name of who asks. */
 const char *mgmt_user_name(const struct mgmt_req *r);
 /* administrator or monitoring */

@@ -259,22 +259,13 @@ static const struct mgmt_list_ops queue_list_ops = {
     render_queue, release_queue, queue_sort_key,
 };
 
-/* The vhost of arg[0], or NULL having answered RabbitMQ's 404. */
-static struct vhost *
-req_vhost(struct mgmt_req *r)
-{
-    struct vhost *vh = broker_vhost(r->arg[0], strlen(r->arg[0]));
-    if (vh == NULL)
-        mgmt_error(r, 404, "not_found", "vhost_not_found");
-    return vh;
-}
 
 void
 mgmt_queues(struct mgmt_req *r)
 {
     struct qrefs l = { r, NULL, 0, 0 };
     if (r->arg[0] != NULL) {
-        struct vhost *vh = req_vhost(r);
+        struct vhost *vh = mgmt_req_vhost(r);
         if (vh == NULL)
             return;
         vhost_foreach_queue(vh, ref_queue, &l);
@@ -488,7 +479,7 @@ delete_queue(struct mgmt_req *r, struct vhost *vh)
 void
 mgmt_queue(struct mgmt_req *r)
 {
-    struct vhost *vh = req_vhost(r);
+    struct vhost *vh = mgmt_req_vhost(r);
     if (vh == NULL)
         return;
     struct queue *q = find_queue(vh, r->arg[1]);
@@ -509,7 +500,7 @@ mgmt_queue(struct mgmt_req *r)
 void
 mgmt_queue_contents(struct mgmt_req *r)
 {
-    struct vhost *vh = req_vhost(r);
+    struct vhost *vh = mgmt_req_vhost(r);
     if (vh == NULL)
         return;
     if (find_queue(vh, r->arg[1]) == NULL) {
@@ -652,7 +643,7 @@ mgmt_queue_get(struct mgmt_req *r)
 {
     static const char *const need[] = { "ackmode", "encoding", NULL };
     json_t *o;
-    struct vhost *vh = req_vhost(r);
+    struct vhost *vh = mgmt_req_vhost(r);
     if (vh == NULL || mgmt_body_object(r, &o) != 0)
         return;
     if (mgmt_require(r, o, need) != 0) {
@@ -758,7 +749,7 @@ mgmt_exchanges(struct mgmt_req *r)
 {
     struct list l = { r, json_array() };
     if (r->arg[0] != NULL) {
-        struct vhost *vh = req_vhost(r);
+        struct vhost *vh = mgmt_req_vhost(r);
         if (vh == NULL) {
             json_decref(l.arr);
             return;
@@ -822,7 +813,7 @@ put_exchange(struct mgmt_req *r, struct vhost *vh)
 void
 mgmt_exchange(struct mgmt_req *r)
 {
-    struct vhost *vh = req_vhost(r);
+    struct vhost *vh = mgmt_req_vhost(r);
     if (vh == NULL)
         return;
     if (r->method == EVHTTP_REQ_PUT) {
@@ -971,7 +962,7 @@ mgmt_exchange_publish(struct mgmt_req *r)
                                         "payload_encoding", "properties",
                                         NULL };
     json_t *o;
-    struct vhost *vh = req_vhost(r);
+    struct vhost *vh = mgmt_req_vhost(r);
     if (vh == NULL || mgmt_body_object(r, &o) != 0)
         return;
     if (mgmt_require(r, o, need) != 0) {
@@ -1238,7 +1229,7 @@ mgmt_bindings(struct mgmt_req *r)
 {
     struct qrefs l = { r, NULL, 0, 0 };
     if (r->arg[0] != NULL) {
-        struct vhost *vh = req_vhost(r);
+        struct vhost *vh = mgmt_req_vhost(r);
         if (vh == NULL)
             return;
         bitems_of(vh, &l);
@@ -1252,7 +1243,7 @@ mgmt_bindings(struct mgmt_req *r)
 void
 mgmt_queue_bindings(struct mgmt_req *r)
 {
-    struct vhost *vh = req_vhost(r);
+    struct vhost *vh = mgmt_req_vhost(r);
     if (vh == NULL)
         return;
     struct queue *q = find_queue(vh, r->arg[1]);
@@ -1271,7 +1262,7 @@ mgmt_queue_bindings(struct mgmt_req *r)
 static void
 exchange_bindings(struct mgmt_req *r, bool source)
 {
-    struct vhost *vh = req_vhost(r);
+    struct vhost *vh = mgmt_req_vhost(r);
     if (vh == NULL)
         return;
     struct exchange *x = find_exchange(vh, r->arg[1]);
@@ -1332,10 +1323,37 @@ bind_done(struct mgmt_amqp *s, void *arg)
     pending_end(p, s);
 }
 
+/* queue.bind or exchange.bind ('bind'), or their unbinds, of 'dest'
+ * (a queue with 'to_queue') to 'src'. */
+static void
+send_binding(struct mgmt_amqp *s, bool to_queue, bool bind, const char *dest,
+             const char *src, const char *rk, struct amqp_table args)
+{
+    struct amqp_method m = { .id = 0 };
+    if (to_queue && bind) {
+        m.id = AMQP_QUEUE_BIND;
+        m.a.queue_bind = (struct amqp_queue_bind){
+            .queue = amqp_cstr(dest), .exchange = amqp_cstr(src),
+            .routing_key = amqp_cstr(rk), .arguments = args };
+    } else if (to_queue) {
+        m.id = AMQP_QUEUE_UNBIND;
+        m.a.queue_unbind = (struct amqp_queue_unbind){
+            .queue = amqp_cstr(dest), .exchange = amqp_cstr(src),
+            .routing_key = amqp_cstr(rk), .arguments = args };
+    } else {
+        /* exchange.unbind has exchange.bind's fields (handle_exchange.c) */
+        m.id = bind ? AMQP_EXCHANGE_BIND : AMQP_EXCHANGE_UNBIND;
+        m.a.exchange_bind = (struct amqp_exchange_bind){
+            .destination = amqp_cstr(dest), .source = amqp_cstr(src),
+            .routing_key = amqp_cstr(rk), .arguments = args };
+    }
+    mgmt_amqp_method(s, &m);
+}
+
 static void
 binding_list_or_create(struct mgmt_req *r, bool to_queue)
 {
-    struct vhost *vh = req_vhost(r);
+    struct vhost *vh = mgmt_req_vhost(r);
     struct exchange *src;
     if (vh == NULL || !binding_ends(r, vh, to_queue, &src))
         return;
@@ -1363,21 +1381,7 @@ binding_list_or_create(struct mgmt_req *r, bool to_queue)
         return;
     }
     struct mgmt_amqp *s = session(r, vh);
-    struct amqp_method m;
-    if (to_queue) {
-        m = (struct amqp_method){ .id = AMQP_QUEUE_BIND };
-        m.a.queue_bind.queue = amqp_cstr(r->arg[2]);
-        m.a.queue_bind.exchange = amqp_cstr(src->name);
-        m.a.queue_bind.routing_key = amqp_cstr(rk);
-        m.a.queue_bind.arguments = args;
-    } else {
-        m = (struct amqp_method){ .id = AMQP_EXCHANGE_BIND };
-        m.a.exchange_bind.destination = amqp_cstr(r->arg[2]);
-        m.a.exchange_bind.source = amqp_cstr(src->name);
-        m.a.exchange_bind.routing_key = amqp_cstr(rk);
-        m.a.exchange_bind.arguments = args;
-    }
-    mgmt_amqp_method(s, &m);
+    send_binding(s, to_queue, true, r->arg[2], src->name, rk, args);
     struct binding b = { .key = (char *)rk, .key_len = strlen(rk),
                          .args = args };
     char pk[600], loc[700];
@@ -1405,7 +1409,7 @@ mgmt_bindings_ee(struct mgmt_req *r)
 static void
 binding_one(struct mgmt_req *r, bool to_queue)
 {
-    struct vhost *vh = req_vhost(r);
+    struct vhost *vh = mgmt_req_vhost(r);
     struct exchange *src;
     if (vh == NULL || !binding_ends(r, vh, to_queue, &src))
         return;
@@ -1432,21 +1436,7 @@ binding_one(struct mgmt_req *r, bool to_queue)
     }
     const char *rk = json_string_value(json_object_get(b, "routing_key"));
     struct mgmt_amqp *s = session(r, vh);
-    struct amqp_method m;
-    if (to_queue) {
-        m = (struct amqp_method){ .id = AMQP_QUEUE_UNBIND };
-        m.a.queue_unbind.queue = amqp_cstr(r->arg[2]);
-        m.a.queue_unbind.exchange = amqp_cstr(src->name);
-        m.a.queue_unbind.routing_key = amqp_cstr(rk);
-        m.a.queue_unbind.arguments = args;
-    } else {
-        m = (struct amqp_method){ .id = AMQP_EXCHANGE_UNBIND };
-        m.a.exchange_unbind.destination = amqp_cstr(r->arg[2]);
-        m.a.exchange_unbind.source = amqp_cstr(src->name);
-        m.a.exchange_unbind.routing_key = amqp_cstr(rk);
-        m.a.exchange_unbind.arguments = args;
-    }
-    mgmt_amqp_method(s, &m);
+    send_binding(s, to_queue, false, r->arg[2], src->name, rk, args);
     free(abuf);
     json_decref(b);
     mgmt_amqp_run(s, simple_done, pending_new(r, 204));
@@ -1494,7 +1484,7 @@ mgmt_consumers(struct mgmt_req *r)
 {
     static const char *const by[] = { "consumer_tag", NULL };
     struct consumer_walk l = { r, json_array(), NULL };
-    if (r->arg[0] != NULL && (l.vh = req_vhost(r)) == NULL) {
+    if (r->arg[0] != NULL && (l.vh = mgmt_req_vhost(r)) == NULL) {
         json_decref(l.arr);
         return;
     }
