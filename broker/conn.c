@@ -1457,6 +1457,9 @@ conn_direct_new(struct transport *tp, const char *user, struct vhost *vh)
     c->frame_max = CONN_DIRECT_FRAME_MAX;
     c->channel_max = 1;
     c->tp = tp;
+    tp->on_read = read_ready;
+    tp->on_write = write_ready;
+    tp->arg = c;
     c->out = evbuffer_new();
     c->user = xstrdup(user);
     c->vh = vh;

@@ -24,6 +24,10 @@
 struct direct_tp {
     struct transport t;
     struct mgmt_amqp *s;
+    /* the output is written WRITE_MAX at a time: more to write calls the
+     * connection's write callback again from the loop */
+    struct event *wev;
+    bool write_armed;
 };
 
 struct mgmt_amqp {
@@ -36,6 +40,7 @@ struct mgmt_amqp {
     bool confirm;               /* confirm.select queued */
     struct mgmt_amqp_reply *replies;
     size_t n, cap;
+    uint64_t body_bytes;        /* of every reply, MGMT_AMQP_BODY_MAX */
     int error;
     char text[512];
     bool over;
@@ -71,17 +76,37 @@ direct_write(struct transport *t, struct evbuffer *out, size_t max)
 }
 
 static void
-direct_want(struct transport *t, bool on)
+direct_want_read(struct transport *t, bool on)
 {
     (void)t;
     (void)on;
 }
 
+static void
+direct_want_write(struct transport *t, bool on)
+{
+    struct direct_tp *d = (struct direct_tp *)t;
+    d->write_armed = on;
+    if (on)
+        event_active(d->wev, EV_WRITE, 0);
+}
+
+static void
+direct_writable(evutil_socket_t fd, short what, void *arg)
+{
+    struct direct_tp *d = arg;
+    (void)fd;
+    (void)what;
+    if (!d->write_armed)
+        return;
+    d->write_armed = false;
+    d->t.on_write(d->t.arg);
+}
+
 static bool
 direct_write_waiting(const struct transport *t)
 {
-    (void)t;
-    return false;
+    return ((const struct direct_tp *)t)->write_armed;
 }
 
 static const char *
@@ -108,6 +133,7 @@ direct_free(struct transport *t)
         d->s->tp = NULL;
         d->s->c = NULL;     /* the connection is being freed */
     }
+    event_free(d->wev);
     free(d);
 }
 
@@ -115,8 +141,8 @@ static const struct transport_ops direct_ops = {
     .name = "direct",
     .read = direct_read,
     .write = direct_write,
-    .want_read = direct_want,
-    .want_write = direct_want,
+    .want_read = direct_want_read,
+    .want_write = direct_want_write,
     .write_waiting = direct_write_waiting,
     .error = direct_error,
     .peer_login = direct_peer_login,
@@ -196,6 +222,12 @@ on_frame(struct mgmt_amqp *s, const struct frame *f)
             finish(s, -1, "bad content header from the broker");
             return;
         }
+        if (open->ch.body_size > MGMT_AMQP_BODY_MAX - s->body_bytes) {
+            finish(s, MGMT_AMQP_TOO_BIG, "the messages take more than "
+                   "64 MiB: ask for fewer");
+            return;
+        }
+        s->body_bytes += open->ch.body_size;
         open->body_want = open->ch.body_size;
         open->body = xmalloc(open->body_want + 1);
         if (open->body_want == 0)
@@ -334,6 +366,7 @@ mgmt_amqp_open(const char *user, struct vhost *vh)
     s->tp->t.ops = &direct_ops;
     s->tp->t.fd = -1;
     s->tp->s = s;
+    s->tp->wev = event_new(broker.base, -1, 0, direct_writable, s->tp);
     s->in = evbuffer_new();
     s->got = evbuffer_new();
     s->parse_ev = event_new(broker.base, -1, 0, parse_cb, s);

@@ -26,6 +26,11 @@ struct vhost;
 struct mgmt_amqp;
 
 #define MGMT_AMQP_TIMEOUT_MS 15000
+/* The most body bytes the replies of one session may hold (a get of
+ * many large messages): past it the session ends with MGMT_AMQP_TOO_BIG
+ * and its connection goes, which requeues what it got. */
+#define MGMT_AMQP_BODY_MAX (64u * 1024 * 1024)
+#define MGMT_AMQP_TOO_BIG (-2)
 
 /* A method the broker sent on channel 1, with its content if it has
  * one. Strings in 'm' and 'ch' borrow the reply's own copies. */
@@ -68,7 +73,7 @@ const struct mgmt_amqp_reply *mgmt_amqp_get(const struct mgmt_amqp *s,
 
 /* How it ended: 0 (every reply came), or the reply code of the
  * channel.close or connection.close the broker sent (its text in
- * 'text'), or -1 for the timeout. */
+ * 'text'), -1 for the timeout, or MGMT_AMQP_TOO_BIG. */
 int mgmt_amqp_error(const struct mgmt_amqp *s, const char **text);
 
 /* Drop the session and its connection. */

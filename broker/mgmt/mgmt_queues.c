@@ -306,6 +306,8 @@ amqp_error(struct mgmt_req *r, int code, const char *text)
     const char *reason = dash ? dash + 3 : text;
     if (code == -1)
         mgmt_error(r, 500, "timeout", text);
+    else if (code == MGMT_AMQP_TOO_BIG)
+        mgmt_bad_request(r, "%s", text);
     else if (code == 404)
         mgmt_error(r, 404, "not_found", text);
     else if (code == 403)

@@ -715,6 +715,35 @@ def close_connection(api, amqp):
           until(lambda: conn_named(api, P + "victim") is None), "")
 
 
+def big_get(api, amqp):
+    """A get whose messages take more than the session's bound (64 MiB):
+    400, and nothing taken (Roost's bound; RabbitMQ has none)."""
+    if REFERENCE:
+        return
+    name = P + "big"
+    c = connect(amqp, P + "big")
+    ch = c.channel()
+    ch.queue_declare(name)
+    body = b"x" * (1 << 20)
+    for _ in range(70):
+        ch.basic_publish("", name, body)
+    st, body_text = api.call("POST", "queues/%2F/" + name + "/get",
+                             {"count": 70, "ackmode": "ack_requeue_false",
+                              "encoding": "auto"})
+    check("a get of 70 MiB: 400 (the 64 MiB bound)", st == 400 and
+          "64 MiB" in str(body_text), "%s %s" % (st, str(body_text)[:200]))
+    check("a get over the bound takes nothing",
+          until(lambda: count(ch, name) == 70), "%d left" % count(ch, name))
+    st, got = api.call("POST", "queues/%2F/" + name + "/get",
+                       {"count": 2, "ackmode": "ack_requeue_true",
+                        "encoding": "auto", "truncate": 10})
+    check("a get under the bound still answers", st == 200 and
+          len(got) == 2 and got[0]["payload_bytes"] == 1 << 20,
+          "%s %s" % (st, str(got)[:200]))
+    ch.queue_delete(name)
+    c.close()
+
+
 def bad_input(api, sh, amqp, sc, n1):
     port = api.port
     js = {"Content-Type": "application/json"}
@@ -891,6 +920,7 @@ def main():
         behaviour(api, sh, a.amqp, sc, a.http)
         close_connection(api, a.amqp)
         bad_input(api, sh, a.amqp, sc, n1)
+        big_get(api, a.amqp)
     finally:
         sh.write()
         for c in (sc.c1, sc.c2):
