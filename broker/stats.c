@@ -68,7 +68,7 @@ struct stats_churn stats_churn;
 
 static struct event *tick_ev;
 static struct stats_series *overview_series, *node_series;
-static uint64_t ticks, tick_max_us;
+static uint64_t ticks;
 static double interval_s = 5.0;
 
 void
@@ -171,21 +171,12 @@ sample_node(void)
     stats_sample(&node_series, v, NODE_COUNT);
 }
 
-static uint64_t
-mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 static void
 tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     (void)arg;
-    uint64_t t0 = mono_us();
     ticks++;
     vhost_sample_all();
     conn_sample_all();
@@ -193,9 +184,6 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
     stats_overview(&all);
     stats_sample(&overview_series, all.n, MS_COUNT);
     sample_node();
-    uint64_t took = mono_us() - t0;
-    if (took > tick_max_us)
-        tick_max_us = took;
 }
 
 enum rates_mode
@@ -243,10 +231,4 @@ uint64_t
 stats_ticks(void)
 {
     return ticks;
-}
-
-uint64_t
-stats_tick_max_us(void)
-{
-    return tick_max_us;
 }

@@ -184,8 +184,4 @@ const struct stats_series *stats_node_series(void);
 /* Open file descriptors of the process (a readdir of /proc/self/fd). */
 uint64_t stats_open_fds(void);
 
-/* The longest the tick held the loop, in microseconds (for the
- * benchmark's stall figure). */
-uint64_t stats_tick_max_us(void);
-
 #endif
