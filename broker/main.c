@@ -18,6 +18,7 @@
 #include "broker/alarm.h"
 #include "broker/auth.h"
 #include "broker/broker.h"
+#include "broker/cmdline.h"
 #include "broker/config.h"
 #include "broker/conn.h"
 #include "broker/defs.h"
@@ -25,6 +26,7 @@
 #include "broker/defs_json.h"
 #include "broker/listener.h"
 #include "broker/log.h"
+#include "broker/manpage.h"
 #include "broker/mgmt/mgmt.h"
 #include "broker/mgmt/prom.h"
 #include "broker/perm.h"
@@ -69,31 +71,7 @@ broker_node_name(void)
 static void
 usage(FILE *fp)
 {
-    fprintf(fp,
-            "usage: roostd [options]\n"
-            "  -c, --config FILE     configuration file (key = value lines)\n"
-            "      --port N          AMQP port (default 5672; 0 picks a free one)\n"
-            "      --bind ADDR       listen address (default: all IPv4 and IPv6)\n"
-            "      --data-dir DIR    data directory (default ./data)\n"
-            "      --log-level LVL   debug, info, warning or error\n"
-            "      --log-file FILE   log file (default standard error)\n"
-            "  -s, --set KEY=VALUE   set any configuration key\n"
-            "      --import-definitions FILE\n"
-            "                        at start, add the exchanges, queues and\n"
-            "                        bindings of a RabbitMQ definitions file\n"
-            "                        (JSON; the load_definitions key)\n"
-            "      --export-definitions FILE\n"
-            "                        write the definitions kept in the data\n"
-            "                        directory of a stopped broker (--data-dir)\n"
-            "                        as a RabbitMQ definitions file (- for\n"
-            "                        standard output) and exit\n"
-            "      --check-data DIR  verify a stopped broker's data directory,\n"
-            "                        print what it holds, and exit (0 clean,\n"
-            "                        1 corrupt, 2 cannot check)\n"
-            "  -t, --test-config     check the configuration and exit\n"
-            "      --dump-config     print every key with its default (roost.conf)\n"
-            "      --version         print the version and exit\n"
-            "  -h, --help            this help\n");
+    cmdline_usage(fp);
 }
 
 static void
@@ -268,28 +246,13 @@ struct cmdline {
 static int
 parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
 {
-    static const struct option opts[] = {
-        { "config", required_argument, NULL, 'c' },
-        { "port", required_argument, NULL, 'p' },
-        { "bind", required_argument, NULL, 'b' },
-        { "data-dir", required_argument, NULL, 'd' },
-        { "log-level", required_argument, NULL, 'l' },
-        { "log-file", required_argument, NULL, 'L' },
-        { "set", required_argument, NULL, 's' },
-        { "import-definitions", required_argument, NULL, 'I' },
-        { "export-definitions", required_argument, NULL, 'E' },
-        { "check-data", required_argument, NULL, 'K' },
-        { "test-config", no_argument, NULL, 't' },
-        { "dump-config", no_argument, NULL, 'D' },
-        { "version", no_argument, NULL, 'V' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    const struct option *opts = cmdline_longopts();
+    const char *shortopts = cmdline_shortopts();
     const char *config_file = NULL;
     int ch;
 
     /* First pass: the file, so that command-line settings override it. */
-    while ((ch = getopt_long(argc, argv, "c:s:th", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             config_file = optarg;
@@ -299,6 +262,13 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
             exit(0);
         case 'D':
             config_dump(stdout);
+            exit(0);
+        case 'M':
+            if (manpage_write(stdout, optarg) != 0) {
+                fprintf(stderr, "roostd: no man page '%s' (roostd.8 or "
+                        "roost.conf.5)\n", optarg);
+                return -1;
+            }
             exit(0);
         case 'h':
             usage(stdout);
@@ -322,7 +292,7 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
         }
     }
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:s:th", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         int rc = 0;
         switch (ch) {
         case 'p':

@@ -9,7 +9,12 @@ build_pkgs=(gcc make autoconf automake libtool pkg-config
             libevent-dev libssl-dev libjansson-dev libpcre2-dev check
             librabbitmq-dev)
 test_pkgs=(clang libclang-rt-14-dev python3 gcovr openssl curl chromium
-           prometheus)
+           prometheus
+           # the man pages (groff -ww, man -l) and the unit
+           # (systemd-analyze verify)
+           groff-base man-db systemd
+           # the Debian package: dpkg-buildpackage, dh, lintian
+           dpkg-dev debhelper fakeroot lintian)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-}" = "--build" ] || pkgs+=("${test_pkgs[@]}")

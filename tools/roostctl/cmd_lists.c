@@ -13,7 +13,7 @@
  * name the API gives the object (the connection's or the channel's), the
  * one close_connection takes; columns with nothing behind them in the API
  * (a queue's pid, slave_pids, disk_reads, ...) are accepted and print ""
- * (roostctl.1, docs/compatibility.md).
+ * (roostctl(8), docs/compatibility.md).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,6 +22,7 @@
 
 #include "ctl.h"
 #include "http.h"
+#include "broker/roff.h"
 #include "xalloc.h"
 
 /* Which commands take a command-specific option. */
@@ -244,45 +245,83 @@ enum opt_id {
     O_QUIET, O_SILENT, O_VHOST, O_FORMATTER, O_NO_HEADERS, O_DESCRIPTION,
     O_TAGS, O_QUEUE_TYPE, O_PRIORITY, O_APPLY_TO, O_ONLINE, O_OFFLINE,
     O_LOCAL, O_IF_EMPTY, O_IF_UNUSED, O_OFFSET, O_COUNT, O_RATE,
-    O_EXCHANGE, O_ROUTING_KEY, O_HELP
+    O_EXCHANGE, O_ROUTING_KEY, O_HELP, O_MAN_PAGE
 };
 
+/*
+ * Every option: the parser, the General Options of the help and the
+ * OPTIONS of roostctl(8) all read this table. The options of one
+ * command ('only' set) are described with the command too.
+ */
 static const struct option_def {
     const char *name;
     char letter;                  /* 0: long form only */
     bool has_value;
     enum opt_id id;
     unsigned only;                /* 0: any command; else an ACCEPT_ bit */
+    const char *arg;              /* the value's name in help */
+    const char *help;             /* NULL: a second letter of the above */
 } options[] = {
-    { "host", 0, true, O_HOST, 0 },
-    { "port", 0, true, O_PORT, 0 },
-    { "username", 0, true, O_USER, 0 },
-    { "password", 0, true, O_PASSWORD, 0 },
-    { "timeout", 't', true, O_TIMEOUT, 0 },
-    { "node", 'n', true, O_NODE, 0 },
-    { "longnames", 'l', false, O_LONGNAMES, 0 },
-    { "quiet", 'q', false, O_QUIET, 0 },
-    { "silent", 's', false, O_SILENT, 0 },
-    { "vhost", 'p', true, O_VHOST, 0 },
-    { "formatter", 0, true, O_FORMATTER, 0 },
-    { "no-table-headers", 0, false, O_NO_HEADERS, ACCEPT_TABLE },
-    { "description", 0, true, O_DESCRIPTION, ACCEPT_VHOST_META },
-    { "tags", 0, true, O_TAGS, ACCEPT_VHOST_META },
-    { "default-queue-type", 0, true, O_QUEUE_TYPE, ACCEPT_VHOST_META },
-    { "priority", 0, true, O_PRIORITY, ACCEPT_POLICY },
-    { "apply-to", 0, true, O_APPLY_TO, ACCEPT_POLICY },
-    { "online", 0, false, O_ONLINE, ACCEPT_QUEUE_LIST },
-    { "offline", 0, false, O_OFFLINE, ACCEPT_QUEUE_LIST },
-    { "local", 0, false, O_LOCAL, ACCEPT_QUEUE_LIST },
-    { "if-empty", 'e', false, O_IF_EMPTY, ACCEPT_IF },
-    { "if-unused", 'u', false, O_IF_UNUSED, ACCEPT_IF },
-    { "offset", 0, true, O_OFFSET, ACCEPT_DL_LIST },
-    { "count", 0, true, O_COUNT, ACCEPT_COUNT },
-    { "rate", 0, true, O_RATE, ACCEPT_DL_REPLAY },
-    { "exchange", 0, true, O_EXCHANGE, ACCEPT_DL_REPLAY },
-    { "routing-key", 0, true, O_ROUTING_KEY, ACCEPT_DL_REPLAY },
-    { "help", '?', false, O_HELP, 0 },
-    { "help", 'h', false, O_HELP, 0 },
+    { "help", '?', false, O_HELP, 0, NULL, "displays command help" },
+    { "help", 'h', false, O_HELP, 0, NULL, NULL },
+    { "host", 0, true, O_HOST, 0, "<host>",
+      "management API host (ROOSTCTL_HOST, default localhost)" },
+    { "port", 0, true, O_PORT, 0, "<port>",
+      "management API port (ROOSTCTL_PORT, default 15672)" },
+    { "username", 0, true, O_USER, 0, "<user>",
+      "API user (ROOSTCTL_USER, default guest)" },
+    { "password", 0, true, O_PASSWORD, 0, "<pass>",
+      "its password (ROOSTCTL_PASSWORD, default guest)" },
+    { "node", 'n', true, O_NODE, 0, "<name@host>",
+      "rabbitmqctl's node: its host part is used when --host is not "
+      "given" },
+    { "longnames", 'l', false, O_LONGNAMES, 0, NULL,
+      "accepted for rabbitmqctl's sake; node names do not matter over "
+      "HTTP" },
+    { "timeout", 't', true, O_TIMEOUT, 0, "<n>",
+      "seconds to wait for each answer (default 30)" },
+    { "quiet", 'q', false, O_QUIET, 0, NULL,
+      "suppress informational messages" },
+    { "silent", 's', false, O_SILENT, 0, NULL,
+      "suppress informational messages and table header row" },
+    { "vhost", 'p', true, O_VHOST, 0, "<vhost>",
+      "for commands that are scoped to a virtual host, virtual host to "
+      "use" },
+    { "formatter", 0, true, O_FORMATTER, 0, "<f>", "table (default) or json" },
+    { "man-page", 0, false, O_MAN_PAGE, 0, NULL,
+      "print roostctl(8) as roff and exit" },
+    { "no-table-headers", 0, false, O_NO_HEADERS, ACCEPT_TABLE, NULL,
+      "list commands: no header line" },
+    { "description", 0, true, O_DESCRIPTION, ACCEPT_VHOST_META, "<text>",
+      "add_vhost: the vhost's description" },
+    { "tags", 0, true, O_TAGS, ACCEPT_VHOST_META, "<tags>",
+      "add_vhost: its tags, comma-separated" },
+    { "default-queue-type", 0, true, O_QUEUE_TYPE, ACCEPT_VHOST_META,
+      "<type>", "add_vhost: its default queue type" },
+    { "priority", 0, true, O_PRIORITY, ACCEPT_POLICY, "<n>",
+      "set_policy: the policy's priority (an integer)" },
+    { "apply-to", 0, true, O_APPLY_TO, ACCEPT_POLICY, "<kind>",
+      "set_policy: queues, exchanges or all" },
+    { "online", 0, false, O_ONLINE, ACCEPT_QUEUE_LIST, NULL,
+      "list_queues: queues on reachable nodes (all of them)" },
+    { "offline", 0, false, O_OFFLINE, ACCEPT_QUEUE_LIST, NULL,
+      "list_queues: queues on unreachable nodes (none)" },
+    { "local", 0, false, O_LOCAL, ACCEPT_QUEUE_LIST, NULL,
+      "list_queues: queues on this node (all of them)" },
+    { "if-empty", 'e', false, O_IF_EMPTY, ACCEPT_IF, NULL,
+      "delete_queue: only if it has no messages ready" },
+    { "if-unused", 'u', false, O_IF_UNUSED, ACCEPT_IF, NULL,
+      "delete_queue: only if it has no consumers" },
+    { "offset", 0, true, O_OFFSET, ACCEPT_DL_LIST, "<n>",
+      "list_dead_letters: position to start from" },
+    { "count", 0, true, O_COUNT, ACCEPT_COUNT, "<n>",
+      "list_dead_letters, replay_dead_letters: at most this many" },
+    { "rate", 0, true, O_RATE, ACCEPT_DL_REPLAY, "<n>",
+      "replay_dead_letters: messages a second" },
+    { "exchange", 0, true, O_EXCHANGE, ACCEPT_DL_REPLAY, "<x>",
+      "replay_dead_letters: exchange to send them to instead" },
+    { "routing-key", 0, true, O_ROUTING_KEY, ACCEPT_DL_REPLAY, "<k>",
+      "replay_dead_letters: routing key to use instead" },
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -291,6 +330,7 @@ struct cmdline {
     const char *host, *port, *user, *password, *timeout, *node;
     const char *formatter;
     bool help;
+    bool man_page;
     unsigned used;                /* ACCEPT_ bits of the options given */
     const char *bad_option;       /* first unknown option */
     const char *missing_value;    /* option given without its value */
@@ -298,28 +338,50 @@ struct cmdline {
     char **pos;                   /* positional arguments, command first */
 };
 
-static const char general_options[] =
-    "General Options\n\n"
-    "short  | long                 | description\n"
-    "-------|----------------------|-----------------------------------------\n"
-    "-?     | --help               | displays command help\n"
-    "       | --host <host>        | management API host (ROOSTCTL_HOST,\n"
-    "       |                      | default localhost)\n"
-    "       | --port <port>        | management API port (ROOSTCTL_PORT,\n"
-    "       |                      | default 15672)\n"
-    "       | --username <user>    | API user (ROOSTCTL_USER, default guest)\n"
-    "       | --password <pass>    | its password (ROOSTCTL_PASSWORD,\n"
-    "       |                      | default guest)\n"
-    "-n     | --node <name@host>   | rabbitmqctl's node: its host part is\n"
-    "       |                      | used when --host is not given\n"
-    "-t     | --timeout <n>        | seconds to wait for each answer\n"
-    "       |                      | (default 30)\n"
-    "-q     | --quiet              | suppress informational messages\n"
-    "-s     | --silent             | suppress informational messages\n"
-    "       |                      | and table header row\n"
-    "-p     | --vhost <vhost>      | for commands that are scoped to a\n"
-    "       |                      | virtual host, virtual host to use\n"
-    "       | --formatter <f>      | table (default) or json\n";
+/* The help's table of the options every command takes, from options[]:
+ * "short | long | description", the description wrapped in its column. */
+#define DESC_WIDTH 40
+
+static void
+print_general_options(FILE *f)
+{
+    fputs("General Options\n\n"
+          "short  | long                 | description\n"
+          "-------|----------------------|-----------------------------------"
+          "------\n", f);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const struct option_def *o = &options[i];
+        char shortname[8] = "", longname[64];
+
+        if (o->only != 0 || o->help == NULL)
+            continue;
+        if (o->letter != 0)
+            snprintf(shortname, sizeof(shortname), "-%c", o->letter);
+        snprintf(longname, sizeof(longname), "--%s%s%s", o->name,
+                 o->arg ? " " : "", o->arg ? o->arg : "");
+        /* The first line with the names, the rest of the words under the
+         * description column. */
+        const char *w = o->help;
+        bool first_line = true;
+        while (*w != '\0') {
+            int col = 0;
+            fprintf(f, "%-6s | %-20s |", first_line ? shortname : "",
+                    first_line ? longname : "");
+            first_line = false;
+            do {
+                size_t n = strcspn(w, " ");
+                if (col > 0 && col + 1 + (int)n > DESC_WIDTH)
+                    break;
+                fprintf(f, " %.*s", (int)n, w);
+                col += 1 + (int)n;
+                w += n;
+                while (*w == ' ')
+                    w++;
+            } while (*w != '\0');
+            fputc('\n', f);
+        }
+    }
+}
 
 static const char usage_prefix[] =
     "roostctl [--host <host>] [--port <port>] [--username <user>] "
@@ -349,8 +411,10 @@ print_usage(FILE *f)
         }
         fprintf(f, "   %-29s %s\n", commands[i].name, commands[i].summary);
     }
-    fprintf(f, "\n%s\nUse 'roostctl help <command>' to learn more about a "
-            "specific command\n", general_options);
+    fputc('\n', f);
+    print_general_options(f);
+    fprintf(f, "\nUse 'roostctl help <command>' to learn more about a "
+            "specific command\n");
 }
 
 static void
@@ -372,7 +436,128 @@ print_command_help(const struct command *cmd)
         ctl_print_columns(cmd->name, stdout);
         printf("%s\n", cmd->details ? cmd->details : "");
     }
-    printf("\n%s", general_options);
+    printf("\n");
+    print_general_options(stdout);
+}
+
+/*
+ * A command's "Arguments and Options": paragraphs "term\n\tdescription"
+ * (the description may go on over "\n\t" lines), each a tagged
+ * paragraph, indented under the command.
+ */
+static void
+man_details(FILE *f, const char *details)
+{
+    fputs(".RS\n", f);
+    while (*details != '\0') {
+        const char *end = strstr(details, "\n\n");
+        size_t len = end ? (size_t)(end - details) : strlen(details);
+        size_t term = strcspn(details, "\n");
+        if (term > len)
+            term = len;
+        char *text = xmalloc(len + 1);
+        memcpy(text, details, len);
+        text[len] = '\0';
+        text[term] = '\0';
+        fputs(".TP\n.B ", f);
+        roff_line(f, text);
+        /* The description: its "\n\t" continuations as spaces. */
+        for (char *p = text + term + 1; p < text + len; p++)
+            if (*p == '\n' || *p == '\t')
+                *p = ' ';
+        if (term < len)
+            roff_line(f, text + term + 1 + strspn(text + term + 1, " "));
+        free(text);
+        details += len;
+        while (*details == '\n')
+            details++;
+    }
+    fputs(".RE\n", f);
+}
+
+/* roostctl(8), from commands[] and options[]. */
+static void
+print_man_page(FILE *f)
+{
+    const char *group = NULL;
+
+    roff_header(f, "roostctl", "8", "System Administration",
+                "rabbitmqctl's commands over the management HTTP API of "
+                "Roost or RabbitMQ");
+    fputs(".SH SYNOPSIS\n.B roostctl\n.RI [ options ]\n.I command\n"
+          ".RI [ argument ...]\n", f);
+    fputs(".SH DESCRIPTION\n.B roostctl\n", f);
+    roff_line(f,
+        "does the work of rabbitmqctl for the commands below, with the "
+        "same names, arguments, messages, output and exit codes, so that "
+        "scripts written for rabbitmqctl run unchanged. It talks to the "
+        "broker's management HTTP API (RabbitMQ's paths and JSON), not to "
+        "an Erlang node, and so works with roostd (whose API listens on "
+        "management.tcp.port) and with RabbitMQ's management plugin alike.");
+    fputs(".PP\n", f);
+    roff_line(f,
+        "Options may come before or after the command; -- ends them, for "
+        "an argument that starts with a dash. Messages go to standard "
+        "output once the broker has answered, errors to standard error. "
+        "Tables are tab-separated under a header line of column names; "
+        "roostctl help COMMAND lists a list command's columns.");
+
+    fputs(".SH OPTIONS\n", f);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const struct option_def *o = &options[i];
+        if (o->help == NULL)
+            continue;
+        fputs(".TP\n", f);
+        roff_option(f, o->letter, o->name, o->arg);
+        /* The other letter of the same option (-? and -h). */
+        for (size_t j = 0; j < NOPTIONS; j++)
+            if (options[j].help == NULL && options[j].id == o->id)
+                fprintf(f, ".PD 0\n.TP\n\\fB\\-%c\\fR\n.PD\n",
+                        options[j].letter);
+        roff_line(f, o->help);
+    }
+
+    fputs(".SH COMMANDS\n", f);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const struct command *cmd = &commands[i];
+        if (group == NULL || strcmp(group, cmd->group) != 0) {
+            group = cmd->group;
+            roff_request(f, "SS", group);
+        }
+        fputs(".TP\n", f);
+        roff_font(f, 'B', cmd->name);
+        if (cmd->args[0] != '\0') {
+            fputc(' ', f);
+            roff_font(f, 'I', cmd->args);
+        }
+        fputc('\n', f);
+        roff_line(f, cmd->summary);
+        if (cmd->details != NULL)
+            man_details(f, cmd->details);
+    }
+
+    fputs(".SH ENVIRONMENT\n", f);
+    static const char *const env[][2] = {
+        { "ROOSTCTL_HOST", "--host" }, { "ROOSTCTL_PORT", "--port" },
+        { "ROOSTCTL_USER", "--username" },
+        { "ROOSTCTL_PASSWORD", "--password" },
+    };
+    for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
+        fprintf(f, ".TP\n.B %s\n", env[i][0]);
+        fputs("The default of ", f);
+        roff_text(f, env[i][1]);
+        fputs(".\n", f);
+    }
+    fputs(".SH EXIT STATUS\n", f);
+    roff_line(f,
+        "rabbitmqctl's (sysexits): 0 on success, 64 for a bad command "
+        "line, 65 for a bad argument or file or a missing vhost, 67 for "
+        "no such user, 69 when the broker cannot be reached or refuses "
+        "the credentials or the request, 70 for errors such as \"user "
+        "already exists\", 74 when the output cannot be written, 75 on "
+        "a timeout.");
+    fputs(".SH SEE ALSO\n.BR roostd (8),\n.BR roost.conf (5),\n"
+          ".BR rabbitmqctl (8)\n", f);
 }
 
 static int
@@ -472,6 +657,7 @@ set_option(struct cmdline *cl, struct ctl *c, const struct option_def *o,
     case O_EXCHANGE: c->exchange = value; break;
     case O_ROUTING_KEY: c->routing_key = value; break;
     case O_HELP: cl->help = true; break;
+    case O_MAN_PAGE: cl->man_page = true; break;
     }
 }
 
@@ -623,6 +809,11 @@ main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     parse(argc, argv, &cl, &c);
 
+    if (cl.man_page) {
+        print_man_page(stdout);
+        rc = 0;
+        goto out;
+    }
     if (cl.npos == 0) {
         if (cl.help && cl.bad_option == NULL) {
             print_usage(stdout);
