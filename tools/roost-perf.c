@@ -63,6 +63,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker/roff.h"
 #include "tools/perf_clock.h"
 
 #define EXIT_USAGE 1
@@ -1584,10 +1585,9 @@ wait_enqueued(struct link *l, uint64_t *enqueued)
 
 /* ---- options ---- */
 
-static void
-usage(FILE *f)
-{
-    fprintf(f,
+/* --help, and the OPTIONS of roost-perf(1) (--man-page), so the two are
+ * one text. */
+static const char usage_text[] =
 "usage: roost-perf [options]\n"
 "Connection:\n"
 "  --uri URI             amqp[s]://user:pass@host:port/vhost\n"
@@ -1598,7 +1598,7 @@ usage(FILE *f)
 "  --frame-max N         frame_max to ask for (default 131072)\n"
 "Load:\n"
 "  --producers N --consumers N   threads, one connection each (default 1, 1)\n"
-"  --queues N            queues; producer i publishes to queue i %% N (default 1)\n"
+"  --queues N            queues; producer i publishes to queue i % N (default 1)\n"
 "  --exchange T          direct, fanout, topic or default (default direct)\n"
 "  --fanout M            M queues, each gets every message\n"
 "  --size BYTES          body size, at least 16 (default 1024)\n"
@@ -1625,8 +1625,37 @@ usage(FILE *f)
 "  --interval S          progress on standard error every S s (default 1)\n"
 "  --quiet               no progress lines\n"
 "  --fail-on-loss        exit 5 if messages were lost, duplicated or reordered\n"
+"Other:\n"
+"  -h, --help            this help\n"
+"  --man-page            print the man page roost-perf(1) as roff\n"
 "Exit: 0 ok, 1 usage, 2 connect/login, 3 refused (540 NOT_IMPLEMENTED),\n"
-"      4 broker error, 5 loss (with --fail-on-loss)\n");
+"      4 broker error, 5 loss (with --fail-on-loss)\n";
+
+static void
+usage(FILE *f)
+{
+    fputs(usage_text, f);
+}
+
+/* roost-perf(1): the help above as its options, between a few words on
+ * what the tool is and does. */
+static void
+man_page(FILE *f)
+{
+    roff_header(f, "roost-perf", "1", "User Commands",
+                "load generator for AMQP 0-9-1 brokers");
+    fputs(".SH SYNOPSIS\n.B roost-perf\n.RI [ options ]\n"
+          ".SH DESCRIPTION\n.B roost-perf\n", f);
+    roff_line(f,
+        "runs producers and consumers against an AMQP 0-9-1 broker (Roost "
+        "or RabbitMQ), one thread and connection each, for a duration or a "
+        "count of messages, and reports the rates, the end-to-end latency "
+        "(each body carries its send time) and every message lost, "
+        "duplicated or reordered.");
+    fputs(".SH OPTIONS\n.nf\n", f);
+    /* As --help prints them, in no-fill mode, without the usage line. */
+    roff_text(f, strchr(usage_text, '\n') + 1);
+    fputs(".fi\n.SH SEE ALSO\n.BR roostd (8)\n", f);
 }
 
 static double
@@ -1655,7 +1684,7 @@ parse_args(int argc, char **argv)
         O_QUEUES, O_EXCHANGE, O_FANOUT, O_SIZE, O_RATE, O_DURATION, O_COUNT,
         O_CONFIRM, O_PERSISTENT, O_QUEUE_TYPE, O_QUEUE_MODE, O_PREFETCH, O_AUTOACK, O_MULTI_ACK,
         O_PUBLISH_ONLY, O_CONSUME_ONLY, O_PREFIX, O_KEEP, O_BATCH, O_DRAIN,
-        O_JSON, O_INTERVAL, O_QUIET, O_FAIL_ON_LOSS, O_HELP,
+        O_JSON, O_INTERVAL, O_QUIET, O_FAIL_ON_LOSS, O_HELP, O_MAN_PAGE,
     };
     static const struct option lo[] = {
         { "uri", 1, 0, O_URI }, { "host", 1, 0, O_HOST },
@@ -1680,7 +1709,8 @@ parse_args(int argc, char **argv)
         { "batch", 1, 0, O_BATCH }, { "drain-timeout", 1, 0, O_DRAIN },
         { "json", 0, 0, O_JSON }, { "interval", 1, 0, O_INTERVAL },
         { "quiet", 0, 0, O_QUIET }, { "fail-on-loss", 0, 0, O_FAIL_ON_LOSS },
-        { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
+        { "help", 0, 0, O_HELP }, { "man-page", 0, 0, O_MAN_PAGE },
+        { 0, 0, 0, 0 },
     };
     bool have_duration = false, have_port = false;
     int c;
@@ -1785,6 +1815,9 @@ parse_args(int argc, char **argv)
         case O_QUIET: o.quiet = true; break;
         case O_FAIL_ON_LOSS: o.fail_on_loss = true; break;
         case 'h':
+        case O_MAN_PAGE:
+            man_page(stdout);
+            exit(0);
         case O_HELP:
             usage(stdout);
             exit(0);

@@ -33,6 +33,7 @@ for f in "$sbindir/roostd" "$bindir/roostctl" "$bindir/roost-perf"; do
 done
 for f in "$sysconfdir/roost/roost.conf" "$mandir/man8/roostd.8" \
          "$mandir/man8/roostctl.8" "$mandir/man5/roost.conf.5" \
+         "$mandir/man1/roost-perf.1" \
          "$unitdir/roost.service"; do
     [ -s "$root$f" ] && ok "installed:$f" || bad "installed:$f" "missing or empty"
 done
@@ -40,7 +41,7 @@ cmp -s "$conf" "$srcdir/conf/roost.conf" && ok conf-is-dump ||
     bad conf-is-dump "$conf differs from conf/roost.conf"
 # Nothing for the web page: it is built into roostd.
 n=$(find "$root" -type f | wc -l)
-[ "$n" -eq 8 ] && ok "eight-files" || bad "eight-files" "$(find "$root" -type f)"
+[ "$n" -eq 9 ] && ok "nine-files" || bad "nine-files" "$(find "$root" -type f)"
 
 # The unit: the installed paths in it, and systemd-analyze verify
 # silent on it (it checks ExecStart's program and that each

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # The man pages the build writes (man/roostd.8, man/roost.conf.5,
-# man/roostctl.8): each is well-formed roff (groff -ww gives no warning,
-# man -l renders it), and each names every entry of the table it is made
-# from: every key roostd --dump-config prints, every option of roostd's
-# and of roostctl's tables (read from the sources), every roostctl
-# command. Prints "manpages: N passed, M failed".
+# man/roostctl.8, man/roost-perf.1): each is well-formed roff (groff -ww
+# gives no warning, man -l renders it), and each names every entry of the
+# table it is made from: every key roostd --dump-config prints, every
+# option of roostd's, roostctl's and roost-perf's getopt tables (read from
+# the sources), every roostctl command. Prints "manpages: N passed, M failed".
 set -u
 . "$(dirname "$0")/lib.sh"
 need manpages groff groff groff --version
 srcdir=${srcdir:-$here/../..}
 build=$(cd "$(dirname "$roostd")/.." && pwd)
 ctl=$build/tools/roostctl/roostctl
+perf=$build/tools/roost-perf
 
 # Each page as the build wrote it, and as the programs print it now.
-for page in roostd.8 roost.conf.5 roostctl.8; do
+for page in roostd.8 roost.conf.5 roostctl.8 roost-perf.1; do
     f=$build/man/$page
     if [ ! -s "$f" ]; then
         bad "$page-built" "no $f"
@@ -21,6 +22,7 @@ for page in roostd.8 roost.conf.5 roostctl.8; do
     fi
     case $page in
         roostctl.8) "$ctl" --man-page > "$tmp/$page" ;;
+        roost-perf.1) "$perf" --man-page > "$tmp/$page" ;;
         *) "$roostd" --man-page "$page" > "$tmp/$page" ;;
     esac
     cmp -s "$f" "$tmp/$page" && ok "$page-current" ||
@@ -93,6 +95,15 @@ ncmds=$(echo "$cmds" | wc -l)
 [ "$ncmds" -ge 30 ] && ok "roostctl-commands($ncmds)" || bad roostctl-commands "$ncmds"
 m=$(missing "$build/man/roostctl.8" $(for c in $cmds; do echo "\\fB${c}\\fR"; done))
 [ -z "$m" ] && ok "roostctl.8-every-command" || bad "roostctl.8-every-command" "$m"
+
+# roost-perf(1): its --help text, which must name every option of its
+# getopt table.
+popts=$(sed -n '/static const struct option lo\[\] = {/,/};/p' "$srcdir/tools/roost-perf.c" |
+    grep -o '{ "[a-z-]*"' | sed 's/{ "//; s/"//' | sort -u)
+npopts=$(echo "$popts" | wc -l)
+[ "$npopts" -ge 30 ] && ok "roost-perf-table($npopts)" || bad roost-perf-table "$npopts"
+m=$(missing "$build/man/roost-perf.1" $(for o in $popts; do echo "\\-\\-${o//-/\\-} "; done))
+[ -z "$m" ] && ok "roost-perf.1-every-option" || bad "roost-perf.1-every-option" "$m"
 
 echo "manpages: $pass passed, $fail failed"
 [ $fail -eq 0 ]
