@@ -182,8 +182,9 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
     set_alarms(alarm_memory_used() > mem_limit, disk);
 }
 
-void
-alarm_init(void)
+/* The limits from the configuration, logged. */
+static void
+set_limits(void)
 {
     if (broker.cfg.mem_high_watermark_absolute > 0) {
         mem_limit = (uint64_t)broker.cfg.mem_high_watermark_absolute;
@@ -197,11 +198,25 @@ alarm_init(void)
     log_info("memory high watermark %" PRIu64 " bytes (paging above %" PRIu64
              "); disk free limit %" PRId64 " bytes", mem_limit, paging_limit,
              broker.cfg.disk_free_limit);
+}
+
+void
+alarm_init(void)
+{
+    set_limits();
     disk_alarm = false;
     set_alarms(false, disk_low());
     tick = event_new(broker.base, -1, EV_PERSIST, tick_cb, NULL);
     struct timeval tv = { 0, 100 * 1000 };
     event_add(tick, &tv);
+}
+
+void
+alarm_reconfigure(void)
+{
+    set_limits();
+    check_paging(alarm_memory_used());
+    set_alarms(alarm_memory_used() > mem_limit, disk_low());
 }
 
 void

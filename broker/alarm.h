@@ -17,6 +17,10 @@
 void alarm_init(void);
 void alarm_shutdown(void);
 
+/* The watermarks changed (a reload): the limits again from the
+ * configuration, and both alarms checked now. */
+void alarm_reconfigure(void);
+
 /* True while any alarm is set: publishers must block. */
 bool alarm_is_set(void);
 

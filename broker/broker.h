@@ -13,6 +13,7 @@
 #include "broker/hmap.h"
 
 struct event_base;
+struct tls_ctx;
 struct vhost;
 
 struct broker {
@@ -21,6 +22,7 @@ struct broker {
     struct hmap vhosts;         /* name -> struct vhost */
     struct hmap users;          /* name -> struct user */
     int port;                   /* the port actually bound */
+    struct tls_ctx *tls;        /* AMQP over TLS; NULL: no TLS listener */
     bool shutting_down;
     uint64_t started_ms;        /* now_ms() at start, for uptime */
 };

@@ -31,60 +31,60 @@ const struct opt_def config_opts[] = {
         "AMQP over TLS listeners: listeners.ssl.NAME = PORT or HOST:PORT "
         "(listeners.ssl.default = 5671; 0 picks a free port and logs it); "
         "they need ssl_options.certfile and .keyfile"),
-    OPT("ssl_options.cacertfile", OPT_STRING, "", 0, 0, false,
+    OPT("ssl_options.cacertfile", OPT_STRING, "", 0, 0, true,
         ssl_cacertfile,
         "PEM file of the CAs that client certificates are verified against"),
-    OPT("ssl_options.certfile", OPT_STRING, "", 0, 0, false, ssl_certfile,
+    OPT("ssl_options.certfile", OPT_STRING, "", 0, 0, true, ssl_certfile,
         "PEM file of the server's certificate (and its chain); ECDSA "
         "certificates make handshakes much cheaper than RSA ones"),
-    OPT("ssl_options.keyfile", OPT_STRING, "", 0, 0, false, ssl_keyfile,
+    OPT("ssl_options.keyfile", OPT_STRING, "", 0, 0, true, ssl_keyfile,
         "PEM file of the server's private key"),
-    OPT("ssl_options.password", OPT_STRING, "", 0, 0, false, ssl_password,
+    OPT("ssl_options.password", OPT_STRING, "", 0, 0, true, ssl_password,
         "password of an encrypted keyfile"),
-    OPT("ssl_options.verify", OPT_STRING, "verify_none", 0, 0, false,
+    OPT("ssl_options.verify", OPT_STRING, "verify_none", 0, 0, true,
         ssl_verify,
         "verify_peer: ask for a client certificate and verify it against "
         "cacertfile; verify_none: do not ask"),
-    OPT("ssl_options.fail_if_no_peer_cert", OPT_BOOL, "false", 0, 0, false,
+    OPT("ssl_options.fail_if_no_peer_cert", OPT_BOOL, "false", 0, 0, true,
         ssl_fail_if_no_peer_cert,
         "with verify_peer: refuse a client that sends no certificate"),
-    OPT("ssl_options.versions", OPT_LIST, "", 0, 0, false, ssl_versions,
+    OPT("ssl_options.versions", OPT_LIST, "", 0, 0, true, ssl_versions,
         "TLS versions offered: ssl_options.versions.N = tlsv1.2 or "
         "tlsv1.3; none set: both (1.0 and 1.1 are refused)"),
-    OPT("ssl_options.ciphers", OPT_LIST, "", 0, 0, false, ssl_ciphers,
+    OPT("ssl_options.ciphers", OPT_LIST, "", 0, 0, true, ssl_ciphers,
         "cipher suites offered, ssl_options.ciphers.N = OpenSSL name "
         "(TLS_... names are TLS 1.3 suites); none set: OpenSSL's defaults"),
-    OPT("ssl_options.honor_cipher_order", OPT_BOOL, "false", 0, 0, false,
+    OPT("ssl_options.honor_cipher_order", OPT_BOOL, "false", 0, 0, true,
         ssl_honor_cipher_order,
         "true: the server's cipher order wins over the client's"),
-    OPT("ssl_options.depth", OPT_INT, "10", 0, 100, false, ssl_depth,
+    OPT("ssl_options.depth", OPT_INT, "10", 0, 100, true, ssl_depth,
         "longest chain of intermediate CAs accepted for a client "
         "certificate"),
-    OPT("ssl_options.reuse_sessions", OPT_BOOL, "true", 0, 0, false,
+    OPT("ssl_options.reuse_sessions", OPT_BOOL, "true", 0, 0, true,
         ssl_reuse_sessions,
         "true: clients may resume TLS sessions (abbreviated handshakes)"),
-    OPT("ssl_options.client_renegotiation", OPT_BOOL, "false", 0, 0, false,
+    OPT("ssl_options.client_renegotiation", OPT_BOOL, "false", 0, 0, true,
         ssl_client_renegotiation,
         "true: a TLS 1.2 client may renegotiate (off: each costs a full "
         "handshake of server CPU)"),
-    OPT("ssl_options.secure_renegotiate", OPT_BOOL, "true", 0, 0, false,
+    OPT("ssl_options.secure_renegotiate", OPT_BOOL, "true", 0, 0, true,
         ssl_secure_renegotiate,
         "false: also allow legacy (insecure) renegotiation"),
-    OPT("ssl_handshake_timeout", OPT_INT, "5000", 100, 3600000, false,
+    OPT("ssl_handshake_timeout", OPT_INT, "5000", 100, 3600000, true,
         ssl_handshake_timeout_ms,
         "milliseconds a client has to complete the TLS handshake"),
     OPT("auth_mechanisms", OPT_LIST, "", 0, 0, false, auth_mechanisms,
         "SASL mechanisms offered, auth_mechanisms.N = PLAIN, AMQPLAIN or "
         "EXTERNAL (offered only on TLS connections with a verified client "
         "certificate); none set: AMQPLAIN and PLAIN"),
-    OPT("ssl_cert_login_from", OPT_STRING, "distinguished_name", 0, 0, false,
+    OPT("ssl_cert_login_from", OPT_STRING, "distinguished_name", 0, 0, true,
         ssl_cert_login_from,
         "EXTERNAL's user name: the certificate's distinguished_name (RFC "
         "4514, CN first), common_name, or subject_alternative_name"),
-    OPT("ssl_cert_login_san_type", OPT_STRING, "dns", 0, 0, false,
+    OPT("ssl_cert_login_san_type", OPT_STRING, "dns", 0, 0, true,
         ssl_cert_login_san_type,
         "with subject_alternative_name: dns, ip, email, uri or other_name"),
-    OPT("ssl_cert_login_san_index", OPT_INT, "0", 0, 1000, false,
+    OPT("ssl_cert_login_san_index", OPT_INT, "0", 0, 1000, true,
         ssl_cert_login_san_index,
         "with subject_alternative_name: which of that type, from 0"),
     OPT("data_dir", OPT_STRING, "./data", 0, 0, false, data_dir,
@@ -95,7 +95,7 @@ const struct opt_def config_opts[] = {
         "recovered; existing ones are kept; empty: none"),
     OPT("log.file", OPT_STRING, "-", 0, 0, false, log_file,
         "log file; - is standard error; SIGHUP reopens it"),
-    OPT("log.level", OPT_LOG_LEVEL, "info", 0, 0, false, log_level,
+    OPT("log.level", OPT_LOG_LEVEL, "info", 0, 0, true, log_level,
         "debug, info, warning or error"),
     OPT("log.console.formatter", OPT_STRING, "plaintext", 0, 0, false,
         log_console_formatter,
@@ -106,18 +106,18 @@ const struct opt_def config_opts[] = {
     OPT("log.file.formatter", OPT_STRING, "plaintext", 0, 0, false,
         log_file_formatter,
         "plaintext or json: the same for a log file"),
-    OPT("channel_max", OPT_INT, "2047", 1, 65535, false, channel_max,
+    OPT("channel_max", OPT_INT, "2047", 1, 65535, true, channel_max,
         "highest channel number a client may open (offered in connection.tune)"),
-    OPT("frame_max", OPT_INT, "131072", 4096, 16777216, false, frame_max,
+    OPT("frame_max", OPT_INT, "131072", 4096, 16777216, true, frame_max,
         "largest frame in bytes (offered in connection.tune)"),
-    OPT("heartbeat", OPT_INT, "60", 0, 65535, false, heartbeat,
+    OPT("heartbeat", OPT_INT, "60", 0, 65535, true, heartbeat,
         "heartbeat interval in seconds offered in connection.tune; 0 disables"),
-    OPT("handshake_timeout", OPT_INT, "10000", 100, 3600000, false,
+    OPT("handshake_timeout", OPT_INT, "10000", 100, 3600000, true,
         handshake_timeout_ms,
         "milliseconds a client has from connecting to connection.open"),
-    OPT("close_timeout", OPT_INT, "3000", 10, 600000, false, close_timeout_ms,
+    OPT("close_timeout", OPT_INT, "3000", 10, 600000, true, close_timeout_ms,
         "milliseconds to wait for close-ok before dropping the socket"),
-    OPT("max_message_size", OPT_INT64, "134217728", 1, 536870912, false,
+    OPT("max_message_size", OPT_INT64, "134217728", 1, 536870912, true,
         max_message_size,
         "largest message body in bytes; larger publishes get 406 (channel)"),
     OPT("default_user", OPT_STRING, "guest", 0, 0, false, default_user,
@@ -141,52 +141,48 @@ const struct opt_def config_opts[] = {
         ROOST_RABBITMQ_VERSION " (the behaviour Roost follows), so kombu "
         "and Celery pick the basic.qos semantics Roost implements; false: "
         "product Roost"),
-    OPT("loopback_users", OPT_LIST, "", 0, 0, false, loopback_users,
+    OPT("loopback_users", OPT_LIST, "", 0, 0, true, loopback_users,
         "RabbitMQ's loopback_users.NAME = true: user NAME may log in only "
         "from a loopback address (false: from anywhere); none set: guest "
         "only; loopback_users = none: nobody is held to loopback"),
     OPT("consumer_output_high_watermark", OPT_INT64, "4194304", 4096,
-        1073741824, false, consumer_output_high_watermark,
+        1073741824, true, consumer_output_high_watermark,
         "bytes of unsent output above which a connection gets no deliveries"),
-    OPT("consumer_output_low_watermark", OPT_INT64, "1048576", 0, 1073741824,
-        false, consumer_output_low_watermark,
+    OPT("consumer_output_low_watermark", OPT_INT64, "1048576", 0, 1073741824, true, consumer_output_low_watermark,
         "bytes of unsent output below which deliveries resume"),
-    OPT("flow_control.queue_length", OPT_INT64, "10000", 0, 1000000000, false,
+    OPT("flow_control.queue_length", OPT_INT64, "10000", 0, 1000000000, true,
         flow_queue_length,
         "ready messages above which a queue whose consumers' connections "
         "are congested pauses its publishers; 0: no limit by count"),
     OPT("flow_control.queue_bytes", OPT_INT64, "16777216", 0,
-        INT64_C(1) << 50, false, flow_queue_bytes,
+        INT64_C(1) << 50, true, flow_queue_bytes,
         "ready body bytes above which the same happens; 0: no limit by "
         "bytes (both 0: no flow control)"),
-    OPT("connection_max", OPT_INT64, "65536", 1, 10000000, false,
+    OPT("connection_max", OPT_INT64, "65536", 1, 10000000, true,
         connection_max,
         "open connections allowed; connection.open beyond it gets 530"),
-    OPT("consumer_max_per_channel", OPT_INT64, "65536", 1, 10000000, false,
+    OPT("consumer_max_per_channel", OPT_INT64, "65536", 1, 10000000, true,
         consumer_max_per_channel,
         "consumers one channel may have; basic.consume beyond it gets 530"),
-    OPT("max_queues", OPT_INT64, "1000000", 1, 100000000, false, max_queues,
+    OPT("max_queues", OPT_INT64, "1000000", 1, 100000000, true, max_queues,
         "queues a vhost may hold; queue.declare beyond it gets 406"),
-    OPT("delayed_message.max_messages", OPT_INT64, "100000", 0, 100000000,
-        false, delayed_max_messages,
+    OPT("delayed_message.max_messages", OPT_INT64, "100000", 0, 100000000, true, delayed_max_messages,
         "messages x-delayed-message exchanges may hold at once, over all "
         "vhosts (each whole, in memory, until due); a delayed publish "
         "beyond it is refused as by x-overflow=reject-publish: basic.nack "
         "in confirm mode, dropped otherwise, logged once; 0: none held"),
-    OPT("consumer_timeout", OPT_INT64, "1800000", 0, INT64_C(1) << 50,
-        false, consumer_timeout,
+    OPT("consumer_timeout", OPT_INT64, "1800000", 0, INT64_C(1) << 50, true, consumer_timeout,
         "milliseconds a delivery may stay unacknowledged before its "
         "channel is closed with 406 and its messages requeued (as "
         "RabbitMQ; checked to the millisecond, not once a minute); a "
         "queue's x-consumer-timeout wins; 0: no timeout"),
-    OPT("vm_memory_high_watermark.relative", OPT_DOUBLE, "0.4", 0, 1, false,
+    OPT("vm_memory_high_watermark.relative", OPT_DOUBLE, "0.4", 0, 1, true,
         mem_high_watermark_relative,
         "fraction of RAM above which publishers are blocked (as RabbitMQ)"),
     OPT("vm_memory_high_watermark.absolute", OPT_INT64, "0", 0,
-        INT64_C(1) << 50, false, mem_high_watermark_absolute,
+        INT64_C(1) << 50, true, mem_high_watermark_absolute,
         "bytes above which publishers are blocked; 0 uses the relative limit"),
-    OPT("vm_memory_high_watermark_paging_ratio", OPT_DOUBLE, "0.5", 0, 10,
-        false, mem_paging_ratio,
+    OPT("vm_memory_high_watermark_paging_ratio", OPT_DOUBLE, "0.5", 0, 10, true, mem_paging_ratio,
         "fraction of the memory high watermark above which queues keep "
         "a sixteenth of their window in memory and page transient "
         "messages to the scratch area too (as RabbitMQ)"),
@@ -199,7 +195,7 @@ const struct opt_def config_opts[] = {
         "Bytes of journal per segment file (preallocated); a segment is "
         "deleted once none of its messages is left."),
     OPT("disk_free_limit.absolute", OPT_INT64, "50000000", 0,
-        INT64_C(1) << 50, false, disk_free_limit,
+        INT64_C(1) << 50, true, disk_free_limit,
         "free bytes on the data directory's filesystem below which "
         "publishers are blocked"),
     OPT("management.tcp.port", OPT_INT, "15672", 0, 65535, false,
@@ -220,18 +216,18 @@ const struct opt_def config_opts[] = {
         mgmt_ssl_ip,
         "address the HTTPS management API listens on; empty means all "
         "IPv4 and IPv6 addresses"),
-    OPT("management.ssl.cacertfile", OPT_STRING, "", 0, 0, false,
+    OPT("management.ssl.cacertfile", OPT_STRING, "", 0, 0, true,
         mgmt_ssl_cacertfile,
         "PEM file of CA certificates for the HTTPS listener (loaded; "
         "client certificates are not asked for)"),
-    OPT("management.ssl.certfile", OPT_STRING, "", 0, 0, false,
+    OPT("management.ssl.certfile", OPT_STRING, "", 0, 0, true,
         mgmt_ssl_certfile,
         "PEM file of the HTTPS listener's certificate (and its chain); "
         "SIGHUP reloads it"),
-    OPT("management.ssl.keyfile", OPT_STRING, "", 0, 0, false,
+    OPT("management.ssl.keyfile", OPT_STRING, "", 0, 0, true,
         mgmt_ssl_keyfile,
         "PEM file of the HTTPS listener's private key"),
-    OPT("management.ssl.password", OPT_STRING, "", 0, 0, false,
+    OPT("management.ssl.password", OPT_STRING, "", 0, 0, true,
         mgmt_ssl_password,
         "password of an encrypted management.ssl.keyfile"),
     OPT("management.http.max_body_size", OPT_INT64, "20000000", 1024,
@@ -278,7 +274,7 @@ const struct opt_def config_opts[] = {
         "whether the aggregated path answers per object (per queue and "
         "vhost) as PATH/per-object does (RabbitMQ's key)"),
     OPT("prometheus.max_series", OPT_INT64, "100000", 0,
-        INT64_C(1) << 40, false, prom_max_series,
+        INT64_C(1) << 40, true, prom_max_series,
         "most per-object series one scrape writes; queues beyond it are "
         "left out, counted in roost_prometheus_objects_omitted and logged "
         "once; 0: no bound (Roost's own)"),
@@ -553,9 +549,12 @@ append_err(char *errs, size_t errlen, const char *path, int line,
 }
 
 int
-config_load_file(struct config *c, const char *path, char *errs,
-                 size_t errlen)
+config_load_file(struct config *c, const char *path, int flags, char *errs,
+                 size_t errlen, char *warns, size_t warnlen)
 {
+    (void)flags;
+    if (warnlen)
+        warns[0] = '\0';
     FILE *fp = fopen(path, "r");
     char buf[4096], err[512];
     int line = 0, nerr = 0;
@@ -615,12 +614,15 @@ config_dump(FILE *fp)
             "# starts a comment line. Unknown keys and bad values stop roostd\n"
             "# at startup with \"file:line: message\"; `roostd -t -c FILE`\n"
             "# checks a file and exits. Any key can also be given on the\n"
-            "# command line: --set key=value. Every key needs a restart today.\n");
+            "# command line: --set key=value. SIGHUP reloads the file: keys\n"
+            "# marked \"reloadable\" change at once, others need a restart.\n");
     for (size_t i = 0; i < config_nopts; i++) {
         const struct opt_def *o = &config_opts[i];
         fprintf(fp, "\n# %s\n# type: %s", o->help, type_names[o->type]);
         if (o->type == OPT_INT || o->type == OPT_INT64 || o->type == OPT_DOUBLE)
             fprintf(fp, " (%lld..%lld)", (long long)o->min, (long long)o->max);
+        if (o->reloadable)
+            fprintf(fp, "; reloadable");
         fprintf(fp, "\n# %s =%s%s\n", o->name, o->def[0] ? " " : "", o->def);
     }
 }

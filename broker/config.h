@@ -151,8 +151,9 @@ int config_set(struct config *c, const char *key, const char *value,
  * returns the number of errors. 'c' may be half-changed on error: parse
  * into a scratch copy and apply it only when this returns 0.
  */
-int config_load_file(struct config *c, const char *path, char *errs,
-                     size_t errlen);
+#define CONFIG_IGNORE_UNSUPPORTED 1
+int config_load_file(struct config *c, const char *path, int flags,
+                     char *errs, size_t errlen, char *warns, size_t warnlen);
 
 /*
  * Walk an OPT_LIST value: returns the entry at '*pos' (advancing it) with

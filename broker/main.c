@@ -29,7 +29,9 @@
 #include "broker/manpage.h"
 #include "broker/mgmt/mgmt.h"
 #include "broker/mgmt/prom.h"
+#include "broker/notify.h"
 #include "broker/perm.h"
+#include "broker/reload.h"
 #include "broker/msg.h"
 #include "broker/store/check.h"
 #include "broker/store/store.h"
@@ -86,62 +88,6 @@ shutdown_tick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- listeners and TLS ---- */
 
-static struct tls_ctx *tls;
-
-/* The values of an OPT_LIST, one per line (malloc'd). */
-static char *
-list_values(const char *list)
-{
-    char *out = xstrdup(""), v[1024];
-    size_t pos = 0, len = 0;
-    while (config_list_next(list, &pos, v, sizeof(v))) {
-        size_t n = strlen(v);
-        out = xrealloc(out, len + n + 2);
-        memcpy(out + len, v, n);
-        out[len + n] = '\n';
-        len += n + 1;
-        out[len] = '\0';
-    }
-    return out;
-}
-
-/* Make (or, with 'reload', remake) the TLS context from the
- * configuration. */
-static int
-tls_setup(bool reload, char *err, size_t errlen)
-{
-    const struct config *c = &broker.cfg;
-    char *versions = list_values(c->ssl_versions);
-    char *ciphers = list_values(c->ssl_ciphers);
-    struct tls_options o = {
-        .cacertfile = c->ssl_cacertfile,
-        .certfile = c->ssl_certfile,
-        .keyfile = c->ssl_keyfile,
-        .password = c->ssl_password,
-        .verify_peer = strcmp(c->ssl_verify, "verify_peer") == 0,
-        .fail_if_no_peer_cert = c->ssl_fail_if_no_peer_cert,
-        .versions = versions,
-        .ciphers = ciphers,
-        .honor_cipher_order = c->ssl_honor_cipher_order,
-        .depth = c->ssl_depth,
-        .reuse_sessions = c->ssl_reuse_sessions,
-        .client_renegotiation = c->ssl_client_renegotiation,
-        .secure_renegotiate = c->ssl_secure_renegotiate,
-        .handshake_timeout_ms = c->ssl_handshake_timeout_ms,
-        .login_from = c->ssl_cert_login_from,
-        .san_type = c->ssl_cert_login_san_type,
-        .san_index = c->ssl_cert_login_san_index,
-    };
-    int rc = 0;
-    if (reload)
-        rc = tls_ctx_reload(tls, &o, err, errlen);
-    else if ((tls = tls_ctx_new(&o, err, errlen)) == NULL)
-        rc = -1;
-    free(versions);
-    free(ciphers);
-    return rc;
-}
-
 static bool
 list_set(const char *list)
 {
@@ -161,7 +107,8 @@ open_listeners(void)
     size_t pos = 0;
     int first = -1, port;
 
-    if (list_set(c->listeners_ssl) && tls_setup(false, err, sizeof(err)) != 0) {
+    if (list_set(c->listeners_ssl) &&
+        (broker.tls = reload_amqp_tls(c, err, sizeof(err))) == NULL) {
         log_errorx("TLS: %s", err);
         return -1;
     }
@@ -180,7 +127,8 @@ open_listeners(void)
     }
     pos = 0;
     while (config_list_next(c->listeners_ssl, &pos, addr, sizeof(addr))) {
-        if ((port = listener_start_addr(addr, c->listen_backlog, tls)) < 0)
+        port = listener_start_addr(addr, c->listen_backlog, broker.tls);
+        if (port < 0)
             return -1;
         mgmt_add_listener_addr(true, addr, port);
         if (first < 0)
@@ -197,21 +145,14 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
     (void)what;
     (void)arg;
     if (sig == SIGHUP) {
-        log_reopen();
-        if (tls != NULL) {
-            char err[1024];
-            if (tls_setup(true, err, sizeof(err)) == 0)
-                log_info("TLS: certificates and key reloaded; open "
-                         "connections keep theirs");
-            else
-                log_warnx("TLS: keeping the certificates in use: %s", err);
-        }
-        mgmt_reload_tls();
+        reload_run();
         return;
     }
     if (broker.shutting_down)
         return;
     broker.shutting_down = true;
+    notify_send("STOPPING=1\nSTATUS=stopping: closing %zu connections",
+                conn_count());
     log_info("received %s; closing %zu connections and stopping",
              sig == SIGTERM ? "SIGTERM" : "SIGINT", conn_count());
     listener_stop();
@@ -233,6 +174,8 @@ apply_setting(struct config *cfg, const char *key, const char *value)
         fprintf(stderr, "roostd: %s\n", err);
         return -1;
     }
+    /* A reload sets it again over the file. */
+    reload_remember_setting(key, value);
     return 0;
 }
 
@@ -285,12 +228,16 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
         return -1;
     }
     if (config_file) {
-        char errs[4096];
-        if (config_load_file(cfg, config_file, errs, sizeof(errs)) != 0) {
+        char errs[4096], warns[4096];
+        int bad = config_load_file(cfg, config_file, 0, errs, sizeof(errs),
+                                   warns, sizeof(warns));
+        fprintf(stderr, "%s", warns);
+        if (bad != 0) {
             fprintf(stderr, "%s", errs);
             return -1;
         }
     }
+    reload_remember_file(config_file, 0);
     optind = 1;
     while ((ch = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         int rc = 0;
@@ -537,6 +484,10 @@ main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
 
     broker_init();
+    /* Under systemd (Type=notify): a long recovery keeps extending the
+     * start timeout; READY=1 only once the listeners are open. */
+    notify_init();
+    store_on_recovery_progress(notify_recovering);
     char err[1024];
     if (store_open(broker.cfg.data_dir, &broker.cfg, err, sizeof(err)) != 0) {
         log_warnx("%s", err);
@@ -587,6 +538,9 @@ main(int argc, char **argv)
     } else {
         log_info("server startup complete; ready for connections on port %d",
                  broker.port);
+        notify_send("READY=1\nSTATUS=ready for connections on port %d\n"
+                    "MAINPID=%d", broker.port, (int)getpid());
+        notify_watchdog_start(broker.base);
         stats_start();
         event_base_dispatch(broker.base);
     }
@@ -603,7 +557,9 @@ main(int argc, char **argv)
     if (shutdown_timer)
         event_free(shutdown_timer);
     broker_teardown();
-    tls_ctx_free(tls);
+    tls_ctx_free(broker.tls);
+    notify_shutdown();
+    reload_forget();
     log_info(rc ? "not started" : "stopped");
     log_close();
     return rc;

@@ -61,8 +61,21 @@ roostd_page(FILE *fp)
         "go, sync the store and exit 0.");
     fputs(".TP\n.B SIGHUP\n", fp);
     roff_line(fp,
-        "Reopen the log file (for log rotation) and reload the TLS "
-        "certificates and keys; open connections keep theirs.");
+        "Reload: make the configuration again as at start (the defaults, "
+        "the -c file, the command-line settings) with the TLS "
+        "certificates it names, and check all of it; then apply the keys "
+        "that roost.conf(5) says SIGHUP applies, and log every other "
+        "change as needing a restart. When anything is invalid nothing is "
+        "applied and the error is logged. The log file is reopened (for log "
+        "rotation) in any case. Open TLS connections keep their "
+        "certificates. Under systemd: systemctl reload roost.");
+    fputs(".SH SYSTEMD\n", fp);
+    roff_line(fp,
+        "Started by systemd (roost.service, Type=notify), roostd reports "
+        "READY=1 once the store is recovered and the listeners are open, "
+        "extends the start timeout while a large store is recovered, "
+        "reports RELOADING=1 around a reload and STOPPING=1 at a stop, and "
+        "sends WATCHDOG=1 at half the unit's WatchdogSec.");
 
     fputs(".SH EXIT STATUS\n", fp);
     roff_line(fp,

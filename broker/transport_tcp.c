@@ -32,6 +32,11 @@ tcp_read(struct transport *t, void *buf, size_t n)
 static ssize_t
 tcp_write(struct transport *t, struct evbuffer *out, size_t max)
 {
+    /* evbuffer_write_atmost returns -1 for an empty buffer without a
+     * system call, errno left as whatever set it last: that is no
+     * error of this socket. */
+    if (evbuffer_get_length(out) == 0 || max == 0)
+        return 0;
     int n = evbuffer_write_atmost(out, t->fd, (ssize_t)max);
     if (n >= 0)
         return n;

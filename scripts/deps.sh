@@ -7,7 +7,7 @@ set -euo pipefail
 
 build_pkgs=(gcc make autoconf automake libtool pkg-config
             libevent-dev libssl-dev libjansson-dev libpcre2-dev check
-            librabbitmq-dev)
+            librabbitmq-dev libsystemd-dev)
 test_pkgs=(clang libclang-rt-14-dev python3 gcovr openssl curl chromium
            prometheus
            # the man pages (groff -ww, man -l) and the unit

@@ -1,5 +1,5 @@
 /*
- * TLS with OpenSSL: the server context (tls_ctx_new, tls_ctx_reload) and
+ * TLS with OpenSSL: the server context (tls_ctx_new, tls_ctx_swap) and
  * the TLS transport.
  *
  * The transport keeps the connection's wishes (call me when I can read,
@@ -321,22 +321,13 @@ tls_ctx_new(const struct tls_options *o, char *err, size_t errlen)
     return c;
 }
 
-int
-tls_ctx_reload(struct tls_ctx *c, const struct tls_options *o, char *err,
-               size_t errlen)
+void
+tls_ctx_swap(struct tls_ctx *live, struct tls_ctx *fresh)
 {
-    struct login_rule rule;
-    if (login_rule(o, &rule, err, errlen) != 0)
-        return -1;
-    SSL_CTX *ssl = make_ctx(o, err, errlen);
-    if (ssl == NULL)
-        return -1;
-    /* Open connections hold references to the old one. */
-    SSL_CTX_free(c->ssl);
-    c->ssl = ssl;
-    c->handshake_timeout_ms = o->handshake_timeout_ms;
-    c->login = rule;
-    return 0;
+    /* Open connections hold references to the old SSL_CTX. */
+    SSL_CTX_free(live->ssl);
+    *live = *fresh;
+    free(fresh);
 }
 
 void

@@ -49,11 +49,11 @@ struct tls_ctx;
 struct tls_ctx *tls_ctx_new(const struct tls_options *o, char *err,
                             size_t errlen);
 
-/* Load 'o' again (SIGHUP): on success new connections use the new
- * certificates and key, open ones keep theirs; on failure nothing
- * changes. Returns 0 or -1 with 'err'. */
-int tls_ctx_reload(struct tls_ctx *c, const struct tls_options *o, char *err,
-                   size_t errlen);
+/* A reload (SIGHUP): 'live' takes what 'fresh' (from tls_ctx_new) was
+ * made with, and 'fresh' is freed. New connections use the new
+ * certificates and key, open ones keep theirs. Making 'fresh' is what
+ * can fail, so a reload prepares every context before it swaps any. */
+void tls_ctx_swap(struct tls_ctx *live, struct tls_ctx *fresh);
 
 void tls_ctx_free(struct tls_ctx *c);
 
@@ -66,7 +66,7 @@ struct transport *tls_transport_new(struct tls_ctx *c, struct event_base *base,
 /*
  * A bufferevent that will accept TLS on the socket evhttp gives it
  * (bufferevent_setfd), for evhttp_set_bevcb: it uses the context as it
- * is now (tls_ctx_reload affects later ones), and frees its SSL and
+ * is now (tls_ctx_swap affects later ones), and frees its SSL and
  * closes the socket when freed. NULL if out of memory.
  */
 struct bufferevent *tls_bufferevent_new(struct tls_ctx *c,

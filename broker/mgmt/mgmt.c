@@ -1650,11 +1650,11 @@ start_server(struct server *s, bool tls, const char *ip, int port,
 }
 
 /* The HTTPS context from management.ssl.*. */
-static int
-https_options(struct tls_options *o)
+/* The HTTPS listener's context made from 'c', or NULL with 'err'. */
+static struct tls_ctx *
+https_make(const struct config *c, char *err, size_t errlen)
 {
-    const struct config *c = &broker.cfg;
-    *o = (struct tls_options){
+    struct tls_options o = {
         .cacertfile = c->mgmt_ssl_cacertfile,
         .certfile = c->mgmt_ssl_certfile,
         .keyfile = c->mgmt_ssl_keyfile,
@@ -1668,19 +1668,18 @@ https_options(struct tls_options *o)
         .login_from = "distinguished_name",
         .san_type = "dns",
     };
-    if (o->certfile[0] == '\0' || o->keyfile[0] == '\0') {
-        log_errorx("management API: management.ssl.port needs "
-                   "management.ssl.certfile and management.ssl.keyfile");
-        return -1;
+    if (o.certfile[0] == '\0' || o.keyfile[0] == '\0') {
+        snprintf(err, errlen, "management.ssl.port needs "
+                 "management.ssl.certfile and management.ssl.keyfile");
+        return NULL;
     }
-    return 0;
+    return tls_ctx_new(&o, err, errlen);
 }
 
 int
 mgmt_start(void)
 {
     const struct config *c = &broker.cfg;
-    struct tls_options o;
     char err[1024];
 
     mgmt_guard_init();
@@ -1689,9 +1688,7 @@ mgmt_start(void)
         return -1;
     if (c->mgmt_ssl_port < 0)
         return 0;
-    if (https_options(&o) != 0)
-        return -1;
-    https_ctx = tls_ctx_new(&o, err, sizeof(err));
+    https_ctx = https_make(c, err, sizeof(err));
     if (https_ctx == NULL) {
         log_errorx("management API: HTTPS (management.ssl.*): %s", err);
         return -1;
@@ -1714,17 +1711,22 @@ mgmt_stop(void)
     https_ctx = NULL;
 }
 
-void
-mgmt_reload_tls(void)
+int
+mgmt_tls_prepare(const struct config *c, struct tls_ctx **fresh, char *err,
+                 size_t errlen)
 {
-    struct tls_options o;
-    char err[1024];
+    *fresh = NULL;
+    if (https_ctx == NULL)
+        return 0;
+    *fresh = https_make(c, err, errlen);
+    return *fresh != NULL ? 0 : -1;
+}
 
-    if (https_ctx == NULL || https_options(&o) != 0)
+void
+mgmt_tls_commit(struct tls_ctx *fresh)
+{
+    if (fresh == NULL)
         return;
-    if (tls_ctx_reload(https_ctx, &o, err, sizeof(err)) == 0)
-        log_info("management API: HTTPS certificate and key reloaded");
-    else
-        log_warnx("management API: keeping the HTTPS certificate in use: "
-                  "%s", err);
+    tls_ctx_swap(https_ctx, fresh);
+    log_info("management API: HTTPS certificate and key reloaded");
 }

@@ -14,6 +14,7 @@
 #define ROOST_BROKER_MGMT_MGMT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /*
  * Note an AMQP listener for GET /api/overview's "listeners": on 'host'
@@ -38,8 +39,18 @@ int mgmt_start(void);
  * call twice, and when nothing was started. */
 void mgmt_stop(void);
 
-/* SIGHUP: load the HTTPS certificate and key again; on failure the old
- * ones stay (logged). Open connections keep theirs. */
-void mgmt_reload_tls(void);
+/*
+ * SIGHUP, in two steps so that a reload applies all or nothing: make
+ * the HTTPS listener's context again from the new configuration 'c'
+ * ('*fresh': NULL when there is no HTTPS listener; -1 with 'err' when
+ * its files do not load), then, once everything else loaded too, use
+ * it (new connections get it, open ones keep theirs). A fresh context
+ * that is not committed is freed with tls_ctx_free.
+ */
+struct config;
+struct tls_ctx;
+int mgmt_tls_prepare(const struct config *c, struct tls_ctx **fresh,
+                     char *err, size_t errlen);
+void mgmt_tls_commit(struct tls_ctx *fresh);
 
 #endif

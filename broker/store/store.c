@@ -1763,6 +1763,24 @@ recover_defs(uint32_t *max_qid)
     return (int)n;
 }
 
+static void (*recovery_progress)(const char *status);
+
+void
+store_on_recovery_progress(void (*cb)(const char *status))
+{
+    recovery_progress = cb;
+}
+
+static void
+progress(const char *fmt, size_t a, size_t b)
+{
+    char status[128];
+    if (recovery_progress == NULL)
+        return;
+    snprintf(status, sizeof(status), fmt, a, b);
+    recovery_progress(status);
+}
+
 int
 store_recover(void)
 {
@@ -1802,6 +1820,8 @@ store_recover(void)
     uint64_t bytes = 0;
     for (size_t i = 0; i < nsegs; i++) {
         char name[64];
+        progress("recovering: reading journal segment %zu of %zu", i + 1,
+                 nsegs);
         io_seg_name(name, sizeof(name), segs[i]);
         snprintf(path, sizeof(path), "%s/msgs/%s", st.dir, name);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1866,7 +1886,11 @@ store_recover(void)
     index_queues(&by_sid.queues);
     index_delayed(&by_sid.delayed);
     replay_walk_init(&w, &rp, find_queue, &by_sid);
+    size_t walked = 0;
     while (replay_next(&w, &e)) {
+        if (++walked % 65536 == 0)
+            progress("recovering: %zu of %zu queue entries restored",
+                     walked, rp.nenqs);
         if (e.fate == REPLAY_ORPHAN)
             orphans++;
         if (e.fate != REPLAY_LIVE)

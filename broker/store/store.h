@@ -63,6 +63,11 @@ int store_read_file(const char *path, uint8_t **out, size_t *len);
  * before the listeners open. -1 if the data cannot be read at all. */
 int store_recover(void);
 
+/* Called now and then while store_recover runs (each segment read, each
+ * 64 Ki entries restored) with where it is: roostd tells systemd the
+ * start is still going (notify.h). NULL: nobody. */
+void store_on_recovery_progress(void (*cb)(const char *status));
+
 /* Write and sync what is pending, stop the thread, unlock. */
 void store_close(void);
 

@@ -301,16 +301,16 @@ if tstart "$log" "${tls_args[@]}"; then
     cp "$certs/server-rsa.pem" "$tmp/server.pem"
     cp "$certs/server-rsa.key" "$tmp/server.key"
     kill -HUP "$pid"
-    for _ in $(seq 1 100); do grep -q "certificates and key reloaded" "$log" && break; sleep 0.05; done
-    check "SIGHUP reloads the certificates" grep -q "certificates and key reloaded" "$log"
+    for _ in $(seq 1 100); do grep -q "TLS certificates and key loaded again" "$log" && break; sleep 0.05; done
+    check "SIGHUP reloads the certificates" grep -q "TLS certificates and key loaded again" "$log"
     check "a new connection gets the new (RSA) certificate" server_key_type "rsaEncryption"
     touch "$tmp/go"
     check "the TLS connection open across the reload goes on" wait "$holder"
     echo "not a certificate" > "$tmp/server.pem"
     kill -HUP "$pid"
-    for _ in $(seq 1 100); do grep -q "keeping the certificates in use" "$log" && break; sleep 0.05; done
+    for _ in $(seq 1 100); do grep -q "nothing changed" "$log" && break; sleep 0.05; done
     check "a bad new certificate keeps the old one, logged" \
-        grep -q "keeping the certificates in use: cannot load ssl_options.certfile $tmp/server.pem" "$log"
+        grep -q "reload: TLS (ssl_options.*): cannot load ssl_options.certfile $tmp/server.pem" "$log"
     check "and new connections still get the old one" server_key_type "rsaEncryption"
     stop || bad "clean stop" "exit status $?"
 else

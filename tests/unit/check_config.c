@@ -66,7 +66,7 @@ START_TEST(bad_values)
     const char *path = write_temp(bads[_i].text);
 
     config_defaults(&c);
-    ck_assert_int_eq(config_load_file(&c, path, errs, sizeof(errs)), 1);
+    ck_assert_int_eq(config_load_file(&c, path, 0, errs, sizeof(errs), NULL, 0), 1);
     ck_assert_msg(strstr(errs, bads[_i].want) != NULL, "got '%s' want '%s'",
                   errs, bads[_i].want);
     ck_assert_msg(strncmp(errs, path, strlen(path)) == 0, "no file name: %s",
@@ -122,7 +122,7 @@ START_TEST(all_errors_collected)
     const char *path = write_temp("a = 1\nport = 5\nb = 2\n# c = 3\nd\n");
 
     config_defaults(&c);
-    ck_assert_int_eq(config_load_file(&c, path, errs, sizeof(errs)), 3);
+    ck_assert_int_eq(config_load_file(&c, path, 0, errs, sizeof(errs), NULL, 0), 3);
     ck_assert_ptr_nonnull(strstr(errs, ":1: unknown key 'a'"));
     ck_assert_ptr_nonnull(strstr(errs, ":3: unknown key 'b'"));
     ck_assert_ptr_nonnull(strstr(errs, ":5: expected"));
@@ -140,7 +140,7 @@ START_TEST(good_file)
                                   "bind=127.0.0.1\nloopback_users.guest = false\n"
                                   "log.level = debug\nmax_message_size = 1000\n");
     config_defaults(&c);
-    ck_assert_int_eq(config_load_file(&c, path, errs, sizeof(errs)), 0);
+    ck_assert_int_eq(config_load_file(&c, path, 0, errs, sizeof(errs), NULL, 0), 0);
     ck_assert_int_eq(c.port, 1234);
     ck_assert_str_eq(c.bind, "127.0.0.1");
     char v[8];
@@ -158,8 +158,8 @@ START_TEST(missing_file)
     struct config c;
     char errs[1024];
     config_defaults(&c);
-    ck_assert_int_eq(config_load_file(&c, "/nonexistent/roost.conf", errs,
-                                      sizeof(errs)), 1);
+    ck_assert_int_eq(config_load_file(&c, "/nonexistent/roost.conf", 0, errs,
+                                      sizeof(errs), NULL, 0), 1);
     ck_assert_ptr_nonnull(strstr(errs, "cannot open"));
     config_free(&c);
 }
