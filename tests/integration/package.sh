@@ -43,7 +43,8 @@ field() { dpkg-deb -f "$deb" "$1"; }
 [ "$(field Version)" = "$(dpkg-parsechangelog -l "$srcdir/debian/changelog" -S Version)" ] &&
     ok control-version || bad control-version "$(field Version)"
 deps=$(field Depends)
-for d in adduser iproute2 libevent-2.1 libssl3 libjansson4 libpcre2-8 librabbitmq4; do
+for d in adduser iproute2 libevent-2.1 libssl3 libjansson4 libpcre2-8 librabbitmq4 \
+         libsystemd0; do
     [[ $deps == *"$d"* ]] && ok "depends:$d" || bad "depends:$d" "$deps"
 done
 mkdir -p "$tmp/control"
@@ -63,6 +64,8 @@ grep -q 'deb-systemd-helper.* enable' "$p" && ok postinst-enables ||
 grep -q 'deb-systemd-invoke "$action" roost.service' "$p" && ok postinst-starts ||
     bad postinst-starts "roost.service is not started"
 grep -q 'roost-port-check' "$p" && ok postinst-checks-port || bad postinst-checks-port "no port check"
+grep -q 'deb-systemd-invoke stop roost.service' "$tmp/control/prerm" 2>/dev/null &&
+    ok prerm-stops || bad prerm-stops "roost.service is not stopped on remove"
 grep -q 'deluser --system' "$tmp/control/postrm" && ok postrm-deluser ||
     bad postrm-deluser "the user is not removed on purge"
 
