@@ -43,8 +43,9 @@ field() { dpkg-deb -f "$deb" "$1"; }
 [ "$(field Version)" = "$(dpkg-parsechangelog -l "$srcdir/debian/changelog" -S Version)" ] &&
     ok control-version || bad control-version "$(field Version)"
 deps=$(field Depends)
-for d in adduser iproute2 libevent-2.1 libssl3 libjansson4 libpcre2-8 librabbitmq4 \
-         libsystemd0; do
+# (iproute2: ss for roost-port-check; procps: the unit's /bin/kill.)
+for d in adduser iproute2 procps libevent-2.1 libssl3 libjansson4 libpcre2-8 \
+         librabbitmq4 libsystemd0; do
     [[ $deps == *"$d"* ]] && ok "depends:$d" || bad "depends:$d" "$deps"
 done
 mkdir -p "$tmp/control"
@@ -102,6 +103,9 @@ time.sleep(30)' > "$tmp/holder.port" &
     out=$("$check" "$tmp/mgmt.conf"); rc=$?
     [ $rc -eq 2 ] && [[ $out == "management $hport python3 $holder"* ]] && ok port-check-mgmt ||
         bad port-check-mgmt "exit $rc: $out"
+    out=$("$check" "$tmp/busy.conf" "$holder"); rc=$?
+    [ $rc -eq 0 ] && [ -z "$out" ] && ok port-check-own-pid ||
+        bad port-check-own-pid "exit $rc: $out"
     kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
     out=$("$check" "$tmp/busy.conf"); rc=$?
     [ $rc -eq 0 ] && [ -z "$out" ] && ok port-check-free || bad port-check-free "exit $rc: $out"
