@@ -167,7 +167,8 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
     (void)what;
     (void)arg;
     if (sig == SIGHUP) {
-        reload_run();
+        if (!broker.shutting_down)
+            reload_run();
         return;
     }
     if (broker.shutting_down)
