@@ -90,7 +90,12 @@ usage(FILE *fp)
             "      --check-data DIR  verify a stopped broker's data directory,\n"
             "                        print what it holds, and exit (0 clean,\n"
             "                        1 corrupt, 2 cannot check)\n"
-            "  -t, --test-config     check the configuration and exit\n"
+            "      --ignore-unsupported\n"
+            "                        skip, with a warning, RabbitMQ keys that\n"
+            "                        Roost does not implement (else they stop\n"
+            "                        the start when they would change anything)\n"
+            "  -t, --test-config     check the configuration (and its warnings)\n"
+            "                        and exit\n"
             "      --dump-config     print every key with its default (roost.conf)\n"
             "      --version         print the version and exit\n"
             "  -h, --help            this help\n");
@@ -261,6 +266,7 @@ apply_setting(struct config *cfg, const char *key, const char *value)
 /* What the command line asks for besides settings. */
 struct cmdline {
     bool test_only;
+    char warns[16384];          /* the file's, "path:line: message" lines */
     const char *export_file;    /* --export-definitions */
     const char *check_dir;      /* --check-data */
 };
@@ -280,19 +286,23 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
         { "export-definitions", required_argument, NULL, 'E' },
         { "check-data", required_argument, NULL, 'K' },
         { "test-config", no_argument, NULL, 't' },
+        { "ignore-unsupported", no_argument, NULL, 'U' },
         { "dump-config", no_argument, NULL, 'D' },
         { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *config_file = NULL;
-    int ch;
+    int ch, flags = 0;
 
     /* First pass: the file, so that command-line settings override it. */
     while ((ch = getopt_long(argc, argv, "c:s:th", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             config_file = optarg;
+            break;
+        case 'U':
+            flags |= CONFIG_IGNORE_UNSUPPORTED;
             break;
         case 'V':
             printf("%s %s\n", ROOST_PRODUCT, ROOST_VERSION);
@@ -315,8 +325,15 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
         return -1;
     }
     if (config_file) {
-        char errs[4096];
-        if (config_load_file(cfg, config_file, errs, sizeof(errs)) != 0) {
+        char errs[16384];
+        int nerr = config_load_file(cfg, config_file, flags, errs,
+                                    sizeof(errs), cl->warns,
+                                    sizeof(cl->warns));
+        /* Standard error now; the log too once it is open (main). */
+        for (char *w = cl->warns; *w != '\0'; w += strcspn(w, "\n") + 1)
+            fprintf(stderr, "roostd: warning: %.*s\n", (int)strcspn(w, "\n"),
+                    w);
+        if (nerr != 0) {
             fprintf(stderr, "%s", errs);
             return -1;
         }
@@ -540,6 +557,11 @@ main(int argc, char **argv)
     }
     if (log_open(broker.cfg.log_file, (enum log_level)broker.cfg.log_level) != 0)
         return 1;
+    /* The configuration's warnings went to standard error: a log file
+     * gets them too. */
+    if (strcmp(broker.cfg.log_file, "-") != 0)
+        for (char *w = cl.warns; *w != '\0'; w += strcspn(w, "\n") + 1)
+            log_warnx("%.*s", (int)strcspn(w, "\n"), w);
     /* RabbitMQ's two outputs are one here: standard error is its
      * console, anything else its file. */
     bool console = broker.cfg.log_file[0] == '\0' ||
