@@ -7,6 +7,7 @@
  */
 #include "broker/rabbitconf.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "broker/util.h"
@@ -394,6 +395,24 @@ rabbitconf_has_rule(const char *key)
         if (rabbitconf_match(rules[i].pattern, key))
             return true;
     return false;
+}
+
+size_t
+rabbitconf_nrules(void)
+{
+    return NELEMS(rules);
+}
+
+void
+rabbitconf_rule_pattern(size_t i, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = rules[i].pattern; *p != '\0' && n + 5 < len; p++)
+        if (*p == '*')
+            n += (size_t)snprintf(out + n, len - n, "NAME");
+        else
+            out[n++] = *p;
+    out[n] = '\0';
 }
 
 enum rabbit_verdict

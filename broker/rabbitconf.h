@@ -33,6 +33,11 @@ extern const size_t rabbitconf_nkeys;
 /* Whether a rule other than the catch-all covers 'key' (for that test). */
 bool rabbitconf_has_rule(const char *key);
 
+/* The rules' patterns, "*" written "NAME" (for the test that
+ * docs/configuration.md lists every one). */
+size_t rabbitconf_nrules(void);
+void rabbitconf_rule_pattern(size_t i, char *out, size_t len);
+
 /* 'key' matches 'pattern': "*" matches one dot-free segment, and a
  * pattern ending in "." any key that goes on after it. */
 bool rabbitconf_match(const char *pattern, const char *key);

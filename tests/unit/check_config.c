@@ -531,6 +531,29 @@ START_TEST(rabbit_table_complete)
 }
 END_TEST
 
+/* docs/configuration.md lists every rule's pattern, as `pattern`. */
+START_TEST(rabbit_rules_documented)
+{
+    const char *srcdir = getenv("srcdir");
+    char path[4096], pat[256], want[260];
+    static char doc[200000];
+
+    snprintf(path, sizeof(path), "%s/docs/configuration.md",
+             srcdir ? srcdir : ".");
+    FILE *fp = fopen(path, "r");
+    ck_assert_msg(fp != NULL, "cannot open %s", path);
+    size_t n = fread(doc, 1, sizeof(doc) - 1, fp);
+    doc[n] = '\0';
+    fclose(fp);
+    for (size_t i = 0; i < rabbitconf_nrules(); i++) {
+        rabbitconf_rule_pattern(i, pat, sizeof(pat));
+        snprintf(want, sizeof(want), "`%s`", pat);
+        ck_assert_msg(strstr(doc, want) != NULL,
+                      "docs/configuration.md does not list %s", want);
+    }
+}
+END_TEST
+
 /* A '#' ends a value, as in cuttlefish (the reference broker took
  * "default_pass = ab#cd" as "ab"). */
 START_TEST(trailing_comment)
@@ -613,6 +636,7 @@ config_suite(void)
     tcase_add_loop_test(tc, log_keys, 0, NELEMS(logvecs));
     tcase_add_loop_test(tc, rabbit_keys, 0, NELEMS(rabbitvecs));
     tcase_add_test(tc, rabbit_table_complete);
+    tcase_add_test(tc, rabbit_rules_documented);
     suite_add_tcase(s, tc);
     tc = tcase_create("hmap");
     tcase_set_timeout(tc, 60);
