@@ -931,8 +931,8 @@ config_dump(FILE *fp)
         [OPT_BOOL] = "true|false", [OPT_STRING] = "string",
         [OPT_LOG_LEVEL] = "debug|info|warning|error",
         [OPT_LIST] = "list: one key per entry, as the line below",
-        [OPT_BYTES] = "bytes: digits, or digits and kB|MB|GB (1000s) or "
-                      "KiB|MiB|GiB|k|m|g (1024s)",
+        [OPT_BYTES] = ("bytes: digits, or digits and kB|MB|GB (1000s) or "
+                       "KiB|MiB|GiB|k|m|g (1024s)"),
         [OPT_BYTESIZE] = "bytes: digits, or digits and KB|MB|GB (1024s)",
     };
 

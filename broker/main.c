@@ -266,10 +266,20 @@ apply_setting(struct config *cfg, const char *key, const char *value)
 /* What the command line asks for besides settings. */
 struct cmdline {
     bool test_only;
+    const char *config_file;    /* -c, or NULL */
+    int config_flags;           /* for config_load_file */
     char warns[16384];          /* the file's, "path:line: message" lines */
     const char *export_file;    /* --export-definitions */
     const char *check_dir;      /* --check-data */
 };
+
+/* The line after the one at 'w' (its NUL if it is the last). */
+static const char *
+next_line(const char *w)
+{
+    w += strcspn(w, "\n");
+    return *w == '\n' ? w + 1 : w;
+}
 
 static int
 parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
@@ -292,17 +302,16 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *config_file = NULL;
-    int ch, flags = 0;
+    int ch;
 
     /* First pass: the file, so that command-line settings override it. */
     while ((ch = getopt_long(argc, argv, "c:s:th", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
-            config_file = optarg;
+            cl->config_file = optarg;
             break;
         case 'U':
-            flags |= CONFIG_IGNORE_UNSUPPORTED;
+            cl->config_flags |= CONFIG_IGNORE_UNSUPPORTED;
             break;
         case 'V':
             printf("%s %s\n", ROOST_PRODUCT, ROOST_VERSION);
@@ -324,13 +333,13 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
         fprintf(stderr, "roostd: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
-    if (config_file) {
+    if (cl->config_file) {
         char errs[16384];
-        int nerr = config_load_file(cfg, config_file, flags, errs,
-                                    sizeof(errs), cl->warns,
+        int nerr = config_load_file(cfg, cl->config_file, cl->config_flags,
+                                    errs, sizeof(errs), cl->warns,
                                     sizeof(cl->warns));
         /* Standard error now; the log too once it is open (main). */
-        for (char *w = cl->warns; *w != '\0'; w += strcspn(w, "\n") + 1)
+        for (const char *w = cl->warns; *w != '\0'; w = next_line(w))
             fprintf(stderr, "roostd: warning: %.*s\n", (int)strcspn(w, "\n"),
                     w);
         if (nerr != 0) {
@@ -560,7 +569,7 @@ main(int argc, char **argv)
     /* The configuration's warnings went to standard error: a log file
      * gets them too. */
     if (strcmp(broker.cfg.log_file, "-") != 0)
-        for (char *w = cl.warns; *w != '\0'; w += strcspn(w, "\n") + 1)
+        for (const char *w = cl.warns; *w != '\0'; w = next_line(w))
             log_warnx("%.*s", (int)strcspn(w, "\n"), w);
     /* RabbitMQ's two outputs are one here: standard error is its
      * console, anything else its file. */
