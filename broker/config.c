@@ -158,6 +158,10 @@ const struct opt_def config_opts[] = {
     OPT("default_permissions.read", OPT_STRING, ".*", 0, 0, false,
         default_perm_read,
         "read permission of the default user in the default vhost"),
+    OPT("default_user_tags", OPT_LIST, "", 0, 0, false, default_user_tags,
+        "RabbitMQ's default_user_tags.TAG = true: the default user's tags "
+        "(administrator, monitoring, policymaker, management, or any "
+        "name), those set to true; none set: administrator"),
     OPT("server_properties.rabbitmq", OPT_BOOL, "true", 0, 0, false,
         announce_rabbitmq,
         "true: connection.start says product RabbitMQ, version "
@@ -413,6 +417,24 @@ bool
 config_list_next(const char *list, size_t *pos, char *value, size_t len)
 {
     return config_list_entry(list, pos, NULL, 0, value, len);
+}
+
+void
+config_default_user_tags(const struct config *c, char *out, size_t len)
+{
+    char tag[256], v[16];
+    size_t pos = 0, n = 0;
+
+    if (c->default_user_tags[0] == '\0') {
+        snprintf(out, len, "administrator");
+        return;
+    }
+    out[0] = '\0';
+    while (config_list_entry(c->default_user_tags, &pos, tag, sizeof(tag), v,
+                             sizeof(v)))
+        if (strcmp(v, "true") == 0 && n < len)
+            n += (size_t)snprintf(out + n, len - n, "%s%s", n ? "," : "",
+                                  tag);
 }
 
 bool
@@ -1005,14 +1027,20 @@ config_validate(const struct config *c, char *err, size_t errlen)
             return -1;
         }
     char user[256], v[16];
-    pos = 0;
-    while (config_list_entry(c->loopback_users, &pos, user, sizeof(user), v,
-                             sizeof(v)))
-        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-            snprintf(err, errlen, "loopback_users.%s: '%s' is not true or "
-                     "false", user, v);
-            return -1;
-        }
+    const char *const bool_lists[][2] = {
+        { "loopback_users", c->loopback_users },
+        { "default_user_tags", c->default_user_tags },
+    };
+    for (size_t i = 0; i < NELEMS(bool_lists); i++) {
+        pos = 0;
+        while (config_list_entry(bool_lists[i][1], &pos, user, sizeof(user),
+                                 v, sizeof(v)))
+            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+                snprintf(err, errlen, "%s.%s: '%s' is not true or false",
+                         bool_lists[i][0], user, v);
+                return -1;
+            }
+    }
     if (config_list_none(c->auth_mechanisms)) {
         snprintf(err, errlen, "auth_mechanisms = none leaves no way to log "
                  "in");

@@ -77,6 +77,7 @@ struct config {
     char *default_perm_configure;   /* default_permissions.* */
     char *default_perm_write;
     char *default_perm_read;
+    char *default_user_tags;    /* list: default_user_tags.TAG = true|false */
     char *loopback_users;       /* list: loopback_users.NAME = true|false */
     bool announce_rabbitmq;     /* server_properties.rabbitmq */
     int64_t flow_queue_length;  /* flow_control.queue_length */
@@ -217,6 +218,11 @@ bool config_list_get(const char *list, const char *name, char *value,
 
 /* "P = none" was given. */
 bool config_list_none(const char *list);
+
+/* The default user's tags, comma-separated, into 'out': those of
+ * default_user_tags.TAG = true (as RabbitMQ), "administrator" when none
+ * is set. */
+void config_default_user_tags(const struct config *c, char *out, size_t len);
 
 /* Write conf/roost.conf: every option, its help, type, bounds and
  * default, commented out. */

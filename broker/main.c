@@ -615,9 +615,10 @@ main(int argc, char **argv)
             [PERM_WRITE] = broker.cfg.default_perm_write,
             [PERM_READ] = broker.cfg.default_perm_read,
         };
+        char tags[1024];
+        config_default_user_tags(&broker.cfg, tags, sizeof(tags));
         (void)vhost_create(broker.cfg.default_vhost, false);
-        auth_add_user(broker.cfg.default_user, broker.cfg.default_pass,
-                      "administrator");
+        auth_add_user(broker.cfg.default_user, broker.cfg.default_pass, tags);
         if (perm_set(broker.cfg.default_vhost, broker.cfg.default_user, p,
                      false, err, sizeof(err)) != 0)
             fatalx("default_permissions: %s", err);

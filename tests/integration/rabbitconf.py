@@ -111,6 +111,9 @@ def main(amqp, amqps, mgmt, certs, user, password):
           node.get("mem_limit"))
     check("disk_free_limit is 1GB", node.get("disk_free_limit") == 10 ** 9,
           node.get("disk_free_limit"))
+    st, me = api(mgmt, "whoami", user, password)
+    tags = sorted(me.get("tags") or []) if st == 200 else None
+    check("default_user_tags", tags == ["administrator", "monitoring"], tags)
     st, vhosts = api(mgmt, "vhosts", user, password)
     names = [v["name"] for v in vhosts or []]
     check("default_vhost made", names == ["prod"], names)

@@ -4,7 +4,8 @@
 # (listeners.tcp and .ssl, ssl_options with verify_peer and
 # fail_if_no_peer_cert, watermarks with units, default user, vhost and
 # permissions, loopback_users, heartbeat, frame_max, channel_max,
-# management.tcp.port, log.dir, log.file and its level) starts roostd,
+# management.tcp.port, log.dir, log.file and its level, default user
+# tags) starts roostd,
 # and pika, TLS and the management API see what it asks for; the keys it
 # skips are warned about with their line on standard error and in the
 # log; .relative watermarks win over .absolute ones as in RabbitMQ; each
@@ -67,6 +68,8 @@ default_vhost = prod
 default_permissions.configure = ^rabbitconf-
 default_permissions.read = .*
 default_permissions.write = .*
+default_user_tags.administrator = true
+default_user_tags.monitoring = true
 loopback_users.guest = false
 loopback_users.alice = false
 
@@ -92,14 +95,14 @@ out=$("$roostd" -t -c "$conf" 2>&1); rc=$?
 check "-t on a good rabbitmq.conf exits 0" test $rc -eq 0
 check "-t says it is ok" grep -q "configuration ok" <<<"$out"
 check "-t prints the warnings with their line" \
-    grep -q "rabbitmq.conf:36: cluster_formation.peer_discovery_backend = rabbit_peer_discovery_classic_config: RabbitMQ's key, skipped" <<<"$out"
+    grep -q "rabbitmq.conf:38: cluster_formation.peer_discovery_backend = rabbit_peer_discovery_classic_config: RabbitMQ's key, skipped" <<<"$out"
 
 if rstart "$conf" "$tmp/logs/roost.log"; then
     ok "roostd starts with the rabbitmq.conf"
     check "warned keys named on standard error" \
-        grep -q "warning: .*rabbitmq.conf:37: cluster_name = rabbitconf-test" "$tmp/stderr"
+        grep -q "warning: .*rabbitmq.conf:39: cluster_name = rabbitconf-test" "$tmp/stderr"
     check "warned keys named in the log" \
-        grep -q "rabbitmq.conf:38: num_acceptors.tcp = 10: RabbitMQ's key, skipped" "$tmp/logs/roost.log"
+        grep -q "rabbitmq.conf:40: num_acceptors.tcp = 10: RabbitMQ's key, skipped" "$tmp/logs/roost.log"
     check "log.file is under log.dir" test -s "$tmp/logs/roost.log"
     check "nothing logged on standard error" test "$(grep -vc 'warning: ' "$tmp/stderr")" -eq 0
     run_checks "rabbitconf.py main" $helper main "$amqp" "$amqps" "$mgmt" "$certs" alice s3cret

@@ -89,6 +89,33 @@ END_TEST
 
 
 /* RabbitMQ's numbered and named keys (OPT_LIST). */
+/* RabbitMQ's default_user_tags.TAG = true|false. */
+START_TEST(default_user_tags)
+{
+    struct config c;
+    char err[256], tags[64];
+
+    config_defaults(&c);
+    config_default_user_tags(&c, tags, sizeof(tags));
+    ck_assert_str_eq(tags, "administrator");
+    ck_assert_int_eq(config_set(&c, "default_user_tags.monitoring", "true",
+                                err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&c, "default_user_tags.administrator",
+                                "false", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&c, "default_user_tags.policymaker", "true",
+                                err, sizeof(err)), 0);
+    config_default_user_tags(&c, tags, sizeof(tags));
+    ck_assert_str_eq(tags, "monitoring,policymaker");
+    ck_assert_int_eq(config_validate(&c, err, sizeof(err)), 0);
+    ck_assert_int_eq(config_set(&c, "default_user_tags.management", "yes",
+                                err, sizeof(err)), 0);
+    ck_assert_int_eq(config_validate(&c, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "default_user_tags.management: 'yes' is not true "
+                     "or false");
+    config_free(&c);
+}
+END_TEST
+
 START_TEST(list_keys)
 {
     struct config c;
@@ -446,8 +473,6 @@ static const struct rabbitvec {
     { "stomp.listeners.tcp.1 = 61613", 2, "STOMP" },
     { "web_stomp.port = 15674", 2, "STOMP" },
     { "stream.listeners.tcp.1 = 5552", 2, "stream" },
-    { "default_user_tags.administrator = true", 1, "administrator" },
-    { "default_user_tags.monitoring = true", 2, "administrator" },
     { "log.syslog = true", 2, "syslog" },
     { "log.file.rotation.size = 10485760", 1, "logrotate" },
     { "management.cors.allow_origins.1 = *", 2, "CORS" },
@@ -461,6 +486,7 @@ static const struct rabbitvec {
     { "tcp_listen_options.backlog = 256", 0, NULL },
     { "definitions.local.path = /etc/rabbitmq/defs.json", 0, NULL },
     { "listeners.tcp.default = 5672", 0, NULL },
+    { "default_user_tags.monitoring = true", 0, NULL },
     /* Neither: an error, --ignore-unsupported or not. */
     { "cluster_formation.k9s.host = x", 3, NULL },
     { "no_such_key = 1", 3, NULL },
@@ -621,6 +647,7 @@ config_suite(void)
     tcase_add_test(tc, defaults);
     tcase_add_test(tc, validate_watermarks);
     tcase_add_test(tc, list_keys);
+    tcase_add_test(tc, default_user_tags);
     suite_add_tcase(s, tc);
     tc = tcase_create("file");
     tcase_add_loop_test(tc, bad_values, 0, NELEMS(bads));
