@@ -69,10 +69,18 @@ load(const char *path, int flags, int slot, int *nerr)
     config_free(&c);
 }
 
+/* The file each input is written to, removed at exit. */
+static char path[64];
+
+static void
+remove_file(void)
+{
+    unlink(path);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char path[64];
     int nerr[2], again;
 
     if (path[0] == '\0') {
@@ -80,6 +88,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int fd = mkstemp(path);
         CHECK(fd >= 0);
         close(fd);
+        atexit(remove_file);
     }
     FILE *fp = fopen(path, "wb");
     CHECK(fp != NULL);
