@@ -38,8 +38,11 @@ const struct cmdline_opt cmdline_opts[] = {
     { "check-data", 'K', false, "DIR",
       "verify a stopped broker's data directory, print what it holds, "
       "and exit (0 clean, 1 corrupt, 2 cannot check)" },
+    { "ignore-unsupported", 'U', false, NULL,
+      "skip, with a warning, RabbitMQ keys that Roost does not implement "
+      "(else they stop the start when they would change anything)" },
     { "test-config", 't', true, NULL,
-      "check the configuration and exit" },
+      "check the configuration (and its warnings) and exit" },
     { "dump-config", 'D', false, NULL,
       "print every key with its help and default (roost.conf) and exit" },
     { "man-page", 'M', false, "PAGE",

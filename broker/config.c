@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "broker/log.h"
+#include "broker/rabbitconf.h"
 #include "broker/util.h"
 #include "broker/version.h"
 
@@ -93,10 +95,31 @@ const struct opt_def config_opts[] = {
         "RabbitMQ definitions file (JSON) whose vhosts, exchanges, queues "
         "and bindings are added at start, after the data directory is "
         "recovered; existing ones are kept; empty: none"),
-    OPT("log.file", OPT_STRING, "-", 0, 0, false, log_file,
-        "log file; - is standard error; SIGHUP reopens it"),
-    OPT("log.level", OPT_LOG_LEVEL, "info", 0, 0, true, log_level,
-        "debug, info, warning or error"),
+    OPT("log.file", OPT_STRING, "-", 0, 0, false, log_file_opt,
+        "log file (a relative name is under log.dir); - is standard "
+        "error; false (RabbitMQ's): no file, so standard error; SIGHUP "
+        "reopens it. Roost has one log output: a file named here wins "
+        "over log.console = true"),
+    OPT("log.dir", OPT_STRING, "", 0, 0, false, log_dir,
+        "directory of a relative log.file (RabbitMQ's); empty: the "
+        "working directory"),
+    OPT("log.console", OPT_BOOL, "false", 0, 0, false, log_console,
+        "true (RabbitMQ's): log to standard error, unless log.file names "
+        "a file"),
+    OPT("log.level", OPT_LOG_LEVEL, "info", 0, 0, true, log_default_level,
+        "debug, info, warning or error (also RabbitMQ's notice, taken as "
+        "warning, and critical, alert and emergency, taken as error); "
+        "log.default.level is the same key; log.file.level or "
+        "log.console.level wins for its output"),
+    OPT("log.file.level", OPT_LOG_LEVEL, "", 0, 0, true, log_file_level,
+        "level of a log file (and of standard error when no file or "
+        "console is named, as RabbitMQ's default output is its file); "
+        "empty: log.level; none: errors only"),
+    OPT("log.console.level", OPT_LOG_LEVEL, "", 0, 0, true,
+        log_console_level,
+        "level of standard error when it is the log (given, it turns "
+        "log.console on, as in RabbitMQ); empty: log.level; none: errors "
+        "only"),
     OPT("log.console.formatter", OPT_STRING, "plaintext", 0, 0, false,
         log_console_formatter,
         "plaintext or json (RabbitMQ's): each line logged on standard "
@@ -108,7 +131,7 @@ const struct opt_def config_opts[] = {
         "plaintext or json: the same for a log file"),
     OPT("channel_max", OPT_INT, "2047", 1, 65535, true, channel_max,
         "highest channel number a client may open (offered in connection.tune)"),
-    OPT("frame_max", OPT_INT, "131072", 4096, 16777216, true, frame_max,
+    OPT("frame_max", OPT_BYTESIZE, "131072", 4096, 16777216, true, frame_max,
         "largest frame in bytes (offered in connection.tune)"),
     OPT("heartbeat", OPT_INT, "60", 0, 65535, true, heartbeat,
         "heartbeat interval in seconds offered in connection.tune; 0 disables"),
@@ -135,6 +158,10 @@ const struct opt_def config_opts[] = {
     OPT("default_permissions.read", OPT_STRING, ".*", 0, 0, false,
         default_perm_read,
         "read permission of the default user in the default vhost"),
+    OPT("default_user_tags", OPT_LIST, "", 0, 0, false, default_user_tags,
+        "RabbitMQ's default_user_tags.TAG = true: the default user's tags "
+        "(administrator, monitoring, policymaker, management, or any "
+        "name), those set to true; none set: administrator"),
     OPT("server_properties.rabbitmq", OPT_BOOL, "true", 0, 0, false,
         announce_rabbitmq,
         "true: connection.start says product RabbitMQ, version "
@@ -160,7 +187,8 @@ const struct opt_def config_opts[] = {
         "bytes (both 0: no flow control)"),
     OPT("connection_max", OPT_INT64, "65536", 1, 10000000, true,
         connection_max,
-        "open connections allowed; connection.open beyond it gets 530"),
+        "open connections allowed; connection.open beyond it gets 530; "
+        "infinity (RabbitMQ's): the largest"),
     OPT("consumer_max_per_channel", OPT_INT64, "65536", 1, 10000000, true,
         consumer_max_per_channel,
         "consumers one channel may have; basic.consume beyond it gets 530"),
@@ -179,9 +207,11 @@ const struct opt_def config_opts[] = {
     OPT("vm_memory_high_watermark.relative", OPT_DOUBLE, "0.4", 0, 1, true,
         mem_high_watermark_relative,
         "fraction of RAM above which publishers are blocked (as RabbitMQ)"),
-    OPT("vm_memory_high_watermark.absolute", OPT_INT64, "0", 0,
-        INT64_C(1) << 50, true, mem_high_watermark_absolute,
-        "bytes above which publishers are blocked; 0 uses the relative limit"),
+    OPT("vm_memory_high_watermark.absolute", OPT_BYTES, "0", 0,
+        INT64_C(1) << 50, true, mem_absolute_opt,
+        "bytes above which publishers are blocked (2GB, 512MiB, ...); 0 "
+        "uses the relative limit, and so does setting .relative too (as "
+        "RabbitMQ)"),
     OPT("vm_memory_high_watermark_paging_ratio", OPT_DOUBLE, "0.5", 0, 10, true, mem_paging_ratio,
         "fraction of the memory high watermark above which queues keep "
         "a sixteenth of their window in memory and page transient "
@@ -194,10 +224,15 @@ const struct opt_def config_opts[] = {
         INT64_C(1) << 31, false, store_segment_size,
         "Bytes of journal per segment file (preallocated); a segment is "
         "deleted once none of its messages is left."),
-    OPT("disk_free_limit.absolute", OPT_INT64, "50000000", 0,
-        INT64_C(1) << 50, true, disk_free_limit,
+    OPT("disk_free_limit.absolute", OPT_BYTES, "50000000", 0,
+        INT64_C(1) << 50, true, disk_absolute_opt,
         "free bytes on the data directory's filesystem below which "
-        "publishers are blocked"),
+        "publishers are blocked (1GB, 500MiB, ...); 0: no disk alarm"),
+    OPT("disk_free_limit.relative", OPT_DOUBLE, "0", 0, 1000, true,
+        disk_free_relative,
+        "the same as a multiple of the machine's RAM (RabbitMQ's: 1.5 is "
+        "one and a half times the RAM), computed at start; set, it wins "
+        "over .absolute (as RabbitMQ)"),
     OPT("management.tcp.port", OPT_INT, "15672", 0, 65535, false,
         mgmt_tcp_port,
         "port of the management HTTP API (RabbitMQ's); 0 picks a free "
@@ -281,13 +316,43 @@ const struct opt_def config_opts[] = {
 };
 const size_t config_nopts = NELEMS(config_opts);
 
+/* RabbitMQ's other names for Roost's keys. */
+static const struct alias {
+    const char *name, *is;
+} aliases[] = {
+    { "log.default.level", "log.level" },
+    { "management.listener.port", "management.tcp.port" },
+    { "management.listener.ip", "management.tcp.ip" },
+    { "management.load_definitions", "load_definitions" },
+    { "definitions.local.path", "load_definitions" },
+    { "tcp_listen_options.backlog", "listen_backlog" },
+};
+
 static const struct opt_def *
 opt_find(const char *name)
 {
+    for (size_t i = 0; i < NELEMS(aliases); i++)
+        if (strcmp(aliases[i].name, name) == 0)
+            name = aliases[i].is;
     for (size_t i = 0; i < config_nopts; i++)
         if (strcmp(config_opts[i].name, name) == 0)
             return &config_opts[i];
     return NULL;
+}
+
+static size_t
+opt_index(const char *name)
+{
+    const struct opt_def *o = opt_find(name);
+    if (o == NULL)
+        fatalx("no option %s", name);
+    return (size_t)(o - config_opts);
+}
+
+static bool
+is_given(const struct config *c, const char *name)
+{
+    return c->given[opt_index(name)] != 0;
 }
 
 /* The list option "P" of a key "P.NAME" ('*entry': NAME), or NULL. */
@@ -350,6 +415,24 @@ config_list_next(const char *list, size_t *pos, char *value, size_t len)
     return config_list_entry(list, pos, NULL, 0, value, len);
 }
 
+void
+config_default_user_tags(const struct config *c, char *out, size_t len)
+{
+    char tag[256], v[16];
+    size_t pos = 0, n = 0;
+
+    if (c->default_user_tags[0] == '\0') {
+        snprintf(out, len, "administrator");
+        return;
+    }
+    out[0] = '\0';
+    while (config_list_entry(c->default_user_tags, &pos, tag, sizeof(tag), v,
+                             sizeof(v)))
+        if (strcmp(v, "true") == 0 && n < len)
+            n += (size_t)snprintf(out + n, len - n, "%s%s", n ? "," : "",
+                                  tag);
+}
+
 bool
 config_list_get(const char *list, const char *name, char *value, size_t len)
 {
@@ -405,9 +488,177 @@ parse_int64(const char *s, int64_t *out)
     return 0;
 }
 
+struct unit {
+    const char *name;
+    int64_t mult;
+};
+
+/* RabbitMQ 3.10's information units (rabbit_resource_monitor_misc),
+ * exactly the spellings it takes. */
+static const struct unit info_units[] = {
+    { "kB", 1000 }, { "KB", 1000 }, { "kb", 1000 }, { "Kb", 1000 },
+    { "MB", 1000000 }, { "mb", 1000000 }, { "Mb", 1000000 },
+    { "GB", 1000000000 }, { "gb", 1000000000 }, { "Gb", 1000000000 },
+    { "k", 1024 }, { "K", 1024 }, { "kiB", 1024 }, { "KiB", 1024 },
+    { "kib", 1024 }, { "KIB", 1024 },
+    { "m", 1 << 20 }, { "M", 1 << 20 }, { "MiB", 1 << 20 },
+    { "mib", 1 << 20 }, { "MIB", 1 << 20 },
+    { "g", 1 << 30 }, { "G", 1 << 30 }, { "GiB", 1 << 30 },
+    { "gib", 1 << 30 }, { "GIB", 1 << 30 },
+    { NULL, 0 },
+};
+
+/* cuttlefish's bytesize (frame_max). */
+static const struct unit bytesize_units[] = {
+    { "KB", 1024 }, { "MB", 1 << 20 }, { "GB", 1 << 30 }, { NULL, 0 },
+};
+
+/* Digits, then nothing or one of 'units'. */
+static int
+parse_bytes(const char *s, const struct unit *units, int64_t *out)
+{
+    const char *p = s;
+    int64_t v = 0, mult = 1;
+
+    while (*p >= '0' && *p <= '9') {
+        if (v > (INT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (*p++ - '0');
+    }
+    if (p == s)
+        return -1;
+    if (*p != '\0') {
+        const struct unit *u = units;
+        while (u->name != NULL && strcmp(u->name, p) != 0)
+            u++;
+        if (u->name == NULL)
+            return -1;
+        mult = u->mult;
+    }
+    if (v > INT64_MAX / mult)
+        return -1;
+    *out = v * mult;
+    return 0;
+}
+
+/* RabbitMQ's log levels onto Roost's four. */
+static int
+parse_log_level(const char *s)
+{
+    static const struct {
+        const char *name;
+        int level;
+    } more[] = {
+        { "", -1 }, { "notice", LOG_LVL_WARN }, { "critical", LOG_LVL_ERROR },
+        { "alert", LOG_LVL_ERROR }, { "emergency", LOG_LVL_ERROR },
+        { "none", CONFIG_LOG_NONE },
+    };
+    for (size_t i = 0; i < NELEMS(more); i++)
+        if (strcmp(s, more[i].name) == 0)
+            return more[i].level;
+    int l = log_level_parse(s);
+    return l < 0 ? -2 : l;
+}
+
+static double
+total_ram(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size
+                                 : 1024.0 * 1024 * 1024;
+}
+
+/* The pairs of which RabbitMQ takes .relative when both are set. */
+static const char *const pairs[][2] = {
+    { "vm_memory_high_watermark.relative",
+      "vm_memory_high_watermark.absolute" },
+    { "disk_free_limit.relative", "disk_free_limit.absolute" },
+};
+
+/* Roost's one log output and its level from RabbitMQ's keys. As
+ * RabbitMQ: a level given turns its output on, and an output's own
+ * level wins over log.default.level. */
+static void
+resolve_log(struct config *c)
+{
+    const char *f = c->log_file_opt;
+    if (f == NULL || c->log_dir == NULL)
+        return;     /* config_defaults has not set them yet */
+    bool no_file = strcmp(f, "false") == 0;
+    bool to_file = f[0] != '\0' && strcmp(f, "-") != 0 && !no_file;
+    bool console = is_given(c, "log.console") ? c->log_console
+        : c->log_console_level >= 0 && c->log_console_level != CONFIG_LOG_NONE;
+    int level = c->log_default_level >= 0 ? c->log_default_level
+                                          : LOG_LVL_INFO;
+
+    free(c->log_file);
+    if (to_file) {
+        if (c->log_file_level >= 0)
+            level = c->log_file_level;
+        if (f[0] != '/' && c->log_dir[0] != '\0') {
+            size_t n = strlen(c->log_dir) + strlen(f) + 2;
+            c->log_file = xmalloc(n);
+            snprintf(c->log_file, n, "%s/%s", c->log_dir, f);
+        } else {
+            c->log_file = xstrdup(f);
+        }
+    } else {
+        if (console && c->log_console_level >= 0)
+            level = c->log_console_level;
+        else if (!no_file && c->log_file_level >= 0)
+            level = c->log_file_level;
+        c->log_file = xstrdup("-");
+    }
+    c->log_level = level == CONFIG_LOG_NONE ? LOG_LVL_ERROR : level;
+}
+
+/* The values that other options' settings come to. */
+static void
+resolve(struct config *c)
+{
+    c->mem_high_watermark_absolute =
+        is_given(c, pairs[0][0]) ? 0 : c->mem_absolute_opt;
+    c->disk_free_limit = is_given(c, pairs[1][0])
+        ? (int64_t)(c->disk_free_relative * total_ram() + 0.5)
+        : c->disk_absolute_opt;
+    resolve_log(c);
+}
+
+bool
+config_has_key(const char *key)
+{
+    const char *entry;
+    return opt_find(key) != NULL || list_find(key, &entry) != NULL;
+}
+
+static int
+set_value(struct config *c, const char *key, const char *value, char *err,
+          size_t errlen);
+
 int
 config_set(struct config *c, const char *key, const char *value, char *err,
            size_t errlen)
+{
+    const struct opt_def *o = opt_find(key);
+    const char *entry;
+
+    if (o == NULL)
+        o = list_find(key, &entry);
+    if (set_value(c, key, value, err, errlen) != 0)
+        return -1;
+    /* Set on the command line after a file, one of a pair wins. */
+    for (size_t i = 0; i < NELEMS(pairs); i++)
+        for (size_t j = 0; j < 2; j++)
+            if (strcmp(o->name, pairs[i][j]) == 0)
+                c->given[opt_index(pairs[i][1 - j])] = 0;
+    c->given[o - config_opts] = 1;
+    resolve(c);
+    return 0;
+}
+
+static int
+set_value(struct config *c, const char *key, const char *value, char *err,
+          size_t errlen)
 {
     const struct opt_def *o = opt_find(key);
     const char *entry = NULL;
@@ -436,7 +687,21 @@ config_set(struct config *c, const char *key, const char *value, char *err,
         return 0;
     case OPT_INT:
     case OPT_INT64:
-        if (parse_int64(value, &v) != 0) {
+    case OPT_BYTES:
+    case OPT_BYTESIZE:
+        if (o->type == OPT_BYTES || o->type == OPT_BYTESIZE) {
+            if (parse_bytes(value, o->type == OPT_BYTES ? info_units
+                            : bytesize_units, &v) != 0) {
+                snprintf(err, errlen, "%s: '%s' is not a number of bytes "
+                         "(digits, then %s)", key, value,
+                         o->type == OPT_BYTES ? "kB, MB, GB, KiB, MiB, GiB, "
+                         "k, m, g or none" : "KB, MB, GB or none");
+                return -1;
+            }
+        } else if (strcmp(value, "infinity") == 0 &&
+                   strcmp(o->name, "connection_max") == 0) {
+            v = o->max;     /* RabbitMQ's "no limit" */
+        } else if (parse_int64(value, &v) != 0) {
             snprintf(err, errlen, "%s: '%s' is not an integer", key, value);
             return -1;
         }
@@ -445,7 +710,7 @@ config_set(struct config *c, const char *key, const char *value, char *err,
                      (long long)v, (long long)o->min, (long long)o->max);
             return -1;
         }
-        if (o->type == OPT_INT)
+        if (o->type == OPT_INT || o->type == OPT_BYTESIZE)
             *(int *)field = (int)v;
         else
             *(int64_t *)field = v;
@@ -487,10 +752,11 @@ config_set(struct config *c, const char *key, const char *value, char *err,
         *(char **)field = xstrdup(value);
         return 0;
     case OPT_LOG_LEVEL: {
-        int l = log_level_parse(value);
-        if (l < 0) {
+        int l = parse_log_level(value);
+        if (l == -2) {
             snprintf(err, errlen,
-                     "%s: '%s' is not debug, info, warning or error", key,
+                     "%s: '%s' is not debug, info, warning or error (or "
+                     "notice, critical, alert, emergency, none)", key,
                      value);
             return -1;
         }
@@ -507,12 +773,16 @@ config_defaults(struct config *c)
     char err[256];
 
     memset(c, 0, sizeof(*c));
+    if (config_nopts > CONFIG_MAX_OPTS)
+        fatalx("CONFIG_MAX_OPTS is below %zu", config_nopts);
     for (size_t i = 0; i < config_nopts; i++)
         if (config_set(c, config_opts[i].name, config_opts[i].def, err,
                        sizeof(err)) != 0)
             fatalx("bad built-in default: %s", err);
     c->mgmt_tcp_port_given = false;
     c->prom_tcp_port_given = false;
+    memset(c->given, 0, sizeof(c->given));
+    resolve(c);
 }
 
 void
@@ -525,6 +795,8 @@ config_free(struct config *c)
             free(*p);
             *p = NULL;
         }
+    free(c->log_file);
+    c->log_file = NULL;
 }
 
 static char *
@@ -540,12 +812,53 @@ trim(char *s)
 }
 
 static void
-append_err(char *errs, size_t errlen, const char *path, int line,
+append_msg(char *buf, size_t len, const char *path, int line,
            const char *msg)
 {
-    size_t n = strlen(errs);
-    if (n < errlen)
-        snprintf(errs + n, errlen - n, "%s:%d: %s\n", path, line, msg);
+    size_t n = strlen(buf);
+    if (n < len)
+        snprintf(buf + n, len - n, "%s:%d: %s\n", path, line, msg);
+}
+
+/* After the whole file: what RabbitMQ decides over several keys. */
+static void
+check_file(struct config *c, const char *path, const int *lines,
+           char *warns, size_t warnlen)
+{
+    char msg[512];
+
+    for (size_t i = 0; i < NELEMS(pairs); i++) {
+        size_t rel = opt_index(pairs[i][0]), abs = opt_index(pairs[i][1]);
+        if (lines[rel] == 0 || lines[abs] == 0)
+            continue;
+        c->given[rel] = 1;
+        c->given[abs] = 0;
+        snprintf(msg, sizeof(msg), "%s is ignored: %s (line %d) is set "
+                 "too, and RabbitMQ then uses it", pairs[i][1], pairs[i][0],
+                 lines[rel]);
+        append_msg(warns, warnlen, path, lines[abs], msg);
+    }
+    resolve(c);
+    int console = lines[opt_index("log.console")];
+    int console_level = lines[opt_index("log.console.level")];
+    int file = lines[opt_index("log.file")];
+    int dir = lines[opt_index("log.dir")];
+    bool to_console = strcmp(c->log_file, "-") == 0;
+    if (!to_console && (console || console_level) &&
+        (c->log_console || (!console && c->log_console_level >= 0 &&
+                            c->log_console_level != CONFIG_LOG_NONE))) {
+        snprintf(msg, sizeof(msg), "Roost has one log output: it logs to "
+                 "%s only, not to standard error too", c->log_file);
+        append_msg(warns, warnlen, path, console ? console : console_level,
+                   msg);
+    }
+    if (file && strcmp(c->log_file_opt, "false") == 0 && to_console &&
+        !(console && c->log_console))
+        append_msg(warns, warnlen, path, file, "log.file = false: Roost "
+                   "always has one log output, and logs to standard error");
+    if (dir && to_console)
+        append_msg(warns, warnlen, path, dir, "log.dir: no log.file names a "
+                   "file in it, so Roost logs to standard error");
 }
 
 int
@@ -557,19 +870,21 @@ config_load_file(struct config *c, const char *path, int flags, char *errs,
         warns[0] = '\0';
     FILE *fp = fopen(path, "r");
     char buf[4096], err[512];
-    int line = 0, nerr = 0;
+    int line = 0, nerr = 0, lines[CONFIG_MAX_OPTS] = { 0 };
 
     if (errlen)
         errs[0] = '\0';
+    if (warnlen)
+        warns[0] = '\0';
     if (fp == NULL) {
         snprintf(err, sizeof(err), "cannot open: %s", strerror(errno));
-        append_err(errs, errlen, path, 0, err);
+        append_msg(errs, errlen, path, 0, err);
         return 1;
     }
     while (fgets(buf, sizeof(buf), fp)) {
         line++;
         if (strchr(buf, '\n') == NULL && !feof(fp)) {
-            append_err(errs, errlen, path, line, "line too long");
+            append_msg(errs, errlen, path, line, "line too long");
             nerr++;
             int ch;
             while ((ch = fgetc(fp)) != EOF && ch != '\n')
@@ -581,18 +896,51 @@ config_load_file(struct config *c, const char *path, int flags, char *errs,
             continue;
         char *eq = strchr(s, '=');
         if (eq == NULL) {
-            append_err(errs, errlen, path, line, "expected 'key = value'");
+            append_msg(errs, errlen, path, line, "expected 'key = value'");
             nerr++;
             continue;
         }
         *eq = '\0';
+        /* As cuttlefish: a '#' ends the value, the rest is a comment. */
+        eq[1 + strcspn(eq + 1, "#")] = '\0';
         char *key = trim(s), *value = trim(eq + 1);
-        if (config_set(c, key, value, err, sizeof(err)) != 0) {
-            append_err(errs, errlen, path, line, err);
-            nerr++;
+        if (!config_has_key(key)) {
+            const char *why = NULL;
+            enum rabbit_verdict v = rabbitconf_classify(key, value, &why);
+            if (v == RABBIT_UNKNOWN) {
+                snprintf(err, sizeof(err), "unknown key '%s'", key);
+                append_msg(errs, errlen, path, line, err);
+                nerr++;
+            } else if (v == RABBIT_IGNORED) {
+                snprintf(err, sizeof(err), "%s = %s: RabbitMQ's key, "
+                         "skipped: %s", key, value, why);
+                append_msg(warns, warnlen, path, line, err);
+            } else if (flags & CONFIG_IGNORE_UNSUPPORTED) {
+                snprintf(err, sizeof(err), "%s = %s: not supported, "
+                         "skipped (--ignore-unsupported): %s", key, value,
+                         why);
+                append_msg(warns, warnlen, path, line, err);
+            } else {
+                snprintf(err, sizeof(err), "%s = %s: not supported: %s "
+                         "(--ignore-unsupported skips it)", key, value, why);
+                append_msg(errs, errlen, path, line, err);
+                nerr++;
+            }
+            continue;
         }
+        if (config_set(c, key, value, err, sizeof(err)) != 0) {
+            append_msg(errs, errlen, path, line, err);
+            nerr++;
+            continue;
+        }
+        const char *entry;
+        const struct opt_def *o = opt_find(key);
+        if (o == NULL)
+            o = list_find(key, &entry);
+        lines[o - config_opts] = line;
     }
     fclose(fp);
+    check_file(c, path, lines, warns, warnlen);
     return nerr;
 }
 
@@ -604,6 +952,9 @@ config_dump(FILE *fp)
         [OPT_BOOL] = "true|false", [OPT_STRING] = "string",
         [OPT_LOG_LEVEL] = "debug|info|warning|error",
         [OPT_LIST] = "list: one key per entry, as the line below",
+        [OPT_BYTES] = ("bytes: digits, or digits and kB|MB|GB (1000s) or "
+                       "KiB|MiB|GiB|k|m|g (1024s)"),
+        [OPT_BYTESIZE] = "bytes: digits, or digits and KB|MB|GB (1024s)",
     };
 
     fprintf(fp,
@@ -619,7 +970,9 @@ config_dump(FILE *fp)
     for (size_t i = 0; i < config_nopts; i++) {
         const struct opt_def *o = &config_opts[i];
         fprintf(fp, "\n# %s\n# type: %s", o->help, type_names[o->type]);
-        if (o->type == OPT_INT || o->type == OPT_INT64 || o->type == OPT_DOUBLE)
+        if (o->type == OPT_INT || o->type == OPT_INT64 ||
+            o->type == OPT_DOUBLE || o->type == OPT_BYTES ||
+            o->type == OPT_BYTESIZE)
             fprintf(fp, " (%lld..%lld)", (long long)o->min, (long long)o->max);
         if (o->reloadable)
             fprintf(fp, "; reloadable");
@@ -676,14 +1029,20 @@ config_validate(const struct config *c, char *err, size_t errlen)
             return -1;
         }
     char user[256], v[16];
-    pos = 0;
-    while (config_list_entry(c->loopback_users, &pos, user, sizeof(user), v,
-                             sizeof(v)))
-        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-            snprintf(err, errlen, "loopback_users.%s: '%s' is not true or "
-                     "false", user, v);
-            return -1;
-        }
+    const char *const bool_lists[][2] = {
+        { "loopback_users", c->loopback_users },
+        { "default_user_tags", c->default_user_tags },
+    };
+    for (size_t i = 0; i < NELEMS(bool_lists); i++) {
+        pos = 0;
+        while (config_list_entry(bool_lists[i][1], &pos, user, sizeof(user),
+                                 v, sizeof(v)))
+            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+                snprintf(err, errlen, "%s.%s: '%s' is not true or false",
+                         bool_lists[i][0], user, v);
+                return -1;
+            }
+    }
     if (config_list_none(c->auth_mechanisms)) {
         snprintf(err, errlen, "auth_mechanisms = none leaves no way to log "
                  "in");

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#define CONFIG_MAX_OPTS 128
+
 struct config {
     /* listener */
     int port;
@@ -45,8 +47,20 @@ struct config {
     /* files */
     char *data_dir;
     char *load_definitions;     /* "" = none */
-    char *log_file;             /* "-" = stderr */
-    int log_level;              /* enum log_level */
+    /* RabbitMQ's log keys, as given (see config_resolve_log in
+     * config.c): log.file ("-": stderr, "false": none, else a file,
+     * relative to log_dir), log.console, and levels (-1: not given,
+     * CONFIG_LOG_NONE: "none"); log.level is log.default.level. */
+    char *log_file_opt;
+    char *log_dir;
+    bool log_console;
+    int log_default_level;
+    int log_file_level;
+    int log_console_level;
+    /* What they come to: Roost's one log output ("-" = stderr) and its
+     * level (enum log_level). */
+    char *log_file;
+    int log_level;
     char *log_console_formatter;  /* "plaintext" or "json": on stderr */
     char *log_file_formatter;     /* the same, in a log file */
     /* protocol limits offered in connection.tune */
@@ -63,6 +77,7 @@ struct config {
     char *default_perm_configure;   /* default_permissions.* */
     char *default_perm_write;
     char *default_perm_read;
+    char *default_user_tags;    /* list: default_user_tags.TAG = true|false */
     char *loopback_users;       /* list: loopback_users.NAME = true|false */
     bool announce_rabbitmq;     /* server_properties.rabbitmq */
     int64_t flow_queue_length;  /* flow_control.queue_length */
@@ -78,7 +93,12 @@ struct config {
     int64_t consumer_timeout;   /* ms an unacked delivery may wait; 0: none */
     /* resource alarms */
     double mem_high_watermark_relative;
-    int64_t mem_high_watermark_absolute;    /* 0: use the relative one */
+    int64_t mem_absolute_opt;   /* vm_memory_high_watermark.absolute */
+    int64_t disk_absolute_opt;  /* disk_free_limit.absolute */
+    double disk_free_relative;  /* disk_free_limit.relative */
+    /* What they come to (as RabbitMQ, .relative wins when both are
+     * set): 0 = use the relative one; the disk limit in bytes. */
+    int64_t mem_high_watermark_absolute;
     int64_t disk_free_limit;
     double mem_paging_ratio;
     /* the store */
@@ -107,7 +127,13 @@ struct config {
     char *prom_path;
     bool prom_per_object;
     int64_t prom_max_series;
+    /* Which options were set other than by config_defaults, by index
+     * into config_opts. */
+    unsigned char given[CONFIG_MAX_OPTS];
 };
+
+/* log.*.level = none (Roost then logs errors only). */
+#define CONFIG_LOG_NONE 4
 
 /*
  * OPT_LIST: RabbitMQ's numbered or named keys (listeners.ssl.default,
@@ -116,9 +142,16 @@ struct config {
  * again replaces its value). "P = none" empties the list and keeps it
  * empty (config_list_none).
  */
+/*
+ * OPT_BYTES: an int64 in bytes, with RabbitMQ's information units as its
+ * memory and disk limits take them (2GB, 512MiB, 100k: kB/MB/GB are
+ * powers of 1000; KiB/MiB/GiB and k/m/g powers of 1024).
+ * OPT_BYTESIZE: an int in bytes with cuttlefish's "bytesize" units
+ * (128KB: KB/MB/GB are powers of 1024), as frame_max takes them.
+ */
 enum opt_type {
     OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_BOOL, OPT_STRING, OPT_LOG_LEVEL,
-    OPT_LIST
+    OPT_LIST, OPT_BYTES, OPT_BYTESIZE
 };
 
 struct opt_def {
@@ -145,11 +178,22 @@ void config_free(struct config *c);
 int config_set(struct config *c, const char *key, const char *value,
                char *err, size_t errlen);
 
+/* Whether 'key' is one of Roost's keys (an option, a list entry or an
+ * alias of one). */
+bool config_has_key(const char *key);
+
 /*
  * Parse the file at 'path' into 'c' (which holds defaults or earlier
- * settings). Every error is appended to 'errs' as "path:line: message\n";
- * returns the number of errors. 'c' may be half-changed on error: parse
- * into a scratch copy and apply it only when this returns 0.
+ * settings). Every error is appended to 'errs' and every warning to
+ * 'warns' as "path:line: message\n"; returns the number of errors. 'c'
+ * may be half-changed on error: parse into a scratch copy and apply it
+ * only when this returns 0.
+ *
+ * A key of RabbitMQ's that Roost does not implement (rabbitconf.h) is
+ * skipped with a warning when that changes nothing on a single node, and
+ * is an error when it would drop what was asked, unless 'flags' has
+ * CONFIG_IGNORE_UNSUPPORTED (then a warning too). A key that is neither
+ * Roost's nor RabbitMQ's is an error.
  */
 #define CONFIG_IGNORE_UNSUPPORTED 1
 int config_load_file(struct config *c, const char *path, int flags,
@@ -174,6 +218,11 @@ bool config_list_get(const char *list, const char *name, char *value,
 
 /* "P = none" was given. */
 bool config_list_none(const char *list);
+
+/* The default user's tags, comma-separated, into 'out': those of
+ * default_user_tags.TAG = true (as RabbitMQ), "administrator" when none
+ * is set. */
+void config_default_user_tags(const struct config *c, char *out, size_t len);
 
 /* Write conf/roost.conf: every option, its help, type, bounds and
  * default, commented out. */

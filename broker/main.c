@@ -145,7 +145,8 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
     (void)what;
     (void)arg;
     if (sig == SIGHUP) {
-        reload_run();
+        if (!broker.shutting_down)
+            reload_run();
         return;
     }
     if (broker.shutting_down)
@@ -182,23 +183,36 @@ apply_setting(struct config *cfg, const char *key, const char *value)
 /* What the command line asks for besides settings. */
 struct cmdline {
     bool test_only;
+    const char *config_file;    /* -c, or NULL */
+    int config_flags;           /* for config_load_file */
+    char warns[16384];          /* the file's, "path:line: message" lines */
     const char *export_file;    /* --export-definitions */
     const char *check_dir;      /* --check-data */
 };
+
+/* The line after the one at 'w' (its NUL if it is the last). */
+static const char *
+next_line(const char *w)
+{
+    w += strcspn(w, "\n");
+    return *w == '\n' ? w + 1 : w;
+}
 
 static int
 parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
 {
     const struct option *opts = cmdline_longopts();
     const char *shortopts = cmdline_shortopts();
-    const char *config_file = NULL;
     int ch;
 
     /* First pass: the file, so that command-line settings override it. */
     while ((ch = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
-            config_file = optarg;
+            cl->config_file = optarg;
+            break;
+        case 'U':
+            cl->config_flags |= CONFIG_IGNORE_UNSUPPORTED;
             break;
         case 'V':
             printf("%s %s\n", ROOST_PRODUCT, ROOST_VERSION);
@@ -227,17 +241,21 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
         fprintf(stderr, "roostd: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
-    if (config_file) {
-        char errs[4096], warns[4096];
-        int bad = config_load_file(cfg, config_file, 0, errs, sizeof(errs),
-                                   warns, sizeof(warns));
-        fprintf(stderr, "%s", warns);
-        if (bad != 0) {
+    if (cl->config_file) {
+        char errs[16384];
+        int nerr = config_load_file(cfg, cl->config_file, cl->config_flags,
+                                    errs, sizeof(errs), cl->warns,
+                                    sizeof(cl->warns));
+        /* Standard error now; the log too once it is open (main). */
+        for (const char *w = cl->warns; *w != '\0'; w = next_line(w))
+            fprintf(stderr, "roostd: warning: %.*s\n", (int)strcspn(w, "\n"),
+                    w);
+        if (nerr != 0) {
             fprintf(stderr, "%s", errs);
             return -1;
         }
     }
-    reload_remember_file(config_file, 0);
+    reload_remember_file(cl->config_file, cl->config_flags);
     optind = 1;
     while ((ch = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         int rc = 0;
@@ -457,6 +475,11 @@ main(int argc, char **argv)
     }
     if (log_open(broker.cfg.log_file, (enum log_level)broker.cfg.log_level) != 0)
         return 1;
+    /* The configuration's warnings went to standard error: a log file
+     * gets them too. */
+    if (strcmp(broker.cfg.log_file, "-") != 0)
+        for (const char *w = cl.warns; *w != '\0'; w = next_line(w))
+            log_warnx("%.*s", (int)strcspn(w, "\n"), w);
     /* RabbitMQ's two outputs are one here: standard error is its
      * console, anything else its file. */
     bool console = broker.cfg.log_file[0] == '\0' ||
@@ -505,9 +528,10 @@ main(int argc, char **argv)
             [PERM_WRITE] = broker.cfg.default_perm_write,
             [PERM_READ] = broker.cfg.default_perm_read,
         };
+        char tags[1024];
+        config_default_user_tags(&broker.cfg, tags, sizeof(tags));
         (void)vhost_create(broker.cfg.default_vhost, false);
-        auth_add_user(broker.cfg.default_user, broker.cfg.default_pass,
-                      "administrator");
+        auth_add_user(broker.cfg.default_user, broker.cfg.default_pass, tags);
         if (perm_set(broker.cfg.default_vhost, broker.cfg.default_user, p,
                      false, err, sizeof(err)) != 0)
             fatalx("default_permissions: %s", err);

@@ -115,6 +115,12 @@ type_words(enum opt_type t)
         return "debug, info, warning or error";
     case OPT_LIST:
         return "list, one key per entry";
+    case OPT_BYTES:
+        return "bytes, as digits or with a unit: kB, MB, GB (powers of "
+               "1000), KiB, MiB, GiB, k, m, g (powers of 1024)";
+    case OPT_BYTESIZE:
+        return "bytes, as digits or with a unit: KB, MB, GB (powers of "
+               "1024)";
     }
     return "?";
 }
@@ -158,7 +164,8 @@ conf_page(FILE *fp)
         fprintf(fp, "Type: ");
         roff_text(fp, type_words(o->type));
         if (o->type == OPT_INT || o->type == OPT_INT64 ||
-            o->type == OPT_DOUBLE)
+            o->type == OPT_DOUBLE || o->type == OPT_BYTES ||
+            o->type == OPT_BYTESIZE)
             fprintf(fp, ", %lld to %lld", (long long)o->min,
                     (long long)o->max);
         fputs(". Default: ", fp);

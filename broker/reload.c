@@ -150,8 +150,10 @@ opt_equal(const struct opt_def *o, const struct config *a,
     switch (o->type) {
     case OPT_INT:
     case OPT_LOG_LEVEL:
+    case OPT_BYTESIZE:
         return *(const int *)x == *(const int *)y;
     case OPT_INT64:
+    case OPT_BYTES:
         return *(const int64_t *)x == *(const int64_t *)y;
     case OPT_DOUBLE:
         return *(const double *)x == *(const double *)y;
@@ -174,9 +176,11 @@ opt_take(const struct opt_def *o, struct config *to, struct config *from)
     switch (o->type) {
     case OPT_INT:
     case OPT_LOG_LEVEL:
+    case OPT_BYTESIZE:
         *(int *)x = *(int *)y;
         break;
     case OPT_INT64:
+    case OPT_BYTES:
         *(int64_t *)x = *(int64_t *)y;
         break;
     case OPT_DOUBLE:
@@ -208,12 +212,18 @@ opt_text(const struct opt_def *o, const struct config *c, char *out,
     }
     switch (o->type) {
     case OPT_INT:
+    case OPT_BYTESIZE:
         snprintf(out, len, "%d", *(const int *)x);
         break;
-    case OPT_LOG_LEVEL:
-        snprintf(out, len, "%s", log_level_name(*(const int *)x));
+    case OPT_LOG_LEVEL: {
+        int l = *(const int *)x;
+        snprintf(out, len, "%s", l == CONFIG_LOG_NONE ? "none"
+                                 : l < 0 ? "(not set)"
+                                         : log_level_name((enum log_level)l));
         break;
+    }
     case OPT_INT64:
+    case OPT_BYTES:
         snprintf(out, len, "%lld", (long long)*(const int64_t *)x);
         break;
     case OPT_DOUBLE:
@@ -247,7 +257,7 @@ reload_run(void)
     char errs[4096], err[1024], was[256], now[256];
     struct tls_ctx *amqp_tls = NULL, *https_tls = NULL;
     unsigned applied = 0, restart = 0;
-    bool alarms = false;
+    bool alarms = false, levels = false;
 
     notify_send("RELOADING=1\nSTATUS=reloading the configuration");
     log_reopen();
@@ -288,14 +298,24 @@ reload_run(void)
         opt_take(o, &broker.cfg, &fresh);
         log_info("reload: %s changed from %s to %s", o->name, was, now);
         applied++;
-        if (strcmp(o->name, "log.level") == 0)
-            log_set_level((enum log_level)broker.cfg.log_level);
+        if (strncmp(o->name, "log.", 4) == 0)
+            levels = true;
         if (strncmp(o->name, "vm_memory_", 10) == 0 ||
             strncmp(o->name, "disk_free_limit", 15) == 0)
             alarms = true;
     }
-    if (alarms)
+    /* What those settings come to (config.c's resolve): the level of
+     * the log output in use, the limits the alarms compare with. */
+    if (levels && broker.cfg.log_level != fresh.log_level) {
+        broker.cfg.log_level = fresh.log_level;
+        log_set_level((enum log_level)broker.cfg.log_level);
+    }
+    if (alarms) {
+        broker.cfg.mem_high_watermark_absolute =
+            fresh.mem_high_watermark_absolute;
+        broker.cfg.disk_free_limit = fresh.disk_free_limit;
         alarm_reconfigure();
+    }
     if (amqp_tls != NULL) {
         tls_ctx_swap(broker.tls, amqp_tls);
         log_info("reload: TLS certificates and key loaded again; open "

@@ -9,7 +9,7 @@
 # Environment:
 #   BUILD_DIR     build directory (default: build-fuzz/ in the source tree)
 #   FUZZ_TARGETS  targets to run (default: fuzz_frame fuzz_method
-#                 fuzz_table fuzz_props fuzz_record)
+#                 fuzz_table fuzz_props fuzz_record fuzz_config)
 #   MAX_LEN       libFuzzer -max_len (default 65536)
 #   JOBS          make -j (default 2)
 #   KEEP_CORPUS   1: keep the working corpora (default: removed at exit)
@@ -31,7 +31,7 @@ esac
 
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$srcdir/build-fuzz}
-targets=${FUZZ_TARGETS:-fuzz_frame fuzz_method fuzz_table fuzz_props fuzz_record}
+targets=${FUZZ_TARGETS:-fuzz_frame fuzz_method fuzz_table fuzz_props fuzz_record fuzz_config}
 max_len=${MAX_LEN:-65536}
 jobs=${JOBS:-2}
 
