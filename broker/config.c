@@ -374,6 +374,16 @@ list_find(const char *key, const char **entry)
     return NULL;
 }
 
+/* The option a key sets: its own, or the list option of "P.NAME"
+ * ('*entry': NAME; NULL for a key of its own). NULL: none. */
+static const struct opt_def *
+key_find(const char *key, const char **entry)
+{
+    const struct opt_def *o = opt_find(key);
+    *entry = NULL;
+    return o != NULL ? o : list_find(key, entry);
+}
+
 #define LIST_NONE "\tnone\n"
 
 bool
@@ -628,23 +638,25 @@ bool
 config_has_key(const char *key)
 {
     const char *entry;
-    return opt_find(key) != NULL || list_find(key, &entry) != NULL;
+    return key_find(key, &entry) != NULL;
 }
 
 static int
-set_value(struct config *c, const char *key, const char *value, char *err,
-          size_t errlen);
+set_value(struct config *c, const struct opt_def *o, const char *entry,
+          const char *key, const char *value, char *err, size_t errlen);
 
 int
 config_set(struct config *c, const char *key, const char *value, char *err,
            size_t errlen)
 {
-    const struct opt_def *o = opt_find(key);
     const char *entry;
+    const struct opt_def *o = key_find(key, &entry);
 
-    if (o == NULL)
-        o = list_find(key, &entry);
-    if (set_value(c, key, value, err, errlen) != 0)
+    if (o == NULL) {
+        snprintf(err, errlen, "unknown key '%s'", key);
+        return -1;
+    }
+    if (set_value(c, o, entry, key, value, err, errlen) != 0)
         return -1;
     /* Set on the command line after a file, one of a pair wins. */
     for (size_t i = 0; i < NELEMS(pairs); i++)
@@ -657,21 +669,12 @@ config_set(struct config *c, const char *key, const char *value, char *err,
 }
 
 static int
-set_value(struct config *c, const char *key, const char *value, char *err,
-          size_t errlen)
+set_value(struct config *c, const struct opt_def *o, const char *entry,
+          const char *key, const char *value, char *err, size_t errlen)
 {
-    const struct opt_def *o = opt_find(key);
-    const char *entry = NULL;
-    void *field;
+    void *field = (char *)c + o->offset;
     int64_t v;
 
-    if (o == NULL)
-        o = list_find(key, &entry);
-    if (o == NULL) {
-        snprintf(err, errlen, "unknown key '%s'", key);
-        return -1;
-    }
-    field = (char *)c + o->offset;
     switch (o->type) {
     case OPT_LIST:
         if (entry != NULL)
@@ -865,9 +868,6 @@ int
 config_load_file(struct config *c, const char *path, int flags, char *errs,
                  size_t errlen, char *warns, size_t warnlen)
 {
-    (void)flags;
-    if (warnlen)
-        warns[0] = '\0';
     FILE *fp = fopen(path, "r");
     char buf[4096], err[512];
     int line = 0, nerr = 0, lines[CONFIG_MAX_OPTS] = { 0 };
@@ -934,10 +934,7 @@ config_load_file(struct config *c, const char *path, int flags, char *errs,
             continue;
         }
         const char *entry;
-        const struct opt_def *o = opt_find(key);
-        if (o == NULL)
-            o = list_find(key, &entry);
-        lines[o - config_opts] = line;
+        lines[key_find(key, &entry) - config_opts] = line;
     }
     fclose(fp);
     check_file(c, path, lines, warns, warnlen);
