@@ -1,12 +1,12 @@
 #!/bin/sh
-# Print broker/rabbitconf_keys.inc: every configuration key that
+# Print broker/lib/rabbitconf_keys.inc: every configuration key that
 # RabbitMQ's schemas define (rabbitmq.conf's "mapping"s, one C string
 # each, a "$name" segment written as "*"), from a git checkout of
 # rabbitmq-server at a tag. Roost refuses a key that is neither its own
 # nor in this list, as RabbitMQ refuses unknown keys.
 #
 #   scripts/rabbitmq-keys.sh RABBITMQ_SERVER_GIT_DIR v3.10.8 \
-#       > broker/rabbitconf_keys.inc
+#       > broker/lib/rabbitconf_keys.inc
 set -eu
 git=$1
 tag=$2

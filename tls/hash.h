@@ -1,6 +1,6 @@
 /*
  * Digests and random bytes from OpenSSL, for RabbitMQ's password hashes
- * (broker/auth.c): the only reason code outside tls/ needs them, and
+ * (broker/core/auth.c): the only reason code outside tls/ needs them, and
  * tls/ is where OpenSSL is included.
  */
 #ifndef ROOST_TLS_HASH_H

@@ -1,6 +1,6 @@
 /*
  * TLS for AMQP listeners: a server context made from RabbitMQ's
- * ssl_options, reloaded on SIGHUP, and a transport (broker/transport.h)
+ * ssl_options, reloaded on SIGHUP, and a transport (base/transport.h)
  * that speaks TLS on an accepted socket; and TLS bufferevents for the
  * management API's HTTPS listener (evhttp). The only place that
  * includes OpenSSL.
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker/transport.h"
+#include "base/transport.h"
 
 struct bufferevent;
 struct event_base;

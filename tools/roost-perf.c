@@ -63,7 +63,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker/roff.h"
+#include "base/roff.h"
 #include "tools/perf_clock.h"
 
 #define EXIT_USAGE 1

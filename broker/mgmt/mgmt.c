@@ -43,14 +43,14 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "broker/auth.h"
-#include "broker/broker.h"
-#include "broker/defs_json.h"
-#include "broker/log.h"
+#include "broker/core/auth.h"
+#include "broker/core/broker.h"
+#include "broker/defs/defs_json.h"
+#include "broker/lib/log.h"
 #include "broker/mgmt/mgmt_int.h"
-#include "broker/perm.h"
-#include "broker/stats.h"
-#include "broker/util.h"
+#include "broker/core/perm.h"
+#include "broker/core/stats.h"
+#include "broker/lib/util.h"
 #include "tls/hash.h"
 #include "tls/tls.h"
 

@@ -13,17 +13,17 @@
 #include <unistd.h>
 
 #include "amqp/table.h"
-#include "broker/alarm.h"
-#include "broker/auth.h"
-#include "broker/broker.h"
-#include "broker/channel.h"
-#include "broker/conn.h"
-#include "broker/defs_json.h"
-#include "broker/listener.h"
+#include "broker/core/alarm.h"
+#include "broker/core/auth.h"
+#include "broker/core/broker.h"
+#include "broker/session/channel.h"
+#include "broker/session/conn.h"
+#include "broker/defs/defs_json.h"
+#include "broker/session/listener.h"
 #include "broker/mgmt/mgmt_int.h"
-#include "broker/stats.h"
-#include "broker/util.h"
-#include "broker/vhost.h"
+#include "broker/core/stats.h"
+#include "broker/lib/util.h"
+#include "broker/core/vhost.h"
 
 void
 mgmt_set_addr(json_t *o, const char *hkey, const char *pkey, const char *addr)

@@ -28,18 +28,18 @@
 #include <jansson.h>
 
 #include "amqp/props.h"
-#include "broker/auth.h"
-#include "broker/broker.h"
-#include "broker/deadletter.h"
-#include "broker/defs_json.h"
-#include "broker/dlreplay.h"
-#include "broker/exchange.h"
+#include "broker/core/auth.h"
+#include "broker/core/broker.h"
+#include "broker/core/deadletter.h"
+#include "broker/defs/defs_json.h"
+#include "broker/core/dlreplay.h"
+#include "broker/core/exchange.h"
 #include "broker/mgmt/mgmt_int.h"
-#include "broker/msg.h"
-#include "broker/perm.h"
-#include "broker/queue.h"
-#include "broker/util.h"
-#include "broker/vhost.h"
+#include "broker/core/msg.h"
+#include "broker/core/perm.h"
+#include "broker/core/queue.h"
+#include "broker/lib/util.h"
+#include "broker/core/vhost.h"
 
 #define BROWSE_COUNT_DEFAULT 50
 #define BROWSE_COUNT_MAX 1000

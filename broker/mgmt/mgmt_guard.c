@@ -40,11 +40,11 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "broker/broker.h"
-#include "broker/config.h"
-#include "broker/log.h"
+#include "broker/core/broker.h"
+#include "broker/lib/config.h"
+#include "broker/lib/log.h"
 #include "broker/mgmt/mgmt_int.h"
-#include "broker/util.h"
+#include "broker/lib/util.h"
 
 #define HOST_MAX 256
 #define LOG_EVERY_MS 60000

@@ -12,18 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/alarm.h"
-#include "broker/auth.h"
-#include "broker/broker.h"
-#include "broker/conn.h"
-#include "broker/defs_json.h"
-#include "broker/log.h"
+#include "broker/core/alarm.h"
+#include "broker/core/auth.h"
+#include "broker/core/broker.h"
+#include "broker/session/conn.h"
+#include "broker/defs/defs_json.h"
+#include "broker/lib/log.h"
 #include "broker/mgmt/mgmt_int.h"
-#include "broker/queue.h"
-#include "broker/stats.h"
+#include "broker/core/queue.h"
+#include "broker/core/stats.h"
 #include "broker/store/store.h"
-#include "broker/version.h"
-#include "broker/vhost.h"
+#include "broker/lib/version.h"
+#include "broker/core/vhost.h"
 
 /* ---- overview ---- */
 

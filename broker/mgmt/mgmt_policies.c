@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "broker/core/broker.h"
 #include "broker/mgmt/mgmt_int.h"
-#include "broker/policy.h"
-#include "broker/vhost.h"
+#include "broker/core/policy.h"
+#include "broker/core/vhost.h"
 
 static const char *const by_vhost_name[] = { "vhost", "name", NULL };
 

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/auth.h"
-#include "broker/defs_json.h"
-#include "broker/broker.h"
+#include "broker/core/auth.h"
+#include "broker/defs/defs_json.h"
+#include "broker/core/broker.h"
 #include "broker/mgmt/mgmt_int.h"
-#include "broker/perm.h"
-#include "broker/util.h"
+#include "broker/core/perm.h"
+#include "broker/lib/util.h"
 #include "tls/hash.h"
 
 #define TAGS_MAX 1024

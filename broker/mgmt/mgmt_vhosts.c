@@ -11,16 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/auth.h"
-#include "broker/broker.h"
-#include "broker/defs.h"
-#include "broker/defs_json.h"
-#include "broker/log.h"
+#include "broker/core/auth.h"
+#include "broker/core/broker.h"
+#include "broker/core/defs.h"
+#include "broker/defs/defs_json.h"
+#include "broker/lib/log.h"
 #include "broker/mgmt/mgmt_int.h"
-#include "broker/perm.h"
-#include "broker/trace.h"
-#include "broker/util.h"
-#include "broker/vhost.h"
+#include "broker/core/perm.h"
+#include "broker/core/trace.h"
+#include "broker/lib/util.h"
+#include "broker/core/vhost.h"
 
 /* connection.open carries the vhost name as a shortstr. */
 #define VHOST_NAME_MAX 255

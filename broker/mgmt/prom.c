@@ -41,17 +41,17 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "broker/alarm.h"
-#include "broker/broker.h"
-#include "broker/channel.h"
-#include "broker/conn.h"
-#include "broker/log.h"
+#include "broker/core/alarm.h"
+#include "broker/core/broker.h"
+#include "broker/session/channel.h"
+#include "broker/session/conn.h"
+#include "broker/lib/log.h"
 #include "broker/mgmt/mgmt_int.h"
-#include "broker/queue.h"
-#include "broker/stats.h"
-#include "broker/util.h"
-#include "broker/version.h"
-#include "broker/vhost.h"
+#include "broker/core/queue.h"
+#include "broker/core/stats.h"
+#include "broker/lib/util.h"
+#include "broker/lib/version.h"
+#include "broker/core/vhost.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 /* How long one slice of a scrape may hold the loop. */

@@ -30,19 +30,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
-#include "broker/defs.h"
-#include "broker/exchange.h"
-#include "broker/log.h"
-#include "broker/queue.h"
+#include "broker/core/broker.h"
+#include "broker/core/defs.h"
+#include "broker/core/exchange.h"
+#include "broker/lib/log.h"
+#include "broker/core/queue.h"
 #include "broker/store/io.h"
 #include "broker/store/journal.h"
 #include "broker/store/record.h"
 #include "broker/store/replay.h"
 #include "broker/store/store.h"
 #include "broker/store/store_defs.h"
-#include "broker/util.h"
-#include "broker/vhost.h"
+#include "broker/lib/util.h"
+#include "broker/core/vhost.h"
 
 /* A recovered queue (or delayed exchange, delayed.h: then 'q' is NULL),
  * by the store's id, with its live entries. */

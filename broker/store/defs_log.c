@@ -12,16 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/auth.h"
-#include "broker/broker.h"
-#include "broker/exchange.h"
-#include "broker/log.h"
-#include "broker/perm.h"
-#include "broker/policy.h"
-#include "broker/qargs.h"
-#include "broker/queue.h"
-#include "broker/util.h"
-#include "broker/vhost.h"
+#include "broker/core/auth.h"
+#include "broker/core/broker.h"
+#include "broker/core/exchange.h"
+#include "broker/lib/log.h"
+#include "broker/core/perm.h"
+#include "broker/core/policy.h"
+#include "broker/core/qargs.h"
+#include "broker/core/queue.h"
+#include "broker/lib/util.h"
+#include "broker/core/vhost.h"
 
 bool
 store_keeps_exchange(const struct exchange *x)

@@ -25,9 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
-#include "broker/log.h"
-#include "broker/util.h"
+#include "broker/core/broker.h"
+#include "broker/lib/log.h"
+#include "broker/lib/util.h"
 
 static struct {
     char dir[4096];

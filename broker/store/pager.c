@@ -22,10 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
-#include "broker/log.h"
+#include "broker/core/broker.h"
+#include "broker/lib/log.h"
 #include "broker/store/io.h"
-#include "broker/util.h"
+#include "broker/lib/util.h"
 
 TAILQ_HEAD(pager_list, pager_job);
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "broker/store/crc32c.h"
-#include "broker/util.h"
+#include "broker/lib/util.h"
 
 static void
 put32(uint8_t *p, uint32_t v)

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/msg.h"
+#include "broker/core/msg.h"
 #include "broker/store/journal.h"
-#include "broker/util.h"
+#include "broker/lib/util.h"
 
 #define PUSH(arr, n, cap, v)                                                 \
     do {                                                                     \

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker/defs.h"
+#include "broker/core/defs.h"
 #include "broker/store/record.h"
 
 struct exchange;

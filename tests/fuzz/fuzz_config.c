@@ -1,6 +1,6 @@
 /*
- * libFuzzer target: the configuration file parser (broker/config.c with
- * broker/rabbitconf.c). The input is a whole file. It is loaded onto the
+ * libFuzzer target: the configuration file parser (broker/lib/config.c with
+ * broker/lib/rabbitconf.c). The input is a whole file. It is loaded onto the
  * defaults twice, without and with CONFIG_IGNORE_UNSUPPORTED, and
  *
  *  - each load returns as many errors as it wrote lines to 'errs', and
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "broker/config.h"
+#include "broker/lib/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 const char fuzz_target_name[] = "fuzz_config";

@@ -1,5 +1,5 @@
 /*
- * Message bodies on their way through the broker (broker/inbuf.h): a
+ * Message bodies on their way through the broker (broker/core/inbuf.h): a
  * large body that arrives in one frame is lent by the input block it was
  * read into instead of copied; a body in several frames gets its own
  * allocation; a small one is copied. Each way must deliver the same bytes,
@@ -359,7 +359,7 @@ START_TEST(dead_letter_too_large_dropped)
 END_TEST
 
 /*
- * Envelopes (broker/msg.h): a channel's run of publishes with the same
+ * Envelopes (broker/core/msg.h): a channel's run of publishes with the same
  * exchange, routing key and properties shares one; a change in any of
  * them (a routing key, a message-id per message, a content type, the
  * delivery mode, a priority, headers) gives the message its own. Every

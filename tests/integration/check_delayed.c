@@ -1,5 +1,5 @@
 /*
- * Delayed messages (x-delayed-message, broker/delayed.h), with rabbitmq-c
+ * Delayed messages (x-delayed-message, broker/core/delayed.h), with rabbitmq-c
  * against a real roostd. The reference RabbitMQ (3.10.8) runs without
  * the rabbitmq_delayed_message_exchange plugin, so these expectations
  * come from the plugin's source (docs/compatibility.md, "Delayed

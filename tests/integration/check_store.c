@@ -898,7 +898,7 @@ START_TEST(crash_loop_retry)
 }
 END_TEST
 
-/* ---- 3b. delayed messages (x-delayed-message, broker/delayed.h) ---- */
+/* ---- 3b. delayed messages (x-delayed-message, broker/core/delayed.h) ---- */
 
 enum { DL_MAX_IDS = 100000, DL_ROUND_MAX = 800, DL_DELAY_MAX = 600 };
 

@@ -66,9 +66,9 @@ done < "$tmp/defaults"
 [ -z "$bad_defaults" ] && ok "roost.conf.5-defaults" ||
     bad "roost.conf.5-defaults" "$bad_defaults"
 
-# roostd(8): every long option of broker/cmdline.c's table, and --help
+# roostd(8): every long option of broker/proc/cmdline.c's table, and --help
 # shows the same set.
-opts=$(sed -n 's/^ *{ "\([a-z-]*\)", .*/\1/p' "$srcdir/broker/cmdline.c")
+opts=$(sed -n 's/^ *{ "\([a-z-]*\)", .*/\1/p' "$srcdir/broker/proc/cmdline.c")
 nopts=$(echo "$opts" | wc -l)
 [ "$nopts" -ge 10 ] && ok "roostd-table($nopts)" || bad roostd-table "$nopts"
 m=$(missing "$build/man/roostd.8" $(for o in $opts; do echo "\\fB\\-\\-${o//-/\\-}\\fR"; done))

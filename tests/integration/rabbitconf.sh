@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# roostd -c rabbitmq.conf (broker/config.c, broker/rabbitconf.c,
+# roostd -c rabbitmq.conf (broker/lib/config.c, broker/lib/rabbitconf.c,
 # docs/configuration.md): a file written as RabbitMQ's docs show it
 # (listeners.tcp and .ssl, ssl_options with verify_peer and
 # fail_if_no_peer_cert, watermarks with units, default user, vhost and

@@ -7,10 +7,10 @@
 
 #include <unistd.h>
 
-#include "broker/config.h"
-#include "broker/hmap.h"
-#include "broker/log.h"
-#include "broker/rabbitconf.h"
+#include "broker/lib/config.h"
+#include "broker/lib/hmap.h"
+#include "broker/lib/log.h"
+#include "broker/lib/rabbitconf.h"
 
 static char *
 write_temp(const char *text)

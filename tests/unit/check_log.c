@@ -9,7 +9,7 @@
 #include <jansson.h>
 #include <unistd.h>
 
-#include "broker/log.h"
+#include "broker/lib/log.h"
 
 static char path[64];
 

@@ -15,7 +15,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "broker/transport.h"
+#include "base/transport.h"
 
 static void
 nothing(void *arg)

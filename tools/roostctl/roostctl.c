@@ -22,7 +22,7 @@
 
 #include "ctl.h"
 #include "http.h"
-#include "broker/roff.h"
+#include "base/roff.h"
 #include "xalloc.h"
 
 /* Which commands take a command-specific option. */

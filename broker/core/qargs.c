@@ -1,0 +1,381 @@
+/*
+ * Queue arguments: types and bounds as RabbitMQ checks them, with its
+ * texts ("invalid arg 'x-message-ttl' for queue 'q' in vhost '/':
+ * {value_negative,-1}").
+ */
+#include "broker/core/qargs.h"
+
+#include "broker/core/queue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/lib/util.h"
+
+const char *const qargs_equivalence_keys[] = {
+    "x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes",
+    "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+    "x-single-active-consumer", "x-queue-mode", "x-queue-version",
+    "x-queue-master-locator", "x-delivery-limit", "x-max-priority",
+    "x-requeue-delay", "x-requeue-delay-max", NULL,
+};
+
+/* The name RabbitMQ gives a field's type in "expected integer, got T". */
+static const char *
+qargs_kind_name(enum amqp_field_kind k)
+{
+    switch (k) {
+    case AMQP_FIELD_LONGSTR: return "longstr";
+    case AMQP_FIELD_BOOL: return "bool";
+    case AMQP_FIELD_TABLE: return "table";
+    case AMQP_FIELD_ARRAY: return "array";
+    case AMQP_FIELD_FLOAT: return "float";
+    case AMQP_FIELD_DOUBLE: return "double";
+    case AMQP_FIELD_BYTES: return "binary";
+    case AMQP_FIELD_VOID: return "void";
+    case AMQP_FIELD_DECIMAL: return "decimal";
+    case AMQP_FIELD_TIMESTAMP: return "timestamp";
+    default: return "integer";
+    }
+}
+
+const char *
+qargs_type_atom(enum amqp_field_kind k)
+{
+    switch (k) {
+    case AMQP_FIELD_I8: return "byte";
+    case AMQP_FIELD_I16: return "short";
+    case AMQP_FIELD_I32: return "signedint";
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64: return "long";
+    default: return qargs_kind_name(k);
+    }
+}
+
+/* Integers of any width, as RabbitMQ accepts them. */
+static bool
+qargs_as_int(const struct amqp_field *v, int64_t *out)
+{
+    switch (v->kind) {
+    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
+        *out = v->v.i;
+        return true;
+    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
+        *out = (int64_t)v->v.u;
+        return true;
+    default:
+        return false;
+    }
+}
+
+static enum qargs_result
+invalid(char *err, size_t errlen, struct amqp_bytes key, const char *what,
+        const char *why)
+{
+    snprintf(err, errlen, "invalid arg '%.*s' for %s: %s", (int)key.len,
+             (const char *)key.ptr, what, why);
+    return QARGS_INVALID;
+}
+
+enum qargs_result
+qargs_int(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+          int64_t *out, char *err, size_t errlen)
+{
+    char why[96];
+    if (qargs_as_int(v, out))
+        return QARGS_OK;
+    snprintf(why, sizeof(why), "\"expected integer, got %s\"",
+             qargs_kind_name(v->kind));
+    return invalid(err, errlen, k, what, why);
+}
+
+/* A non-negative integer (or positive, with 'positive'). */
+static enum qargs_result
+int_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+        bool positive, int64_t *out, char *err, size_t errlen)
+{
+    char why[96];
+    if (qargs_int(v, k, what, out, err, errlen) != QARGS_OK)
+        return QARGS_INVALID;
+    if (*out < 0) {
+        snprintf(why, sizeof(why), "{value_negative,%lld}", (long long)*out);
+        return invalid(err, errlen, k, what, why);
+    }
+    if (positive && *out == 0)
+        return invalid(err, errlen, k, what, "{value_zero,0}");
+    return QARGS_OK;
+}
+
+static enum qargs_result
+str_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+        char **out, char *err, size_t errlen)
+{
+    char why[96];
+    if (v->kind != AMQP_FIELD_LONGSTR) {
+        snprintf(why, sizeof(why), "\"expected longstr, got %s\"",
+                 qargs_kind_name(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    if (v->v.str.len > 255)
+        return invalid(err, errlen, k, what, "{too_long}");
+    free(*out);
+    *out = xstrndup(v->v.str.ptr, v->v.str.len);
+    return QARGS_OK;
+}
+
+/* A bool, as RabbitMQ's check_bool_arg wants it. */
+static enum qargs_result
+bool_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+         bool *out, char *err, size_t errlen)
+{
+    char why[300];
+    if (v->kind != AMQP_FIELD_BOOL) {
+        snprintf(why, sizeof(why), "{unacceptable_type,%s}",
+                 qargs_type_atom(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    *out = v->v.b;
+    return QARGS_OK;
+}
+
+/* x-queue-version: 1 or 2, as RabbitMQ 3.10 accepts them; the two
+ * index formats are RabbitMQ's own and behave alike in Roost. */
+static enum qargs_result
+queue_version_arg(const struct amqp_field *v, struct amqp_bytes k,
+                  const char *what, char *err, size_t errlen)
+{
+    char why[300];
+    int64_t n;
+    if (qargs_int(v, k, what, &n, err, errlen) != QARGS_OK)
+        return QARGS_INVALID;
+    if (n != 1 && n != 2) {
+        snprintf(why, sizeof(why), "\"unsupported queue version '%lld'\"",
+                 (long long)n);
+        return invalid(err, errlen, k, what, why);
+    }
+    return QARGS_OK;
+}
+
+/* x-queue-master-locator: where a mirrored queue's master goes; one
+ * node leaves no choice, so any of RabbitMQ's values is accepted. */
+static const char *const master_locators[] = {
+    "min-masters", "client-local", "random", NULL,
+};
+
+/* A string that must be one of 'values'. */
+static enum qargs_result
+one_of_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+           const char *const *values, const char *unsupported, char *err,
+           size_t errlen)
+{
+    char why[400];
+    if (v->kind != AMQP_FIELD_LONGSTR) {
+        snprintf(why, sizeof(why), "{unacceptable_type,%s}",
+                 qargs_type_atom(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    for (const char *const *p = values; *p != NULL; p++)
+        if (amqp_bytes_eq(v->v.str, *p))
+            return QARGS_OK;
+    if (unsupported == NULL)
+        return invalid(err, errlen, k, what, "invalid_dlx_strategy");
+    snprintf(why, sizeof(why), "\"%s '%.*s'\"", unsupported,
+             (int)(v->v.str.len > 200 ? 200 : v->v.str.len),
+             (const char *)v->v.str.ptr);
+    return invalid(err, errlen, k, what, why);
+}
+
+/* x-dead-letter-strategy, a quorum queue's: either is the same on one
+ * node, where dead-lettering never loses a message to a failover. */
+static const char *const dlx_strategies[] = {
+    "at-most-once", "at-least-once", NULL,
+};
+
+/* A quorum queue's integer arguments that change nothing on one node. */
+static const char *const quorum_int_args[] = {
+    "x-quorum-initial-group-size", "x-max-in-memory-length",
+    "x-max-in-memory-bytes", NULL,
+};
+
+/* The entry of 'keys' that 'k' is, or NULL. */
+static const char *
+key_in(struct amqp_bytes k, const char *const *keys)
+{
+    for (; *keys != NULL; keys++)
+        if (amqp_bytes_eq(k, *keys))
+            return *keys;
+    return NULL;
+}
+
+/* x-queue-type: classic or quorum; stream is RabbitMQ's but not Roost's
+ * (540), anything else RabbitMQ's 406. */
+static enum qargs_result
+queue_type_arg(const struct amqp_field *v, struct amqp_bytes k,
+               const char *what, const struct queue_ops **out, char *err,
+               size_t errlen)
+{
+    char why[300];
+    if (v->kind == AMQP_FIELD_LONGSTR &&
+        (*out = queue_ops_find(v->v.str)) != NULL)
+        return QARGS_OK;
+    if (v->kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v->v.str, "stream")) {
+        snprintf(err, errlen, "queue type 'stream' is not implemented");
+        return QARGS_NOT_IMPLEMENTED;
+    }
+    if (v->kind != AMQP_FIELD_LONGSTR) {
+        snprintf(why, sizeof(why), "{unacceptable_type,%s}",
+                 qargs_type_atom(v->kind));
+        return invalid(err, errlen, k, what, why);
+    }
+    snprintf(why, sizeof(why), "\"unsupported queue type '%.*s'\"",
+             (int)(v->v.str.len > 200 ? 200 : v->v.str.len),
+             (const char *)v->v.str.ptr);
+    return invalid(err, errlen, k, what, why);
+}
+
+/* x-queue-mode: "default" or "lazy", as RabbitMQ 3.10 accepts them.
+ * Both behave alike in Roost (docs/compatibility.md, "Durability"). */
+static const char *const queue_modes[] = { "default", "lazy", NULL };
+
+enum qargs_result
+qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
+            char *err, size_t errlen)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+    enum qargs_result r = QARGS_OK;
+    const char *classic_only = NULL;    /* seen, and not for quorum */
+    const char *name;
+
+    memset(out, 0, sizeof(*out));
+    out->message_ttl = -1;
+    out->max_length = -1;
+    out->max_length_bytes = -1;
+    out->consumer_timeout = -1;
+    out->max_priority = -1;
+    table_iter_init(&it, args);
+    while (r == QARGS_OK && table_next(&it, &k, &v)) {
+        if (amqp_bytes_eq(k, "x-message-ttl"))
+            r = int_arg(&v, k, what, false, &out->message_ttl, err, errlen);
+        else if (amqp_bytes_eq(k, "x-expires"))
+            r = int_arg(&v, k, what, true, &out->expires, err, errlen);
+        else if (amqp_bytes_eq(k, "x-max-length"))
+            r = int_arg(&v, k, what, false, &out->max_length, err, errlen);
+        else if (amqp_bytes_eq(k, "x-max-length-bytes"))
+            r = int_arg(&v, k, what, false, &out->max_length_bytes, err,
+                        errlen);
+        else if (amqp_bytes_eq(k, "x-consumer-timeout"))
+            /* RabbitMQ 3.12 takes any value here unchecked; its later
+             * releases check a non-negative integer, as Roost does. */
+            r = int_arg(&v, k, what, false, &out->consumer_timeout, err,
+                        errlen);
+        else if (amqp_bytes_eq(k, "x-queue-mode")) {
+            classic_only = "x-queue-mode";
+            r = one_of_arg(&v, k, what, queue_modes, "unsupported queue mode",
+                           err, errlen);
+        } else if (amqp_bytes_eq(k, "x-queue-version")) {
+            classic_only = "x-queue-version";
+            r = queue_version_arg(&v, k, what, err, errlen);
+        } else if (amqp_bytes_eq(k, "x-queue-master-locator")) {
+            classic_only = "x-queue-master-locator";
+            r = one_of_arg(&v, k, what, master_locators,
+                           "unsupported queue master locator", err, errlen);
+        }
+        else if (amqp_bytes_eq(k, "x-delivery-limit")) {
+            /* Any integer, as RabbitMQ 3.10's quorum queues take it (a
+             * negative one lets no return through). */
+            out->delivery_limited = true;
+            r = qargs_int(&v, k, what, &out->delivery_limit, err, errlen);
+        }
+        else if (amqp_bytes_eq(k, "x-requeue-delay"))
+            r = int_arg(&v, k, what, false, &out->requeue_delay, err, errlen);
+        else if (amqp_bytes_eq(k, "x-requeue-delay-max"))
+            r = int_arg(&v, k, what, false, &out->requeue_delay_max, err,
+                        errlen);
+        else if (amqp_bytes_eq(k, "x-single-active-consumer"))
+            r = bool_arg(&v, k, what, &out->single_active, err, errlen);
+        else if (amqp_bytes_eq(k, "x-dead-letter-exchange"))
+            r = str_arg(&v, k, what, &out->dlx, err, errlen);
+        else if (amqp_bytes_eq(k, "x-dead-letter-routing-key"))
+            r = str_arg(&v, k, what, &out->dlrk, err, errlen);
+        else if (amqp_bytes_eq(k, "x-overflow")) {
+            if (v.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v.v.str, "drop-head"))
+                out->overflow = OVERFLOW_DROP_HEAD;
+            else if (v.kind == AMQP_FIELD_LONGSTR &&
+                     amqp_bytes_eq(v.v.str, "reject-publish"))
+                out->overflow = OVERFLOW_REJECT_PUBLISH;
+            else if (v.kind == AMQP_FIELD_LONGSTR &&
+                     amqp_bytes_eq(v.v.str, "reject-publish-dlx"))
+                out->overflow = OVERFLOW_REJECT_PUBLISH_DLX;
+            else
+                r = invalid(err, errlen, k, what,
+                            "invalid_overflow");
+        } else if (amqp_bytes_eq(k, "x-queue-type")) {
+            r = queue_type_arg(&v, k, what, &out->type, err, errlen);
+        } else if (amqp_bytes_eq(k, "x-dead-letter-strategy")) {
+            out->quorum_only = "x-dead-letter-strategy";
+            r = one_of_arg(&v, k, what, dlx_strategies, NULL, err, errlen);
+        } else if ((name = key_in(k, quorum_int_args)) != NULL) {
+            /* One node: nothing to size, all in memory as it fits. */
+            int64_t unused;
+            out->quorum_only = name;
+            r = int_arg(&v, k, what, false, &unused, err, errlen);
+        } else if (amqp_bytes_eq(k, "x-max-priority")) {
+            classic_only = "x-max-priority";
+            r = int_arg(&v, k, what, false, &out->max_priority, err, errlen);
+            if (r == QARGS_OK && out->max_priority > 255) {
+                char why[64];
+                snprintf(why, sizeof(why), "{max_value_exceeded,%lld}",
+                         (long long)out->max_priority);
+                r = invalid(err, errlen, k, what, why);
+            }
+        } else if (k.len >= 2 && memcmp(k.ptr, "x-", 2) == 0) {
+            snprintf(err, errlen, "queue argument '%.*s' is not implemented",
+                     (int)k.len, (const char *)k.ptr);
+            r = QARGS_NOT_IMPLEMENTED;
+        }
+    }
+    /* What one type of queue does not take, as RabbitMQ 3.10 refuses
+     * it: "invalid arg 'K' for queue 'Q' in vhost 'V' of queue type T". */
+    const struct queue_ops *type = out->type ? out->type : &queue_classic_ops;
+    const char *wrong = type == &queue_quorum_ops ? classic_only
+                                                  : out->quorum_only;
+    if (r == QARGS_OK && wrong != NULL) {
+        snprintf(err, errlen, "invalid arg '%s' for %s of queue type %s",
+                 wrong, what, type->rabbit_name);
+        r = QARGS_INVALID;
+    }
+    if (r == QARGS_OK && out->dlrk && !out->dlx) {
+        /* As RabbitMQ: a routing key without an exchange is meaningless. */
+        snprintf(err, errlen, "invalid arg 'x-dead-letter-routing-key' for "
+                 "%s: routing_key_but_no_dlx_defined", what);
+        r = QARGS_INVALID;
+    }
+    if (r != QARGS_OK)
+        qargs_free(out);
+    return r;
+}
+
+void
+qargs_free(struct qargs *a)
+{
+    free(a->dlx);
+    free(a->dlrk);
+    a->dlx = a->dlrk = NULL;
+}
+
+int64_t
+qargs_parse_expiration(struct amqp_bytes s)
+{
+    int64_t v = 0;
+    if (s.len == 0 || s.len > 18)
+        return -2;
+    for (size_t i = 0; i < s.len; i++) {
+        if (s.ptr[i] < '0' || s.ptr[i] > '9')
+            return -2;
+        v = v * 10 + (s.ptr[i] - '0');
+    }
+    return v;
+}

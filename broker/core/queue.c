@@ -1,0 +1,1750 @@
+/*
+ * Queues: the message rings (one per priority level), requeue to the
+ * original position, consumers and round-robin dispatch.
+ */
+#include "broker/core/queue.h"
+
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/core/broker.h"
+#include "broker/session/channel.h"
+#include "broker/core/deadletter.h"
+#include "broker/session/conn.h"
+#include "broker/lib/log.h"
+#include "broker/core/msg.h"
+#include "broker/store/pager.h"
+#include "broker/store/store.h"
+#include "broker/lib/util.h"
+#include "broker/core/vhost.h"
+
+const struct queue_ops queue_classic_ops = {
+    "classic", true, false, false, "rabbit_classic_queue",
+};
+
+/* On one node: a durable queue that stores every message, transient or
+ * not, and counts deliveries (docs/compatibility.md, "Quorum queues"). */
+const struct queue_ops queue_quorum_ops = {
+    "quorum", true, true, true, "rabbit_quorum_queue",
+};
+
+static const struct queue_ops *const queue_types[] = {
+    &queue_classic_ops, &queue_quorum_ops,
+};
+
+const struct queue_ops *
+queue_ops_find(struct amqp_bytes name)
+{
+    for (size_t i = 0; i < NELEMS(queue_types); i++)
+        if (amqp_bytes_eq(name, queue_types[i]->type))
+            return queue_types[i];
+    return NULL;
+}
+
+struct queue *
+queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
+          bool exclusive, bool auto_delete, struct conn *owner,
+          struct amqp_table args, struct qargs *qa)
+{
+    struct queue *q = xcalloc(1, sizeof(*q));
+    q->ops = qa->type ? qa->type : &queue_classic_ops;
+    q->utilisation = 1.0f;
+    q->name = xstrndup(name.ptr, name.len);
+    q->name_len = name.len;
+    q->vh = vh;
+    q->durable = durable;
+    q->exclusive = exclusive;
+    q->auto_delete = auto_delete;
+    q->owner = owner;
+    q->args_buf = xmalloc(args.len ? args.len : 1);
+    if (args.len)
+        memcpy(q->args_buf, args.ptr, args.len);
+    q->args.ptr = q->args_buf;
+    q->args.len = args.len;
+    q->qa = *qa;
+    memset(qa, 0, sizeof(*qa));
+    q->lv = &q->lv0;
+    q->nlv = 1;
+    if (q->qa.max_priority > 0) {
+        q->nlv = (uint16_t)(q->qa.max_priority + 1);
+        q->lv = xcalloc(q->nlv, sizeof(*q->lv));
+    }
+    TAILQ_INIT(&q->consumers);
+    TAILQ_INIT(&q->bindings);
+    TAILQ_INIT(&q->get_waits);
+    q->refs = 1;
+    q->last_used_ms = now_ms();
+    queue_arm(q);
+    return q;
+}
+
+/* Bytes of every queue's ring, for the memory alarm. */
+static uint64_t ring_bytes;
+
+static bool queue_pop(struct queue *q, struct qentry *out);
+static void dead_letter(struct queue *q, struct qentry e, const char *reason);
+static void page_unlist(struct queue *q);
+static void queue_fill(struct queue *q);
+static void drop_head(struct queue *q);
+static void page_list(struct queue *q);
+static size_t index_of_seq(const struct qring *r, uint64_t seq);
+static void wake_get_waits(struct queue *q, bool gone);
+static void wait_push(struct queue *q, uint64_t due, struct qentry e);
+static uint32_t wait_drop_all(struct queue *q);
+
+/* The end of an entry's life in this queue, whatever ended it. */
+static void
+entry_end(struct queue *q, struct qentry e)
+{
+    if (e.stored) {
+        q->persistent--;
+        q->bytes_persistent -= qentry_body_len(&e);
+    }
+    /* a call only for queues the store keeps, or records it holds */
+    if (q->sid || e.paged)
+        store_settled(q, &e);
+    if (!e.paged)
+        msg_unref(e.m);
+}
+
+uint64_t
+qentry_body_len(const struct qentry *e)
+{
+    return e->paged ? e->body_len : e->m->body_len;
+}
+
+void
+queue_unref(struct queue *q)
+{
+    if (--q->refs > 0)
+        return;
+    struct qentry e;
+    while (queue_pop(q, &e))
+        entry_end(q, e);
+    wait_drop_all(q);
+    ring_bytes -= (uint64_t)q->waits_cap * sizeof(*q->waits);
+    free(q->waits);
+    if (q->wait_timer)
+        event_free(q->wait_timer);
+    page_unlist(q);
+    if (q->timer)
+        event_free(q->timer);
+    qargs_free(&q->qa);
+    for (size_t l = 0; l < q->nlv; l++) {
+        ring_bytes -= (uint64_t)q->lv[l].cap * sizeof(*q->lv[l].ring);
+        free(q->lv[l].ring);
+    }
+    if (q->lv != &q->lv0)
+        free(q->lv);
+    free(q->hist);
+    stats_series_free(&q->series);
+    free(q->args_buf);
+    free(q->name);
+    free(q);
+}
+
+static struct qentry *
+at(const struct qring *r, size_t i)
+{
+    return &r->ring[(r->head + i) & (r->cap - 1)];
+}
+
+/* The level a message of priority 'p' goes to: no priority is 0, and
+ * one above the queue's maximum counts as the maximum (RabbitMQ's
+ * rules). */
+static struct qring *
+level_of(struct queue *q, uint8_t p)
+{
+    uint16_t l = p < q->nlv ? p : (uint16_t)(q->nlv - 1);
+    if (l > q->top)
+        q->top = l;
+    return &q->lv[l];
+}
+
+/* The level whose first entry is handed out next. */
+static struct qring *
+top_ring(const struct queue *q)
+{
+    return &q->lv[q->top];
+}
+
+/* The next entry to hand out; the queue is not empty. */
+static struct qentry *
+head_entry(const struct queue *q)
+{
+    return at(top_ring(q), 0);
+}
+
+uint64_t
+queue_ring_bytes(void)
+{
+    return ring_bytes;
+}
+
+/* Room for one more entry in 'r'. */
+static void
+make_room(struct qring *r)
+{
+    if (r->len < r->cap)
+        return;
+    size_t old = r->cap;
+    ring_grow(&r->ring, sizeof(*r->ring), &r->cap, &r->head, r->len);
+    ring_bytes += (uint64_t)(r->cap - old) * sizeof(*r->ring);
+}
+
+static bool
+over_limit(const struct queue *q, size_t extra_len, uint64_t extra_bytes)
+{
+    return (q->qa.max_length >= 0 &&
+            q->len + extra_len > (uint64_t)q->qa.max_length) ||
+           (q->qa.max_length_bytes >= 0 &&
+            q->bytes + extra_bytes > (uint64_t)q->qa.max_length_bytes);
+}
+
+static struct exchange *dead_letter_exchange(const struct queue *q);
+static void route_dead(struct queue *q, struct exchange *dlx, struct msg *dm,
+                       const char *reason);
+
+int
+queue_push(struct queue *q, struct msg *m)
+{
+    int64_t ttl = q->qa.message_ttl;
+    bool stored;
+
+    if (q->qa.overflow != OVERFLOW_DROP_HEAD &&
+        over_limit(q, 1, m->body_len)) {
+        /* reject-publish-dlx: refused, and dead-lettered as "maxlen". */
+        struct exchange *dlx;
+        struct msg *dm;
+        if (q->qa.overflow == OVERFLOW_REJECT_PUBLISH_DLX &&
+            (dlx = dead_letter_exchange(q)) != NULL &&
+            (dm = deadletter_msg(m, q->name, "maxlen", q->qa.dlx,
+                                 q->qa.dlrk)) != NULL)
+            route_dead(q, dlx, dm, "maxlen");
+        return -1;
+    }
+    if (msg_ttl(m) >= 0 && (ttl < 0 || msg_ttl(m) < ttl))
+        ttl = msg_ttl(m);
+    struct qring *r = level_of(q, m->env->priority);
+    make_room(r);
+    struct qentry *e = at(r, r->len);
+    memset(e, 0, sizeof(*e));
+    e->m = msg_ref(m);
+    e->seq = q->next_seq++;
+    /* TTL 0 still reaches a consumer that is ready now (as RabbitMQ). */
+    e->expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
+    if (ttl == 0)
+        e->expires_at = 1;
+    r->len++;
+    q->len++;
+    q->bytes += m->body_len;
+    q->ms.n[MS_PUBLISH]++;
+    stored = q->sid && store_enqueue(q, e);
+    if (stored) {
+        e->stored = 1;
+        q->persistent++;
+        q->bytes_persistent += m->body_len;
+    }
+    drop_head(q);
+    if (q->nconsumers)
+        queue_dispatch(q);
+    /* No window is below 16: a short queue pays one comparison. */
+    if (r->len > 16 && !q->page_listed && r->len > queue_window() &&
+        store_pages()) {
+        page_list(q);
+        queue_pager_kick(false);
+    }
+    if (ttl >= 0) {
+        queue_expire(q);
+        queue_arm(q);
+    }
+    return stored;
+}
+
+void
+queue_foreach_ready(struct queue *q,
+                    void (*fn)(struct queue *q, struct qentry *e, void *arg),
+                    void *arg)
+{
+    for (size_t l = q->nlv; l-- > 0;)
+        for (size_t i = 0; i < q->lv[l].len; i++)
+            fn(q, at(&q->lv[l], i), arg);
+}
+
+void
+queue_restore(struct queue *q, const struct qentry *re, uint8_t priority,
+              uint64_t due)
+{
+    if (due) {
+        wait_push(q, due, *re);
+        msg_ref(re->m);
+        return;
+    }
+    struct qring *r = level_of(q, priority);
+    make_room(r);
+    struct qentry *e = at(r, r->len);
+    *e = *re;
+    e->stored = 1;      /* the store rebuilt it */
+    q->persistent++;
+    q->bytes_persistent += qentry_body_len(e);
+    if (e->paged) {
+        r->npaged++;
+        q->npaged++;
+        q->bytes_paged += e->body_len;
+    } else {
+        msg_ref(e->m);
+    }
+    r->len++;
+    q->len++;
+    q->bytes += qentry_body_len(e);
+    if (e->seq >= q->next_seq)
+        q->next_seq = e->seq + 1;
+}
+
+/* The exchange the queue dead-letters to, if it has one that exists. */
+static struct exchange *
+dead_letter_exchange(const struct queue *q)
+{
+    if (q->qa.dlx == NULL || q->deleted)
+        return NULL;
+    return vhost_exchange(q->vh, amqp_cstr(q->qa.dlx));
+}
+
+/* Whether the head of level 'r' can go now, for expiry or x-max-length:
+ * a paged one that is to be dead-lettered waits for its message to be
+ * read. */
+static bool
+head_can_go(struct queue *q, const struct qring *r)
+{
+    if (!at(r, 0)->paged || dead_letter_exchange(q) == NULL)
+        return true;
+    queue_fill(q);
+    return false;
+}
+
+/* Give up entry 'e' for 'reason' ("rejected", "expired", "maxlen"):
+ * republish its message through the queue's dead-letter exchange if it
+ * has one, else drop it. */
+/* Route 'dm', the dead-lettered copy of a message of 'q' (its DLX is
+ * 'dlx'), and let go of it. Not back into 'q' itself unless rejected
+ * there (RabbitMQ's rule against cycles). */
+static void
+route_dead(struct queue *q, struct exchange *dlx, struct msg *dm,
+           const char *reason)
+{
+    struct route_result rr;
+    route_result_init(&rr);
+    exchange_route(dlx, dm, &rr);
+    for (size_t i = 0; i < rr.n; i++)
+        if (rr.qs[i] != q || strcmp(reason, "rejected") == 0)
+            (void)queue_push(rr.qs[i], dm);
+    route_result_free(&rr);
+    msg_unref(dm);
+}
+
+/* A log line about 'q' and the message 'm' (NULL: none): the queue,
+ * its vhost and the message id are keys of a JSON line. */
+static void __attribute__((format(printf, 4, 5)))
+queue_log(const struct queue *q, const struct msg *m, enum log_level level,
+          const char *fmt, ...)
+{
+    char name[300], mid[300];
+    va_list ap;
+
+    if (!log_enabled(level))
+        return;
+    struct log_ids ids = {
+        .vhost = q->vh->name,
+        .queue = log_escape(name, sizeof(name), q->name, q->name_len),
+        .message_id = m ? msg_log_id(m, mid, sizeof(mid)) : NULL,
+    };
+    va_start(ap, fmt);
+    log_eventv(level, &ids, fmt, ap);
+    va_end(ap);
+}
+
+static void
+dead_letter(struct queue *q, struct qentry e, const char *reason)
+{
+    struct exchange *dlx;
+    struct msg *dm;
+    char name[300];
+    /* A poison message (over its delivery limit) is worth a line; the
+     * others come by the thousand (expiry, length limits). */
+    enum log_level level = strcmp(reason, "delivery_limit") == 0
+                               ? LOG_LVL_INFO : LOG_LVL_DEBUG;
+    enum drop_reason why = drop_reason_of(reason);
+
+    log_escape(name, sizeof(name), q->name, q->name_len);
+    if (e.paged || (dlx = dead_letter_exchange(q)) == NULL) {
+        queue_log(q, e.paged ? NULL : e.m, level, "queue '%s' in vhost '%s': "
+                  "a message dropped (%s, after %u deliveries): no "
+                  "dead-letter exchange", name, q->vh->name, reason,
+                  e.deliveries);
+        q->dropped[why]++;
+        stats_churn.dropped[why]++;
+        entry_end(q, e);
+        return;
+    }
+    queue_log(q, e.m, level, "queue '%s' in vhost '%s': a message "
+              "dead-lettered (%s, after %u deliveries) to exchange '%s'",
+              name, q->vh->name, reason, e.deliveries, dlx->name);
+    dm = deadletter_msg(e.m, q->name, reason, q->qa.dlx, q->qa.dlrk);
+    entry_end(q, e);
+    if (dm == NULL) {   /* a cycle that would expire forever, or too large */
+        q->dropped[why]++;
+        stats_churn.dropped[why]++;
+        return;
+    }
+    q->dead_lettered[why]++;
+    stats_churn.dead_lettered[why]++;
+    route_dead(q, dlx, dm, reason);
+}
+
+static bool ring_pop(struct queue *q, struct qring *r, struct qentry *out);
+
+/* Each level expires from its own head, as in RabbitMQ. The clock is
+ * read only when a head has an expiry (twice a delivery otherwise). */
+void
+queue_expire(struct queue *q)
+{
+    uint64_t now = 0;
+    for (size_t l = q->len ? q->top + 1 : 0; l-- > 0;) {
+        struct qring *r = &q->lv[l];
+        while (r->len > 0 && at(r, 0)->expires_at) {
+            if (now == 0)
+                now = now_ms();
+            if (at(r, 0)->expires_at > now || !head_can_go(q, r))
+                break;
+            struct qentry e;
+            ring_pop(q, r, &e);
+            dead_letter(q, e, "expired");
+        }
+    }
+}
+
+void
+queue_set_qargs(struct queue *q, struct qargs *qa)
+{
+    /* The type and the priority levels are the arguments' alone. */
+    qa->type = q->qa.type;
+    qa->max_priority = q->qa.max_priority;
+    qargs_free(&q->qa);
+    q->qa = *qa;
+    memset(qa, 0, sizeof(*qa));
+    if (q->deleted)
+        return;
+    if (q->qa.overflow == OVERFLOW_DROP_HEAD)
+        drop_head(q);
+    queue_expire(q);
+    queue_arm(q);
+}
+
+void
+queue_touch(struct queue *q)
+{
+    q->last_used_ms = now_ms();
+    if (q->qa.expires)
+        queue_arm(q);
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct queue *q = arg;
+    (void)fd;
+    (void)what;
+
+    q->timer_at = 0;
+    queue_expire(q);
+    if (q->qa.expires && q->nconsumers == 0 &&
+        now_ms() >= q->last_used_ms + (uint64_t)q->qa.expires) {
+        queue_log(q, NULL, LOG_LVL_INFO, "queue '%s' in vhost '%s' unused "
+                  "for %lld ms; deleting (x-expires)", q->name, q->vh->name,
+                  (long long)q->qa.expires);
+        queue_delete(q);
+        return;
+    }
+    queue_arm(q);
+}
+
+void
+queue_arm(struct queue *q)
+{
+    uint64_t when = 0;
+
+    if (q->deleted)
+        return;
+    /* The heads are the next messages to expire: RabbitMQ too expires
+     * messages only when they reach the head (of their level). */
+    for (size_t l = q->len ? q->top + 1 : 0; l-- > 0;) {
+        const struct qring *r = &q->lv[l];
+        if (r->len > 0 && at(r, 0)->expires_at &&
+            (when == 0 || at(r, 0)->expires_at < when))
+            when = at(r, 0)->expires_at;
+    }
+    if (q->qa.expires && q->nconsumers == 0) {
+        uint64_t idle = q->last_used_ms + (uint64_t)q->qa.expires;
+        if (when == 0 || idle < when)
+            when = idle;
+    }
+    if (when == 0 || (q->timer_at && q->timer_at <= when))
+        return;
+    if (q->timer == NULL)
+        q->timer = evtimer_new(broker.base, timer_cb, q);
+    uint64_t now = now_ms(), ms = when > now ? when - now : 0;
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    q->timer_at = when;
+    evtimer_add(q->timer, &tv);
+}
+
+void
+queue_hist_make(struct queue *q)
+{
+    q->hist = xcalloc(HIST_KINDS, sizeof(*q->hist));
+}
+
+void
+queue_ack(struct queue *q, struct qentry e)
+{
+    q->unacked--;
+    q->bytes_unacked -= e.m->body_len;      /* taken: in memory */
+    entry_end(q, e);
+}
+
+void
+queue_reject(struct queue *q, struct qentry e)
+{
+    q->unacked--;
+    q->bytes_unacked -= e.m->body_len;      /* taken: in memory */
+    dead_letter(q, e, "rejected");
+}
+
+/* x-overflow drop-head: the messages at the head make room (in a
+ * priority queue, the highest priority's, as RabbitMQ drops them). */
+static void
+drop_head(struct queue *q)
+{
+    while (q->len > 0 && over_limit(q, 0, 0) && head_can_go(q, top_ring(q))) {
+        struct qentry old;
+        queue_pop(q, &old);
+        dead_letter(q, old, "maxlen");
+    }
+}
+
+/* Put 'e' (in memory) back into its level, at its original place. */
+static void
+put_back(struct queue *q, struct qentry e)
+{
+    struct qring *r = level_of(q, e.m->env->priority);
+    make_room(r);
+    /* Before the first entry with a larger sequence number. */
+    size_t lo = index_of_seq(r, e.seq);
+    if (lo == 0) {
+        r->head = (r->head + r->cap - 1) & (r->cap - 1);
+    } else {
+        for (size_t i = r->len; i > lo; i--)
+            *at(r, i) = *at(r, i - 1);
+    }
+    *at(r, lo) = e;
+    r->len++;
+    q->len++;
+    q->bytes += e.m->body_len;
+    if (lo <= r->mem_head)
+        r->mem_head++;
+    if (e.expires_at)
+        queue_arm(q);
+}
+
+/*
+ * How long an entry returned for the n-th time waits: x-requeue-delay,
+ * doubled for each return before this one, up to x-requeue-delay-max
+ * (by default the larger of ten minutes and x-requeue-delay); then a
+ * random part of up to half of it is taken off, so that jobs that failed
+ * together do not come back together.
+ */
+static uint64_t
+retry_delay(const struct queue *q, uint32_t returns)
+{
+    uint64_t base = (uint64_t)q->qa.requeue_delay, max, d = base;
+
+    if (q->qa.requeue_delay_max > 0)
+        max = (uint64_t)q->qa.requeue_delay_max;
+    else
+        max = base > 600000 ? base : 600000;
+    for (uint32_t i = 1; i < returns && d < max; i++)
+        d *= 2;
+    if (d > max)
+        d = max;
+    /* arc4random_uniform takes 32 bits: the part taken off is at most
+     * 49 days. */
+    uint64_t half = d / 2 < UINT32_MAX ? d / 2 : UINT32_MAX - 1;
+    return d - arc4random_uniform((uint32_t)half + 1);
+}
+
+/* A taken entry comes back: 'failed' for a nack or reject. */
+static void
+queue_return(struct queue *q, struct qentry e, bool failed)
+{
+    q->unacked--;
+    q->bytes_unacked -= e.m->body_len;      /* taken: in memory */
+    if (q->deleted) {
+        entry_end(q, e);
+        return;
+    }
+    /* x-delivery-limit counts returns, as RabbitMQ's quorum queues do:
+     * each delivery that comes back is one, so a limit of 2 allows three
+     * deliveries; past it the message is dead-lettered (or dropped). */
+    if (q->qa.delivery_limited &&
+        (int64_t)e.deliveries > q->qa.delivery_limit) {
+        dead_letter(q, e, "delivery_limit");
+        return;
+    }
+    e.redelivered = true;
+    if (failed && q->qa.requeue_delay > 0) {
+        uint64_t delay = retry_delay(q, e.deliveries);
+        if (q->sid)
+            store_retry_wait(q, &e, delay);
+        wait_push(q, now_ms() + delay, e);
+        return;
+    }
+    put_back(q, e);
+}
+
+void
+queue_requeue(struct queue *q, struct qentry e)
+{
+    queue_return(q, e, false);
+}
+
+void
+queue_retry(struct queue *q, struct qentry e)
+{
+    queue_return(q, e, true);
+}
+
+/* ---- the requeue delay's waiting entries: a heap by due time ---- */
+
+static bool
+wait_before(const struct qwait *a, const struct qwait *b)
+{
+    return a->due < b->due || (a->due == b->due && a->e.seq < b->e.seq);
+}
+
+static void
+wait_swap(struct qwait *a, struct qwait *b)
+{
+    struct qwait t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void wait_arm(struct queue *q);
+
+static void
+wait_push(struct queue *q, uint64_t due, struct qentry e)
+{
+    size_t old = q->waits_cap;
+    array_reach(&q->waits, sizeof(*q->waits), &q->waits_cap, q->nwaits);
+    ring_bytes += (uint64_t)(q->waits_cap - old) * sizeof(*q->waits);
+    size_t i = q->nwaits++;
+    q->waits[i].due = due;
+    q->waits[i].e = e;
+    while (i > 0 && wait_before(&q->waits[i], &q->waits[(i - 1) / 2])) {
+        wait_swap(&q->waits[i], &q->waits[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    if (i == 0)
+        wait_arm(q);
+}
+
+/* Take the first entry due out of the heap. */
+static struct qentry
+wait_pop(struct queue *q)
+{
+    struct qentry e = q->waits[0].e;
+    q->waits[0] = q->waits[--q->nwaits];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < q->nwaits && wait_before(&q->waits[l], &q->waits[m]))
+            m = l;
+        if (r < q->nwaits && wait_before(&q->waits[r], &q->waits[m]))
+            m = r;
+        if (m == i)
+            break;
+        wait_swap(&q->waits[i], &q->waits[m]);
+        i = m;
+    }
+    return e;
+}
+
+static void
+wait_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct queue *q = arg;
+    uint64_t now = now_ms();
+    (void)fd;
+    (void)what;
+
+    while (q->nwaits > 0 && q->waits[0].due <= now)
+        put_back(q, wait_pop(q));
+    wait_arm(q);
+    if (q->nconsumers)
+        queue_dispatch(q);
+}
+
+/* The timer for the first entry due. */
+static void
+wait_arm(struct queue *q)
+{
+    if (q->nwaits == 0 || q->deleted) {
+        if (q->wait_timer)
+            evtimer_del(q->wait_timer);
+        return;
+    }
+    if (q->wait_timer == NULL)
+        q->wait_timer = evtimer_new(broker.base, wait_cb, q);
+    uint64_t now = now_ms(), due = q->waits[0].due;
+    uint64_t ms = due > now ? due - now : 0;
+    struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+    evtimer_add(q->wait_timer, &tv);
+}
+
+/* Drop every waiting entry; returns how many. */
+static uint32_t
+wait_drop_all(struct queue *q)
+{
+    uint32_t n = 0;
+    while (q->nwaits > 0) {
+        entry_end(q, wait_pop(q));
+        n++;
+    }
+    wait_arm(q);
+    return n;
+}
+
+void
+queue_foreach_waiting(struct queue *q,
+                      void (*fn)(struct queue *q, struct qentry *e,
+                                 uint64_t due, void *arg), void *arg)
+{
+    for (size_t i = 0; i < q->nwaits; i++)
+        fn(q, &q->waits[i].e, q->waits[i].due, arg);
+}
+
+/* The queue's accounting for an entry that left level 'r'. */
+static void
+entry_left(struct queue *q, struct qring *r, const struct qentry *e)
+{
+    r->len--;
+    q->len--;
+    q->bytes -= qentry_body_len(e);
+    if (e->paged) {
+        r->npaged--;
+        q->npaged--;
+        q->bytes_paged -= e->body_len;
+    }
+    while (q->top > 0 && q->lv[q->top].len == 0)
+        q->top--;
+}
+
+/* Take the first entry of level 'r'. */
+static bool
+ring_pop(struct queue *q, struct qring *r, struct qentry *out)
+{
+    if (r->len == 0)
+        return false;
+    *out = *at(r, 0);
+    r->head = (r->head + 1) & (r->cap - 1);
+    if (r->mem_head)
+        r->mem_head--;
+    entry_left(q, r, out);
+    /* A drained backlog gives its ring back: below an eighth full, the
+     * ring halves (down to 4,096 entries). */
+    if (r->cap > 4096 && r->len < r->cap / 8) {
+        size_t old = r->cap;
+        ring_resize(&r->ring, sizeof(*r->ring), &r->cap, &r->head, r->len,
+                    r->cap / 2);
+        ring_bytes -= (uint64_t)(old - r->cap) * sizeof(*r->ring);
+    }
+    return true;
+}
+
+static bool
+queue_pop(struct queue *q, struct qentry *out)
+{
+    return ring_pop(q, top_ring(q), out);
+}
+
+bool
+queue_take(struct queue *q, struct qentry *out)
+{
+    if (q->len > 0 && head_entry(q)->paged) {
+        queue_fill(q);
+        return false;
+    }
+    if (!queue_pop(q, out))
+        return false;
+    out->deliveries++;
+    q->unacked++;
+    q->bytes_unacked += out->m->body_len;   /* taken: in memory */
+    if (q->sid)
+        store_delivered(q, out);
+    if (q->npaged)
+        queue_fill(q);
+    return true;
+}
+
+bool
+queue_head_paged(const struct queue *q)
+{
+    return q->len > 0 && head_entry(q)->paged;
+}
+
+uint32_t
+queue_purge(struct queue *q)
+{
+    uint32_t n = wait_drop_all(q);
+    struct qentry e;
+    while (queue_pop(q, &e)) {
+        entry_end(q, e);
+        n++;
+    }
+    return n;
+}
+
+/*
+ * Flow control (docs/architecture.md, "Backpressure and limits"): more is
+ * ready than flow_control allows, and a consumer with credit waits only
+ * for its connection's output to drain (and that connection is still
+ * writing: conn_is_draining_slowly). Decided at each publish, never
+ * cached. A queue with no consumers, or whose consumers are at their
+ * prefetch limit, is never backed up: a job-queue backlog is normal.
+ */
+bool
+queue_is_backed_up(const struct queue *q)
+{
+    const struct consumer *c;
+    int64_t len = broker.cfg.flow_queue_length;
+    int64_t bytes = broker.cfg.flow_queue_bytes;
+
+    if (q->len == 0 || q->nconsumers == 0 ||
+        !((len > 0 && q->len > (uint64_t)len) ||
+          (bytes > 0 && q->bytes > (uint64_t)bytes)))
+        return false;
+    TAILQ_FOREACH(c, &q->consumers, q_link)
+        if (channel_has_credit(c->ch, c) &&
+            conn_is_draining_slowly(c->ch->conn))
+            return true;
+    return false;
+}
+
+/*
+ * Round-robin over the consumers: each turn takes the first consumer that
+ * can take a message and moves it to the back of the list. Stops when the
+ * queue is empty or a whole round found nobody with credit.
+ */
+/* Into the consumer list after every consumer of its priority or
+ * higher. From the tail: with one priority (the usual case) at once. */
+static void
+insert_consumer(struct queue *q, struct consumer *c)
+{
+    struct consumer *after;
+    TAILQ_FOREACH_REVERSE(after, &q->consumers, consumer_list, q_link)
+        if (after->priority >= c->priority)
+            break;
+    if (after != NULL)
+        TAILQ_INSERT_AFTER(&q->consumers, after, c, q_link);
+    else
+        TAILQ_INSERT_HEAD(&q->consumers, c, q_link);
+}
+
+void
+queue_dispatch(struct queue *q)
+{
+    if (q->dispatching || q->deleted)
+        return;
+    q->dispatching = true;
+    queue_expire(q);
+    while (q->len > 0 && q->nconsumers > 0 && !head_entry(q)->paged) {
+        struct consumer *c, *found = NULL;
+        /* A single active consumer: the first to arrive, alone, until it
+         * goes (then the next in order of arrival). */
+        if (q->qa.single_active) {
+            found = TAILQ_FIRST(&q->consumers);
+            if (!channel_can_deliver(found->ch, found))
+                break;
+        } else {
+            /* The first with credit in priority order: a blocked
+             * higher-priority consumer lets lower ones have it. */
+            TAILQ_FOREACH(c, &q->consumers, q_link) {
+                if (channel_can_deliver(c->ch, c)) {
+                    found = c;
+                    break;
+                }
+            }
+            if (found == NULL)
+                break;
+            /* Round-robin among consumers of its priority. */
+            TAILQ_REMOVE(&q->consumers, found, q_link);
+            insert_consumer(q, found);
+        }
+        struct qentry e;
+        queue_take(q, &e);
+        channel_deliver(found->ch, found, q, e);
+        queue_expire(q);
+    }
+    if (queue_head_paged(q))
+        queue_fill(q);
+    q->dispatching = false;
+}
+
+void
+queue_add_consumer(struct queue *q, struct consumer *c)
+{
+    c->refs++;
+    if (q->qa.single_active)
+        TAILQ_INSERT_TAIL(&q->consumers, c, q_link);
+    else
+        insert_consumer(q, c);
+    q->nconsumers++;
+    q->had_consumer = true;
+}
+
+void
+queue_remove_consumer(struct queue *q, struct consumer *c)
+{
+    if (c->cancelled)
+        return;
+    c->cancelled = true;
+    TAILQ_REMOVE(&q->consumers, c, q_link);
+    q->nconsumers--;
+    consumer_unref(c);
+    if (q->nconsumers == 0)
+        queue_touch(q);
+    if (q->auto_delete && q->nconsumers == 0 && q->had_consumer && !q->deleted)
+        queue_delete(q);
+}
+
+void
+queue_delete(struct queue *q)
+{
+    struct consumer *c;
+    struct binding *b;
+
+    if (q->deleted)
+        return;
+    q->deleted = true;
+    queue_ref(q);
+    if (q->timer)
+        evtimer_del(q->timer);
+    if (q->exclusive && q->owner)
+        conn_disown_queue(q->owner, q);
+    while ((c = TAILQ_FIRST(&q->consumers)) != NULL) {
+        struct channel *ch = c->ch;
+        c->refs++;
+        queue_remove_consumer(q, c);
+        channel_consumer_cancelled(ch, c);
+        consumer_unref(c);
+    }
+    while ((b = TAILQ_FIRST(&q->bindings)) != NULL)
+        binding_free(b);
+    vhost_remove_queue(q->vh, q);
+    store_queue_gone(q);
+    page_unlist(q);
+    wake_get_waits(q, true);
+    queue_purge(q);
+    queue_unref(q);   /* the vhost's */
+    queue_unref(q);   /* ours */
+}
+
+void
+consumer_unref(struct consumer *c)
+{
+    if (--c->refs > 0)
+        return;
+    free(c->tag);
+    free(c);
+}
+
+/* ---- paging (queue.h; docs/storage.md, "Paging") ---- */
+
+TAILQ_HEAD(page_list, queue);
+static struct page_list page_queues = TAILQ_HEAD_INITIALIZER(page_queues);
+static struct event *pager_ev;
+static uint64_t pressure_gen;
+
+/* At most this much is read back for a queue at a time, and at most
+ * this many entries are looked at by one paging pass of one queue. */
+#define FILL_MAX_BYTES (4u * 1024 * 1024)
+#define PASS_MAX 65536
+
+size_t
+queue_window(void)
+{
+    size_t w = (size_t)broker.cfg.paging_window;
+    if (store_memory_pressure()) {
+        w /= 16;
+        if (w < 16)
+            w = 16;
+    }
+    return w;
+}
+
+/* The index of the first entry of 'r' whose seq is at least 'seq'. */
+static size_t
+index_of_seq(const struct qring *r, uint64_t seq)
+{
+    size_t lo = 0, hi = r->len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (at(r, mid)->seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void
+page_unlist(struct queue *q)
+{
+    if (!q->page_listed)
+        return;
+    TAILQ_REMOVE(&page_queues, q, page_link);
+    q->page_listed = false;
+}
+
+/* What a paging pass left: nothing, entries whose records are being
+ * written (the store kicks the pager when they are), or entries it had
+ * no time for (PASS_MAX). */
+enum pass_result { PASS_DONE, PASS_WAIT, PASS_MORE };
+
+/*
+ * One paging pass over level 'r': the entries beyond the window, from
+ * where the last pass stopped, leave memory if their records are on
+ * disk. It looks at most at PASS_MAX entries, and goes on next time from
+ * the first one whose record is still being written, or from where it
+ * stopped.
+ */
+static enum pass_result
+ring_page_pass(struct queue *q, struct qring *r, size_t window, bool pressure)
+{
+    if (r->len <= window)
+        return PASS_DONE;
+    size_t i = index_of_seq(r, r->page_seq);
+    if (i < window)
+        i = window;
+    uint64_t again = UINT64_MAX;
+    size_t looked = 0;
+    for (; i < r->len && looked < PASS_MAX; i++, looked++) {
+        struct qentry *e = at(r, i);
+        if (e->paged)
+            continue;
+        if (store_page_out(q, e)) {
+            r->npaged++;
+            q->npaged++;
+            q->bytes_paged += e->body_len;
+            if (i < r->mem_head)
+                r->mem_head = i;
+            continue;
+        }
+        int later = store_page_prepare(q, e, pressure);
+        if (later && again == UINT64_MAX)
+            again = e->seq;
+        if (later == 2)
+            break;
+    }
+    if (again != UINT64_MAX) {
+        r->page_seq = again;
+        return PASS_WAIT;
+    }
+    if (i < r->len) {
+        r->page_seq = at(r, i)->seq;
+        return PASS_MORE;
+    }
+    r->page_seq = q->next_seq;
+    return PASS_DONE;
+}
+
+/* A paging pass over each level: it waits if one waits, and goes on if
+ * one has more. */
+static enum pass_result
+page_pass(struct queue *q, size_t window, bool pressure)
+{
+    enum pass_result res = PASS_DONE;
+
+    if (q->page_gen != pressure_gen) {
+        q->page_gen = pressure_gen;
+        for (size_t l = 0; l < q->nlv; l++)
+            q->lv[l].page_seq = 0;
+    }
+    if (q->deleted)
+        return PASS_DONE;
+    for (size_t l = q->len ? q->top + 1 : 0; l-- > 0;) {
+        enum pass_result r = ring_page_pass(q, &q->lv[l], window, pressure);
+        if (r == PASS_MORE || (r == PASS_WAIT && res == PASS_DONE))
+            res = r;
+    }
+    return res;
+}
+
+static void
+pager_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct queue *q, *next;
+    bool pressure = store_memory_pressure();
+    size_t window = queue_window();
+    (void)fd;
+    (void)what;
+    (void)arg;
+
+    bool more = false;
+    for (q = TAILQ_FIRST(&page_queues); q != NULL; q = next) {
+        next = TAILQ_NEXT(q, page_link);
+        enum pass_result r = page_pass(q, window, pressure);
+        if (r == PASS_DONE)
+            page_unlist(q);
+        more |= r == PASS_MORE;
+    }
+    store_page_flush();
+    /* A pass that stopped at its budget goes on at the next turn. */
+    if (more)
+        event_active(pager_ev, EV_TIMEOUT, 0);
+    store_trim_memory();
+}
+
+static void
+page_list(struct queue *q)
+{
+    if (q->page_listed || q->deleted)
+        return;
+    TAILQ_INSERT_TAIL(&page_queues, q, page_link);
+    q->page_listed = true;
+}
+
+void
+queue_pager_kick(bool pressure_changed)
+{
+    if (!store_pages())
+        return;
+    if (pressure_changed) {
+        size_t window = queue_window(), pos = 0, qpos;
+        struct hmap_slot *s, *qs;
+        pressure_gen++;
+        while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
+            struct vhost *vh = s->val;
+            qpos = 0;
+            while ((qs = hmap_next(&vh->queues, &qpos)) != NULL) {
+                struct queue *q = qs->val;
+                if (q->len > window)
+                    page_list(q);
+                if (q->npaged)
+                    queue_fill(q);
+            }
+        }
+    }
+    /* A push that took a queue beyond its window lists it (queue_push
+     * calls us only then); so does the store, for whatever waits. */
+    if (TAILQ_EMPTY(&page_queues) && !pressure_changed)
+        return;
+    if (pager_ev == NULL)
+        pager_ev = event_new(broker.base, -1, 0, pager_cb, NULL);
+    event_active(pager_ev, EV_TIMEOUT, 0);
+}
+
+/* Take the entry at index 'i' of 'r' out of the ring (moving the
+ * shorter side of it) and out of the queue's accounting. */
+static struct qentry
+remove_at(struct queue *q, struct qring *r, size_t i)
+{
+    struct qentry e = *at(r, i);
+    if (i < r->len / 2) {
+        for (size_t k = i; k > 0; k--)
+            *at(r, k) = *at(r, k - 1);
+        r->head = (r->head + 1) & (r->cap - 1);
+    } else {
+        for (size_t k = i; k + 1 < r->len; k++)
+            *at(r, k) = *at(r, k + 1);
+    }
+    if (i < r->mem_head)
+        r->mem_head--;
+    entry_left(q, r, &e);
+    return e;
+}
+
+/* Drop the entry at index 'i' of 'r' (a record that cannot be read). */
+static void
+ring_remove(struct queue *q, struct qring *r, size_t i)
+{
+    entry_end(q, remove_at(q, r, i));
+}
+
+/* Bring back the messages a read job of level 'rg' got. */
+static void
+apply_reads(struct queue *q, struct qring *rg, struct pager_job *j)
+{
+    for (size_t k = 0; k < j->nreads; k++) {
+        struct pager_read *r = &j->reads[k];
+        size_t i = index_of_seq(rg, r->seq);
+        struct qentry *e = i < rg->len ? at(rg, i) : NULL;
+        if (e && e->seq == r->seq && e->paged && e->pg.seg == r->seg &&
+            e->pg.off == r->off && e->scratch == r->scratch) {
+            struct msg *m = r->err ? NULL : store_page_decode(e, r);
+            if (m) {
+                q->bytes_paged -= e->body_len;
+                store_page_in(q, e, m);
+                rg->npaged--;
+                q->npaged--;
+            } else {
+                queue_log(q, NULL, LOG_LVL_WARN, "queue '%s' in vhost '%s': "
+                          "the message at position %" PRIu64 " cannot be "
+                          "read back (%s segment %u, offset %u: %s); "
+                          "dropped", q->name, q->vh->name, e->seq,
+                          r->scratch ? "scratch" : "journal", r->seg, r->off,
+                          r->err ? strerror(r->err)
+                                 : "record does not check out");
+                ring_remove(q, rg, i);
+            }
+        }
+    }
+    pager_read_free(j);
+}
+
+/* What waited for messages to come back goes on. */
+static void
+after_reads(struct queue *q)
+{
+    if (q->deleted)
+        return;
+    queue_expire(q);
+    drop_head(q);
+    if (q->nconsumers)
+        queue_dispatch(q);
+    wake_get_waits(q, false);
+    queue_fill(q);
+    queue_arm(q);
+}
+
+static void
+fill_done(struct pager_job *j)
+{
+    struct queue *q = j->arg;
+    struct qring *r = &q->lv[j->arg_index];
+
+    if (j->then == NULL) {
+        r->filling--;
+        r->fill_pending -= j->nreads;
+    }
+    apply_reads(q, r, j);
+    void (*then)(void) = j->then;
+    free(j);
+    if (!broker.shutting_down)
+        after_reads(q);
+    queue_unref(q);
+    if (then)
+        then();
+}
+
+/* One more record for job 'j' to read: entry 'e''s, tagged 'tag' (the
+ * caller's way back to it); returns its size to come. */
+static size_t
+add_read(struct pager_job *j, size_t *cap, const struct qentry *e,
+         uint64_t tag)
+{
+    if (j->nreads == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        j->reads = xrealloc(j->reads, *cap * sizeof(*j->reads));
+    }
+    struct pager_read *r = &j->reads[j->nreads++];
+    memset(r, 0, sizeof(*r));
+    r->seq = tag;
+    r->seg = e->pg.seg;
+    r->off = e->pg.off;
+    r->scratch = e->scratch;
+    r->want = e->body_len + 1024;
+    return r->want;
+}
+
+/* Fill read job 'j' for level 'rg' with up to 'max_entries' paged
+ * entries from index 'i' on (only those paged to journal segment 'seg',
+ * unless it is UINT32_MAX), up to FILL_MAX_BYTES. Returns the index
+ * after the last one looked at. */
+static size_t
+build_reads(struct qring *rg, size_t i, size_t max_entries, uint32_t seg,
+            struct pager_job *j)
+{
+    size_t cap = 0, bytes = 0;
+
+    for (; i < rg->len && j->nreads < max_entries && bytes < FILL_MAX_BYTES;
+         i++) {
+        struct qentry *e = at(rg, i);
+        if (!e->paged || (seg != UINT32_MAX && (e->scratch || e->pg.seg != seg)))
+            continue;
+        bytes += add_read(j, &cap, e, e->seq);
+    }
+    return i;
+}
+
+/* A read job for level 'rg' of 'q' (build_reads), brought back by
+ * fill_done. Returns the index after the last one looked at;
+ * '*submitted' says how many it reads. */
+static size_t
+submit_reads(struct queue *q, struct qring *rg, size_t i, size_t max_entries,
+             uint32_t seg, void (*then)(void), size_t *submitted)
+{
+    struct pager_job *j = xcalloc(1, sizeof(*j));
+
+    i = build_reads(rg, i, max_entries, seg, j);
+    *submitted = j->nreads;
+    if (j->nreads == 0) {
+        free(j);
+        return i;
+    }
+    j->kind = PAGER_READ;
+    j->done = fill_done;
+    j->arg = queue_ref(q);
+    j->arg_index = (uint32_t)(rg - q->lv);
+    j->then = then;
+    pager_submit(j);
+    return i;
+}
+
+/* Read ahead in level 'r': keep a window's worth in memory at its head,
+ * or on its way, in reads of half a window, two at a time at most. */
+static void
+ring_fill(struct queue *q, struct qring *r, size_t w)
+{
+    size_t sent;
+
+    if (r->filling >= 2 || r->npaged == 0)
+        return;
+    while (r->mem_head < r->len && !at(r, r->mem_head)->paged)
+        r->mem_head++;
+    if (r->mem_head + r->fill_pending >= w)
+        return;
+    size_t from = r->filling ? index_of_seq(r, r->fill_seq) : r->mem_head;
+    size_t end = submit_reads(q, r, from, w / 2, UINT32_MAX, NULL, &sent);
+    if (sent) {
+        r->filling++;
+        r->fill_pending += sent;
+        r->fill_seq = end < r->len ? at(r, end)->seq : q->next_seq;
+    }
+}
+
+static void
+queue_fill(struct queue *q)
+{
+    if (q->npaged == 0 || q->deleted)
+        return;
+    size_t w = queue_window();
+    for (size_t l = q->top + 1; l-- > 0;)
+        ring_fill(q, &q->lv[l], w);
+}
+
+size_t
+queue_page_in_seg(struct queue *q, uint32_t seg, void (*done)(void))
+{
+    size_t jobs = 0, sent;
+
+    for (size_t l = 0; l < q->nlv; l++) {
+        struct qring *r = &q->lv[l];
+        for (size_t i = 0; i < r->len;) {
+            i = submit_reads(q, r, i, SIZE_MAX, seg, done, &sent);
+            jobs += sent > 0;
+        }
+    }
+    return jobs;
+}
+
+void
+queue_get_wait(struct queue *q, struct get_wait *w)
+{
+    w->q = queue_ref(q);
+    TAILQ_INSERT_TAIL(&q->get_waits, w, link);
+    queue_fill(q);
+}
+
+void
+queue_get_unwait(struct get_wait *w)
+{
+    struct queue *q = w->q;
+    if (q == NULL)
+        return;
+    TAILQ_REMOVE(&q->get_waits, w, link);
+    w->q = NULL;
+    queue_unref(q);
+}
+
+/* The waiting basic.gets run again: those whose head is back, or all
+ * of them when the queue is gone. */
+static void
+wake_get_waits(struct queue *q, bool gone)
+{
+    struct get_wait *w;
+
+    queue_ref(q);
+    while ((w = TAILQ_FIRST(&q->get_waits)) != NULL &&
+           (gone || !queue_head_paged(q))) {
+        TAILQ_REMOVE(&q->get_waits, w, link);
+        w->q = NULL;
+        queue_unref(q);
+        w->ready(w, gone ? NULL : q);
+    }
+    queue_unref(q);
+}
+
+/* ---- peeking (queue.h): browse and search ---- */
+
+struct queue_peek *
+queue_peek_new(struct queue *q, uint64_t offset, size_t max,
+               uint64_t max_bytes)
+{
+    struct queue_peek *p = xcalloc(1, sizeof(*p));
+    uint64_t pos = 0;
+
+    /* Delivery order: the highest level first, each in sequence order. */
+    for (size_t l = q->nlv; l-- > 0 && p->n < max;) {
+        struct qring *r = &q->lv[l];
+        size_t i = 0;
+        if (pos + r->len <= offset) {
+            pos += r->len;
+            continue;
+        }
+        if (pos < offset) {
+            i = (size_t)(offset - pos);
+            pos = offset;
+        }
+        for (; i < r->len && p->n < max; i++, pos++) {
+            struct qentry *e = at(r, i);
+            uint64_t len = qentry_body_len(e);
+            if (p->n > 0 && p->bytes + len > max_bytes)
+                return p;
+            if (p->n == 0 || (p->n & (p->n - 1)) == 0)
+                p->es = xrealloc(p->es, (p->n ? p->n * 2 : 1) *
+                                            sizeof(*p->es));
+            struct queue_peek_entry *pe = &p->es[p->n++];
+            memset(pe, 0, sizeof(*pe));
+            pe->position = pos;
+            pe->redelivered = e->redelivered;
+            pe->deliveries = e->deliveries;
+            pe->e = *e;
+            if (!e->paged) {
+                pe->m = msg_ref(e->m);
+                pe->e.m = NULL;
+            }
+            p->bytes += len;
+        }
+    }
+    return p;
+}
+
+static void
+peek_release(struct queue_peek *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->es[i].m)
+            msg_unref(p->es[i].m);
+    free(p->es);
+    free(p);
+}
+
+void
+queue_peek_free(struct queue_peek *p)
+{
+    if (p == NULL)
+        return;
+    if (p->reading) {
+        p->freed = true;        /* peek_read_done frees it */
+        return;
+    }
+    peek_release(p);
+}
+
+static void
+peek_read_done(struct pager_job *j)
+{
+    struct queue_peek *p = j->arg;
+
+    for (size_t k = 0; k < j->nreads && !p->freed; k++) {
+        struct pager_read *r = &j->reads[k];
+        struct queue_peek_entry *pe = &p->es[r->seq];
+        /* A copy of its own: the entry itself stays paged. */
+        pe->m = r->err ? NULL : store_page_decode(&pe->e, r);
+    }
+    pager_read_free(j);
+    free(j);
+    if (--p->reading > 0)
+        return;
+    if (p->freed)
+        peek_release(p);
+    else
+        p->done(p, p->arg);
+}
+
+bool
+queue_peek_load(struct queue_peek *p,
+                void (*done)(struct queue_peek *p, void *arg), void *arg)
+{
+    struct pager_job *j = NULL;
+    size_t cap = 0, bytes = 0;
+
+    p->done = done;
+    p->arg = arg;
+    /* Jobs of FILL_MAX_BYTES at most, all handed over now: the pager
+     * runs them in order, one at a time. */
+    for (size_t i = 0; i <= p->n; i++) {
+        if (j != NULL && (i == p->n || bytes >= FILL_MAX_BYTES)) {
+            j->kind = PAGER_READ;
+            j->done = peek_read_done;
+            j->arg = p;
+            p->reading++;
+            pager_submit(j);
+            j = NULL;
+        }
+        if (i == p->n)
+            break;
+        if (p->es[i].m != NULL || !p->es[i].e.paged)
+            continue;
+        if (j == NULL) {
+            j = xcalloc(1, sizeof(*j));
+            cap = bytes = 0;
+        }
+        bytes += add_read(j, &cap, &p->es[i].e, i);
+    }
+    return p->reading > 0;
+}
+
+/* ---- moving entries out (queue.h): the replay of dead letters ---- */
+
+struct queue_cursor {
+    uint64_t *from;             /* per level: entries below it passed */
+    uint16_t nlv;
+    bool reading, freed;
+    void (*ready)(void *arg);
+    void *arg;
+};
+
+/* A read the cursor started: the messages come back into their
+ * entries, as a read ahead's do. */
+struct cursor_job {
+    struct pager_job job;
+    struct queue_cursor *c;
+};
+
+#define MOVE_READ_MAX 256
+
+struct queue_cursor *
+queue_cursor_new(struct queue *q, void (*ready)(void *arg), void *arg)
+{
+    struct queue_cursor *c = xcalloc(1, sizeof(*c));
+    c->nlv = q->nlv;
+    c->from = xcalloc(q->nlv, sizeof(*c->from));
+    c->ready = ready;
+    c->arg = arg;
+    return c;
+}
+
+void
+queue_cursor_free(struct queue_cursor *c)
+{
+    if (c == NULL)
+        return;
+    if (c->reading) {
+        c->freed = true;        /* cursor_read_done frees it */
+        return;
+    }
+    free(c->from);
+    free(c);
+}
+
+static void
+cursor_read_done(struct pager_job *j)
+{
+    struct cursor_job *cj = (struct cursor_job *)j;
+    struct queue *q = j->arg;
+    struct queue_cursor *c = cj->c;
+
+    apply_reads(q, &q->lv[j->arg_index], j);
+    free(cj);
+    if (!broker.shutting_down)
+        after_reads(q);
+    queue_unref(q);
+    c->reading = false;
+    if (c->freed)
+        queue_cursor_free(c);
+    else
+        c->ready(c->arg);
+}
+
+/* Read the paged entries of level 'r' from index 'i' on (up to
+ * MOVE_READ_MAX of them) back into memory. Unlike a browse, the mover
+ * takes them next, so they come back into their entries. */
+static void
+cursor_read(struct queue *q, struct queue_cursor *c, struct qring *r,
+            size_t i)
+{
+    struct cursor_job *cj = xcalloc(1, sizeof(*cj));
+    struct pager_job *j = &cj->job;
+
+    build_reads(r, i, MOVE_READ_MAX, UINT32_MAX, j);
+    cj->c = c;
+    j->kind = PAGER_READ;
+    j->done = cursor_read_done;
+    j->arg = queue_ref(q);
+    j->arg_index = (uint32_t)(r - q->lv);
+    c->reading = true;
+    pager_submit(j);
+}
+
+enum queue_move_result
+queue_move_next(struct queue *q, struct queue_cursor *c, queue_move_fn fn,
+                void *arg)
+{
+    static struct route_result rr;
+    struct qring *r = NULL;
+    size_t i = 0, l;
+    struct amqp_bytes rk;
+
+    if (q->deleted || c->nlv != q->nlv)
+        return QUEUE_END;
+    for (l = q->nlv; l-- > 0;) {
+        r = &q->lv[l];
+        i = index_of_seq(r, c->from[l]);
+        if (i < r->len)
+            break;
+    }
+    if (l == SIZE_MAX)
+        return QUEUE_END;
+    struct qentry *e = at(r, i);
+    if (e->paged) {
+        if (!c->reading)
+            cursor_read(q, c, r, i);
+        return QUEUE_READING;
+    }
+    /* As a delayed message's (exchange_delayed.c): a copy routed before
+     * the original's record is written would let the store drop that
+     * record, and a confirm waiting on it go out before the copy is on
+     * disk. */
+    if (!store_delay_ready(e->m))
+        return QUEUE_NOT_WRITTEN;
+    uint64_t seq = e->seq;
+    struct exchange *x = fn(e->m, &rk, arg);
+    if (x == NULL) {
+        c->from[l] = seq + 1;
+        return QUEUE_PASSED;
+    }
+    /* Always a copy, with a record of its own: a message and its
+     * enqueue records stay in one batch (docs/storage.md). */
+    struct amqp_bytes xn = { (const uint8_t *)x->name, x->name_len };
+    struct msg *copy = msg_copy_as(e->m, xn, rk);
+
+    rr.n = 0;
+    struct msg *out = exchange_route_msg(x, copy, &rr);
+    size_t pushed = 0;
+    if (rr.n > 0) {
+        store_tx_begin();
+        struct qentry taken = remove_at(q, r, i);
+        for (size_t k = 0; k < rr.n; k++)
+            pushed += queue_push(rr.qs[k], out) >= 0;
+        if (pushed)
+            entry_end(q, taken);
+        else
+            put_back(q, taken);
+        (void)store_tx_end();
+    }
+    if (out != copy)
+        msg_unref(out);
+    msg_unref(copy);
+    if (!pushed) {
+        c->from[l] = seq + 1;
+        return QUEUE_PASSED;
+    }
+    if (q->npaged)
+        queue_fill(q);
+    return QUEUE_MOVED;
+}
+
+/* ---- counting, read functions and the stats tick ---- */
+
+
+void
+queue_info(const struct queue *q, struct queue_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->ready = q->len;
+    out->unacked = q->unacked;
+    out->waiting = q->nwaits;
+    out->paged = q->npaged;
+    out->consumers = q->nconsumers;
+    out->bytes_ready = q->bytes;
+    out->bytes_unacked = q->bytes_unacked;
+    out->bytes_paged = q->bytes_paged;
+    out->persistent = q->persistent;
+    out->bytes_persistent = q->bytes_persistent;
+    out->memory = sizeof(*q) + q->name_len + q->args.len +
+                  q->waits_cap * sizeof(*q->waits) +
+                  (q->hist ? HIST_KINDS * sizeof(*q->hist) : 0) +
+                  (q->series ? sizeof(*q->series) : 0);
+    for (size_t l = 0; l < q->nlv; l++)
+        out->memory += q->lv[l].cap * sizeof(*q->lv[l].ring);
+    out->head_age_ms = -1;
+    if (q->len > 0) {
+        const struct qentry *h = head_entry(q);
+        if (!h->paged && h->m->born)
+            out->head_age_ms =
+                (int64_t)(uint32_t)((uint32_t)now_ms() - h->m->born);
+    }
+    out->utilisation = q->nconsumers ? (double)q->utilisation : -1;
+    out->ms = &q->ms;
+    out->dead_lettered = q->dead_lettered;
+    out->dropped = q->dropped;
+    out->hist = q->hist;
+    out->series = q->series;
+}
+
+void
+queue_sample(struct queue *q)
+{
+    uint64_t v[QS_COUNT];
+    memcpy(v, q->ms.n, sizeof(q->ms.n));
+    v[QS_MESSAGES] = q->len + q->unacked;
+    v[QS_READY] = q->len;
+    v[QS_UNACKED] = q->unacked;
+    stats_sample(&q->series, v, QS_COUNT);
+    /* Consumer utilisation, as RabbitMQ's consumer_capacity: the share
+     * of samples in which a ready message could have gone to a
+     * consumer at once (1: consumers are never the bottleneck). */
+    if (q->nconsumers == 0) {
+        q->utilisation = 1.0f;
+        return;
+    }
+    bool could = q->len == 0;
+    const struct consumer *c;
+    TAILQ_FOREACH(c, &q->consumers, q_link)
+        if (!could && channel_can_deliver(c->ch, c))
+            could = true;
+    q->utilisation = 0.8f * q->utilisation + (could ? 0.2f : 0.0f);
+}
+
+void
+queue_foreach_binding(struct queue *q,
+                      void (*fn)(const struct binding *b, void *arg),
+                      void *arg)
+{
+    const struct binding *b;
+    TAILQ_FOREACH(b, &q->bindings, dest_link)
+        fn(b, arg);
+}
+
+void
+queue_foreach_consumer(struct queue *q,
+                       void (*fn)(struct consumer *c, void *arg), void *arg)
+{
+    struct consumer *c;
+    TAILQ_FOREACH(c, &q->consumers, q_link)
+        fn(c, arg);
+}
