@@ -4,6 +4,7 @@
  * with the connections' buffers; disk every second with statvfs().
  */
 #include "broker/core/alarm.h"
+#include "broker/core/hooks.h"
 
 #include <event2/event.h>
 #include <inttypes.h>
@@ -11,7 +12,6 @@
 #include <unistd.h>
 
 #include "broker/core/broker.h"
-#include "broker/session/conn.h"
 #include "broker/core/inbuf.h"
 #include "broker/lib/log.h"
 #include "broker/store/store.h"
@@ -117,7 +117,7 @@ set_alarms(bool mem, bool disk)
         disk_alarm = disk;
     }
     if (was && !alarm_is_set())
-        conn_unblock_all();
+        session_hooks.unblock_publishers();
 }
 
 void
@@ -168,7 +168,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
-    buffers = conn_buffer_bytes();
+    buffers = session_hooks.buffer_bytes();
     bool disk = disk_alarm;
     if (++ticks % 10 == 0) {
         disk = disk_low();

@@ -2,6 +2,7 @@
  * SASL PLAIN, AMQPLAIN and EXTERNAL against the in-memory users.
  */
 #include "broker/core/auth.h"
+#include "broker/core/hooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,6 @@
 #include "amqp/table.h"
 #include "broker/core/broker.h"
 #include "broker/lib/config.h"
-#include "broker/session/conn.h"
 #include "broker/core/defs.h"
 #include "broker/lib/log.h"
 #include "broker/core/perm.h"
@@ -100,7 +100,7 @@ auth_delete_user(const char *name, bool quiet)
      * with it. */
     char reason[400];
     snprintf(reason, sizeof(reason), "user '%s' is deleted", name);
-    conn_close_user(name, reason);
+    session_hooks.close_user(name, reason);
     perm_drop_user(name, quiet);
     if (!quiet)
         defs_changed(DEFS_USER_REMOVED, u);

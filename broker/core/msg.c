@@ -13,7 +13,6 @@
 
 #include "amqp/props.h"
 #include "broker/lib/asan.h"
-#include "broker/session/conn.h"
 #include "broker/lib/log.h"
 #include "broker/core/qargs.h"
 #include "broker/store/store.h"
@@ -358,18 +357,18 @@ body_ref_done(const void *data, size_t len, void *arg)
 }
 
 void
-msg_body_out(struct msg *m, struct conn *c, uint64_t off, size_t n)
+msg_body_out(struct msg *m, struct evbuffer *out, uint64_t off, size_t n,
+             msg_lend_fn *lend, void *arg)
 {
     uint8_t *body = body_of(m);
 
     if (n <= BODY_COPY_MAX) {
-        evbuffer_add(conn_output(c), body + off, n);
+        evbuffer_add(out, body + off, n);
     } else if (m->body_at == MSG_BODY_LENT) {
-        conn_output_lend(c, body + off, n, ext_of(m)->blk);
+        lend(arg, body + off, n, ext_of(m)->blk);
     } else {
         msg_ref(m);
-        evbuffer_add_reference(conn_output(c), body + off, n,
-                               body_ref_done, m);
+        evbuffer_add_reference(out, body + off, n, body_ref_done, m);
     }
 }
 

@@ -206,13 +206,18 @@ void msg_body_frame(struct msg *m, struct inblock *b, const uint8_t *data,
 
 /*
  * Where the body lives is msg.c's business alone: these are the only
- * ways to its bytes. msg_body_out appends bytes [off, off + n) to a
- * connection's output (copied when small, else referenced: the output
- * holds the message or its input block until written); msg_body_copy
- * copies the whole body to 'dst'.
+ * ways to its bytes. msg_body_out appends bytes [off, off + n) to 'out'
+ * (copied when small, else referenced: 'out' holds the message until
+ * written); bytes lent by an input block are handed to 'lend' with 'arg'
+ * instead, which appends them holding the block (the session's output
+ * counts the block it pins). msg_body_copy copies the whole body to
+ * 'dst'.
  */
-struct conn;
-void msg_body_out(struct msg *m, struct conn *c, uint64_t off, size_t n);
+struct evbuffer;
+typedef void msg_lend_fn(void *arg, const uint8_t *data, size_t len,
+                         struct inblock *b);
+void msg_body_out(struct msg *m, struct evbuffer *out, uint64_t off,
+                  size_t n, msg_lend_fn *lend, void *arg);
 void msg_body_copy(const struct msg *m, uint8_t *dst);
 /* Fill a message made with room for its body (msg_new, !body_later),
  * from 'src' or from the body of 'from'. */

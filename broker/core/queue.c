@@ -3,6 +3,7 @@
  * original position, consumers and round-robin dispatch.
  */
 #include "broker/core/queue.h"
+#include "broker/core/hooks.h"
 
 #include <event2/event.h>
 #include <inttypes.h>
@@ -11,9 +12,7 @@
 #include <string.h>
 
 #include "broker/core/broker.h"
-#include "broker/session/channel.h"
 #include "broker/core/deadletter.h"
-#include "broker/session/conn.h"
 #include "broker/lib/log.h"
 #include "broker/core/msg.h"
 #include "broker/store/pager.h"
@@ -836,8 +835,7 @@ queue_is_backed_up(const struct queue *q)
           (bytes > 0 && q->bytes > (uint64_t)bytes)))
         return false;
     TAILQ_FOREACH(c, &q->consumers, q_link)
-        if (channel_has_credit(c->ch, c) &&
-            conn_is_draining_slowly(c->ch->conn))
+        if (c->ops->backs_up(c))
             return true;
     return false;
 }
@@ -875,13 +873,13 @@ queue_dispatch(struct queue *q)
          * goes (then the next in order of arrival). */
         if (q->qa.single_active) {
             found = TAILQ_FIRST(&q->consumers);
-            if (!channel_can_deliver(found->ch, found))
+            if (!found->ops->can_take(found))
                 break;
         } else {
             /* The first with credit in priority order: a blocked
              * higher-priority consumer lets lower ones have it. */
             TAILQ_FOREACH(c, &q->consumers, q_link) {
-                if (channel_can_deliver(c->ch, c)) {
+                if (c->ops->can_take(c)) {
                     found = c;
                     break;
                 }
@@ -894,7 +892,7 @@ queue_dispatch(struct queue *q)
         }
         struct qentry e;
         queue_take(q, &e);
-        channel_deliver(found->ch, found, q, e);
+        found->ops->deliver(found, q, e);
         queue_expire(q);
     }
     if (queue_head_paged(q))
@@ -942,12 +940,11 @@ queue_delete(struct queue *q)
     if (q->timer)
         evtimer_del(q->timer);
     if (q->exclusive && q->owner)
-        conn_disown_queue(q->owner, q);
+        session_hooks.disown_queue(q->owner, q);
     while ((c = TAILQ_FIRST(&q->consumers)) != NULL) {
-        struct channel *ch = c->ch;
         c->refs++;
         queue_remove_consumer(q, c);
-        channel_consumer_cancelled(ch, c);
+        c->ops->cancelled(c);
         consumer_unref(c);
     }
     while ((b = TAILQ_FIRST(&q->bindings)) != NULL)
@@ -1725,7 +1722,7 @@ queue_sample(struct queue *q)
     bool could = q->len == 0;
     const struct consumer *c;
     TAILQ_FOREACH(c, &q->consumers, q_link)
-        if (!could && channel_can_deliver(c->ch, c))
+        if (!could && c->ops->can_take(c))
             could = true;
     q->utilisation = 0.8f * q->utilisation + (could ? 0.2f : 0.0f);
 }

@@ -78,9 +78,29 @@ extern const struct queue_ops queue_classic_ops, queue_quorum_ops;
 /* The type called 'name', or NULL if Roost has none. */
 const struct queue_ops *queue_ops_find(struct amqp_bytes name);
 
+/*
+ * What a queue asks of a consumer's owner (the session's channel gives
+ * it, channel_consumer_ops): the queue never sees a channel or a
+ * connection, only this table and the owner's pointer.
+ */
+struct consumer;
+struct consumer_ops {
+    /* it has credit and its connection takes output now */
+    bool (*can_take)(const struct consumer *c);
+    /* it has credit but its connection's output drains slowly: flow
+     * control's test (queue_is_backed_up) */
+    bool (*backs_up)(const struct consumer *c);
+    /* 'e', taken off 'q', goes to it */
+    void (*deliver)(struct consumer *c, struct queue *q, struct qentry e);
+    /* its queue went away: it is cancelled (basic.cancel to a client
+     * that asked for consumer_cancel_notify) */
+    void (*cancelled)(struct consumer *c);
+};
+
 struct consumer {
     struct queue *q;
-    struct channel *ch;
+    const struct consumer_ops *ops;
+    struct channel *ch;         /* the owner: the queue only passes it on */
     char *tag;
     size_t tag_len;
     bool no_ack;

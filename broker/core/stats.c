@@ -4,6 +4,7 @@
  * the last interval (stats.h).
  */
 #include "broker/core/stats.h"
+#include "broker/core/hooks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,6 @@
 
 #include "broker/core/broker.h"
 #include "broker/core/alarm.h"
-#include "broker/session/channel.h"
-#include "broker/session/conn.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/core/vhost.h"
@@ -106,24 +105,12 @@ add_gone(struct vhost *vh, void *arg)
     msg_stats_add(arg, &vh->channels_gone);
 }
 
-static void
-add_channel(struct channel *ch, void *arg)
-{
-    msg_stats_add(arg, &ch->ms);
-}
-
-static void
-add_conn(struct conn *c, void *arg)
-{
-    conn_foreach_channel(c, add_channel, arg);
-}
-
 void
 stats_overview(struct msg_stats *out)
 {
     memset(out, 0, sizeof(*out));
     vhost_foreach(add_gone, out);
-    conn_foreach(add_conn, out);
+    session_hooks.add_channel_stats(out);
 }
 
 const struct stats_series *
@@ -160,7 +147,7 @@ sample_node(void)
     uint64_t v[NODE_COUNT] = {
         [NODE_MEM_USED] = alarm_memory_used(),
         [NODE_FD_USED] = stats_open_fds(),
-        [NODE_SOCKETS_USED] = conn_count(),
+        [NODE_SOCKETS_USED] = session_hooks.count(),
         [NODE_DISK_FREE] = alarm_disk_free(),
         [NODE_DISK_READS] = ss.paged_in,
         [NODE_DISK_WRITES] = ss.msgs_written,
@@ -179,7 +166,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)arg;
     ticks++;
     vhost_sample_all();
-    conn_sample_all();
+    session_hooks.sample_all();
     struct msg_stats all;
     stats_overview(&all);
     stats_sample(&overview_series, all.n, MS_COUNT);

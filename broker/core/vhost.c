@@ -2,13 +2,13 @@
  * Virtual hosts and the exchanges every vhost starts with.
  */
 #include "broker/core/vhost.h"
+#include "broker/core/hooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/core/broker.h"
-#include "broker/session/conn.h"
 #include "broker/core/defs.h"
 #include "amqp/props.h"
 #include "broker/core/exchange.h"
@@ -18,7 +18,7 @@
 #include "broker/core/policy.h"
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
-#include "broker/core/trace.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
 
 /* As rabbit_vhost.erl declares them: all durable; the firehose's
@@ -125,7 +125,7 @@ vhost_delete(const char *name)
     /* Its connections first, as RabbitMQ does: their channels let go of
      * its queues (closing shuts them at once). */
     snprintf(reason, sizeof(reason), "vhost '%s' is deleted", name);
-    conn_close_vhost(vh, reason);
+    session_hooks.close_vhost(vh, reason);
     perm_drop_vhost(name, false);
     /* Then everything in it, each deletion recorded as when a client
      * makes it, so that the store drops the queues' messages. */
@@ -323,4 +323,16 @@ vhost_remove_queue(struct vhost *vh, struct queue *q)
     defs_changed(DEFS_QUEUE_REMOVED, q);
     stats_churn.queues_deleted++;
     hmap_del(&vh->queues, q->name, q->name_len);
+}
+
+void
+trace_set(struct vhost *vh, bool on)
+{
+    if (vh->tracing == on)
+        log_info("Tracing is already %s for vhost '%s'",
+                 on ? "enabled" : "disabled", vh->name);
+    else
+        log_info("%s tracing for vhost '%s'", on ? "Enabling" : "Disabling",
+                 vh->name);
+    vh->tracing = on;
 }

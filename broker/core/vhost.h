@@ -33,6 +33,20 @@ struct vhost {
     struct msg_stats channels_gone;
 };
 
+/* The firehose's exchange in every vhost (broker/session/trace.h). */
+#define TRACE_EXCHANGE "amq.rabbitmq.trace"
+
+/* Whether publishes into 'vh' and deliveries from it are traced. */
+static inline bool
+trace_is_on(const struct vhost *vh)
+{
+    return __builtin_expect(vh->tracing, 0);
+}
+
+/* Switch tracing in 'vh' on or off, logged as RabbitMQ logs it
+ * ("Enabling tracing for vhost '/'", "Tracing is already enabled ..."). */
+void trace_set(struct vhost *vh, bool on);
+
 /* A vhost with the default exchange and amq.direct, amq.fanout,
  * amq.topic, amq.headers, amq.match and amq.rabbitmq.trace predeclared,
  * tracing off. */

@@ -34,7 +34,6 @@
 #include "broker/core/qargs.h"
 #include "broker/core/queue.h"
 #include "broker/store/store_defs.h"
-#include "broker/core/trace.h"
 #include "broker/lib/util.h"
 #include "broker/lib/version.h"
 #include "broker/core/vhost.h"

@@ -18,7 +18,6 @@
 #include "broker/lib/log.h"
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/core/perm.h"
-#include "broker/core/trace.h"
 #include "broker/lib/util.h"
 #include "broker/core/vhost.h"
 

@@ -325,6 +325,7 @@ broker_init(void)
     broker.base = event_base_new();
     if (broker.base == NULL)
         fatalx("cannot create the event loop");
+    conn_install_hooks();
     hmap_init(&broker.vhosts);
     hmap_init(&broker.users);
 }

@@ -29,7 +29,7 @@
 #include "broker/core/reheader.h"
 #include "broker/session/reply_to.h"
 #include "broker/core/stats.h"
-#include "broker/core/trace.h"
+#include "broker/session/trace.h"
 #include "broker/lib/util.h"
 #include "broker/core/vhost.h"
 
@@ -599,6 +599,12 @@ channel_has_credit(const struct channel *ch, const struct consumer *c)
     return true;
 }
 
+static void
+lend_to_conn(void *arg, const uint8_t *data, size_t len, struct inblock *b)
+{
+    conn_output_lend(arg, data, len, b);
+}
+
 /* 'method', the content header 'hdr', and the message's body frames. */
 static void
 send_content(struct channel *ch, const struct amqp_method *m,
@@ -622,7 +628,7 @@ send_content(struct channel *ch, const struct amqp_method *m,
         wire_wr_init(&w, buf, sizeof(buf));
         frame_put_header(&w, AMQP_FRAME_BODY, ch->number, (uint32_t)n);
         evbuffer_add(out, buf, w.len);
-        msg_body_out(msg, c, off, n);
+        msg_body_out(msg, out, off, n, lend_to_conn, c);
         evbuffer_add(out, "\xCE", 1);
     }
     conn_output_added(c);
@@ -739,6 +745,40 @@ channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
         channel_send_entry(ch, &m, q, &e);
     }
 }
+
+/* ---- the queue's side of a consumer (struct consumer_ops) ---- */
+
+static bool
+consumer_can_take(const struct consumer *c)
+{
+    return channel_can_deliver(c->ch, c);
+}
+
+static bool
+consumer_backs_up(const struct consumer *c)
+{
+    return channel_has_credit(c->ch, c) &&
+           conn_is_draining_slowly(c->ch->conn);
+}
+
+static void
+consumer_deliver(struct consumer *c, struct queue *q, struct qentry e)
+{
+    channel_deliver(c->ch, c, q, e);
+}
+
+static void
+consumer_cancelled(struct consumer *c)
+{
+    channel_consumer_cancelled(c->ch, c);
+}
+
+const struct consumer_ops channel_consumer_ops = {
+    .can_take = consumer_can_take,
+    .backs_up = consumer_backs_up,
+    .deliver = consumer_deliver,
+    .cancelled = consumer_cancelled,
+};
 
 void
 channel_foreach_consumer(struct channel *ch,

@@ -156,6 +156,9 @@ void channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Whether the consumer's channel can take another delivery now. */
+/* What a queue calls on a consumer of this channel (queue.h). */
+extern const struct consumer_ops channel_consumer_ops;
+
 bool channel_can_deliver(const struct channel *ch, const struct consumer *c);
 
 /* The same, leaving out whether its connection's output is congested:

@@ -23,6 +23,7 @@
 #include "amqp/frame.h"
 #include "amqp/reply.h"
 #include "broker/core/broker.h"
+#include "broker/core/hooks.h"
 #include "broker/session/channel.h"
 #include "broker/lib/log.h"
 #include "broker/core/queue.h"
@@ -808,6 +809,48 @@ conn_foreach_unacked(void (*fn)(struct queue *q, struct qentry *e, void *arg),
         while ((ch = chan_next(c, &pos)) != NULL)
             channel_foreach_unacked(ch, fn, arg);
     }
+}
+
+/* ---- the core's hooks (broker/core/hooks.h) ---- */
+
+static uint64_t
+hook_count(void)
+{
+    return conn_count();
+}
+
+static void
+add_channel(struct channel *ch, void *arg)
+{
+    msg_stats_add(arg, &ch->ms);
+}
+
+static void
+add_conn(struct conn *c, void *arg)
+{
+    conn_foreach_channel(c, add_channel, arg);
+}
+
+static void
+hook_add_channel_stats(struct msg_stats *out)
+{
+    conn_foreach(add_conn, out);
+}
+
+void
+conn_install_hooks(void)
+{
+    session_hooks = (struct session_hooks){
+        .close_vhost = conn_close_vhost,
+        .close_user = conn_close_user,
+        .disown_queue = conn_disown_queue,
+        .unblock_publishers = conn_unblock_all,
+        .buffer_bytes = conn_buffer_bytes,
+        .count = hook_count,
+        .sample_all = conn_sample_all,
+        .add_channel_stats = hook_add_channel_stats,
+        .foreach_unacked = conn_foreach_unacked,
+    };
 }
 
 void

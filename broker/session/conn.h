@@ -182,6 +182,10 @@ void reply_format(char *out, size_t outlen, uint16_t code, const char *fmt,
 void conn_close_all(const char *reason);
 /* Close (320 CONNECTION_FORCED, 'reason') the connections open on 'vh',
  * and let go of it: their channels are shut at once. */
+/* Give the core its hooks into the session (broker/core/hooks.h): once,
+ * at start, before anything can call them. */
+void conn_install_hooks(void);
+
 void conn_close_vhost(struct vhost *vh, const char *reason);
 /* The same for the connections of 'user' (it was deleted). */
 void conn_close_user(const char *user, const char *reason);

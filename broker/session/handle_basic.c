@@ -18,7 +18,7 @@
 #include "broker/core/qargs.h"
 #include "broker/core/reheader.h"
 #include "broker/session/reply_to.h"
-#include "broker/core/trace.h"
+#include "broker/session/trace.h"
 #include "broker/core/queue.h"
 #include "broker/lib/util.h"
 #include "broker/core/vhost.h"
@@ -105,6 +105,7 @@ consume(struct channel *ch, const struct amqp_basic_consume *a)
     struct consumer *c = xcalloc(1, sizeof(*c));
     c->q = q;
     c->priority = priority;
+    c->ops = &channel_consumer_ops;
     c->ch = ch;
     c->tag = xstrndup(tag.ptr, tag.len);
     c->tag_len = tag.len;

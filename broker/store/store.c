@@ -36,7 +36,7 @@
 
 #include "amqp/props.h"
 #include "broker/core/broker.h"
-#include "broker/session/conn.h"
+#include "broker/core/hooks.h"
 #include "broker/core/defs.h"
 #include "broker/core/delayed.h"
 #include "broker/core/exchange.h"
@@ -1310,7 +1310,7 @@ maybe_compact(void)
                                            compact_read_done);
         }
     }
-    conn_foreach_unacked(compact_entry, &cc);
+    session_hooks.foreach_unacked(compact_entry, &cc);
     delayed_foreach_stored(compact_held, &cc);
     st.compactions++;
     st.copied_bytes += cc.copied;

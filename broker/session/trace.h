@@ -10,7 +10,8 @@
  * Messages of amq.rabbitmq.trace itself are never traced.
  *
  * Off, the firehose costs one test of a flag in the vhost on the publish
- * and the delivery paths (trace_is_on). As in RabbitMQ, the flag is not
+ * and the delivery paths (trace_is_on, with trace_set in vhost.h: the
+ * flag is the core's, the copies the session's). As in RabbitMQ, the flag is not
  * kept across a restart: every vhost starts with tracing off
  * (docs/tracing.md).
  */
@@ -21,25 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker/core/vhost.h"
-
-#define TRACE_EXCHANGE "amq.rabbitmq.trace"
+#include "broker/core/vhost.h"   /* trace_is_on */
 
 struct channel;
 struct msg;
 struct qentry;
 struct queue;
-
-/* Whether publishes into 'vh' and deliveries from it are traced. */
-static inline bool
-trace_is_on(const struct vhost *vh)
-{
-    return __builtin_expect(vh->tracing, 0);
-}
-
-/* Switch tracing in 'vh' on or off, logged as RabbitMQ logs it
- * ("Enabling tracing for vhost '/'", "Tracing is already enabled ..."). */
-void trace_set(struct vhost *vh, bool on);
 
 /*
  * A publish 'm' on 'ch' was routed to the 'n' queues 'qs': copy it to the

@@ -14,7 +14,7 @@
  * message's properties that are set, last one first (cluster_id ...
  * content_type), integers as signedint, the headers as a table.
  */
-#include "broker/core/trace.h"
+#include "broker/session/trace.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -33,18 +33,6 @@
 #include "broker/core/reheader.h"
 #include "broker/session/reply_to.h"
 #include "broker/lib/util.h"
-
-void
-trace_set(struct vhost *vh, bool on)
-{
-    if (vh->tracing == on)
-        log_info("Tracing is already %s for vhost '%s'",
-                 on ? "enabled" : "disabled", vh->name);
-    else
-        log_info("%s tracing for vhost '%s'", on ? "Enabling" : "Disabling",
-                 vh->name);
-    vh->tracing = on;
-}
 
 /* What one copy says besides the traced message itself. */
 struct trace_copy {
