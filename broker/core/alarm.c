@@ -14,7 +14,7 @@
 #include "broker/core/broker.h"
 #include "broker/core/inbuf.h"
 #include "broker/lib/log.h"
-#include "broker/store/store.h"
+#include "broker/core/store.h"
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
 #include "broker/lib/util.h"

@@ -24,7 +24,7 @@
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
 #include "broker/core/reheader.h"
-#include "broker/store/store.h"
+#include "broker/core/store.h"
 #include "broker/lib/util.h"
 #include "broker/core/vhost.h"
 

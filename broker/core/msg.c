@@ -15,7 +15,7 @@
 #include "broker/lib/asan.h"
 #include "broker/lib/log.h"
 #include "broker/core/qargs.h"
-#include "broker/store/store.h"
+#include "broker/core/store.h"
 #include "broker/lib/util.h"
 
 /* Bodies up to this size are copied into the output; larger ones are

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "broker/core/defs.h"
-#include "broker/defs/defs_json.h"
 #include "broker/core/exchange.h"
 #include "broker/lib/hmap.h"
 #include "broker/core/perm.h"
@@ -679,20 +678,4 @@ policy_priority_json(const struct policy *p)
     if (d == floor(d) && fabs(d) < 9e15)
         return json_integer((json_int_t)d);
     return json_real(d);
-}
-
-json_t *
-policy_json(const struct policy *p)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "vhost",
-                        defs_json_str(p->vh->name, strlen(p->vh->name)));
-    json_object_set_new(o, "name", defs_json_str(p->name, strlen(p->name)));
-    json_object_set_new(o, "pattern",
-                        defs_json_str(p->pattern, strlen(p->pattern)));
-    json_object_set_new(o, "apply-to",
-                        json_string(policy_apply_name[p->apply_to]));
-    json_object_set_new(o, "definition", json_deep_copy(p->definition));
-    json_object_set_new(o, "priority", policy_priority_json(p));
-    return o;
 }

@@ -113,10 +113,6 @@ const struct policy *policy_for_exchange(const struct exchange *x,
 void policy_apply_queue(struct queue *q);
 void policy_apply_exchange(struct exchange *x);
 
-/* A policy's JSON as RabbitMQ's API and definitions show it:
- * {vhost, name, pattern, apply-to, definition, priority}. */
-json_t *policy_json(const struct policy *p);
-
 /* The priority as JSON: an integer when it is one. */
 json_t *policy_priority_json(const struct policy *p);
 

@@ -16,7 +16,7 @@
 #include "broker/lib/log.h"
 #include "broker/core/msg.h"
 #include "broker/store/pager.h"
-#include "broker/store/store.h"
+#include "broker/core/store.h"
 #include "broker/lib/util.h"
 #include "broker/core/vhost.h"
 

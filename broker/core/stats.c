@@ -18,7 +18,7 @@
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/core/vhost.h"
-#include "broker/store/store.h"
+#include "broker/core/store.h"
 
 const char *const msg_stat_names[MS_COUNT] = {
     [MS_PUBLISH] = "publish",

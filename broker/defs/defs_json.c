@@ -1443,7 +1443,7 @@ static void
 collect_policy(const struct policy *p, void *arg)
 {
     struct policy_sink *s = arg;
-    json_t *o = policy_json(p);
+    json_t *o = defs_json_policy(p);
     if (s->kind == POLICY_OPERATOR) {
         json_t *value = json_object();
         static const char *const keys[] = {
@@ -1560,6 +1560,22 @@ defs_json_export_text(void)
 }
 
 /* ---- what the management API shares ---- */
+
+json_t *
+defs_json_policy(const struct policy *p)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "vhost",
+                        defs_json_str(p->vh->name, strlen(p->vh->name)));
+    json_object_set_new(o, "name", defs_json_str(p->name, strlen(p->name)));
+    json_object_set_new(o, "pattern",
+                        defs_json_str(p->pattern, strlen(p->pattern)));
+    json_object_set_new(o, "apply-to",
+                        json_string(policy_apply_name[p->apply_to]));
+    json_object_set_new(o, "definition", json_deep_copy(p->definition));
+    json_object_set_new(o, "priority", policy_priority_json(p));
+    return o;
+}
 
 json_t *
 defs_json_tags(const char *tags)

@@ -70,6 +70,11 @@ json_t *defs_json_table(struct amqp_table t);
 struct wire_wr;
 int defs_json_put_table(struct wire_wr *w, json_t *obj);
 
+/* A policy's JSON as RabbitMQ's API and definitions show it:
+ * {vhost, name, pattern, apply-to, definition, priority}. */
+struct policy;
+json_t *defs_json_policy(const struct policy *p);
+
 /* Tags kept comma separated, as a JSON list. */
 json_t *defs_json_tags(const char *tags);
 

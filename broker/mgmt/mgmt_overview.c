@@ -21,7 +21,7 @@
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
-#include "broker/store/store.h"
+#include "broker/core/store.h"
 #include "broker/lib/version.h"
 #include "broker/core/vhost.h"
 

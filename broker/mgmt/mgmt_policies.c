@@ -13,6 +13,7 @@
 #include "broker/mgmt/mgmt_int.h"
 #include "broker/core/policy.h"
 #include "broker/core/vhost.h"
+#include "broker/defs/defs_json.h"
 
 static const char *const by_vhost_name[] = { "vhost", "name", NULL };
 
@@ -25,7 +26,7 @@ struct policy_list {
 static void
 add_policy(const struct policy *p, void *arg)
 {
-    json_array_append_new(((struct policy_list *)arg)->arr, policy_json(p));
+    json_array_append_new(((struct policy_list *)arg)->arr, defs_json_policy(p));
 }
 
 static void
@@ -133,7 +134,7 @@ one(struct mgmt_req *r, enum policy_kind kind)
         if (p == NULL)
             mgmt_not_found(r);
         else
-            mgmt_reply(r, 200, policy_json(p));
+            mgmt_reply(r, 200, defs_json_policy(p));
         return;
     }
 }

@@ -41,34 +41,8 @@
 #include "broker/core/vhost.h"
 #include "tls/tls.h"
 
-struct broker broker;
-
 static struct event *shutdown_timer;
 static uint64_t shutdown_deadline;
-
-struct vhost *
-broker_vhost(const char *name, size_t len)
-{
-    return hmap_get(&broker.vhosts, name, len);
-}
-
-const char *
-broker_node_name(void)
-{
-    static char node[300];
-    char host[256];
-
-    if (node[0] != '\0')
-        return node;
-    if (gethostname(host, sizeof(host)) != 0)
-        snprintf(host, sizeof(host), "localhost");
-    host[sizeof(host) - 1] = '\0';
-    /* RabbitMQ's node names use the short host name. */
-    host[strcspn(host, ".")] = '\0';
-    snprintf(node, sizeof(node), "%s@%s",
-             broker.cfg.announce_rabbitmq ? "rabbit" : "roost", host);
-    return node;
-}
 
 static void
 usage(FILE *fp)
@@ -322,12 +296,11 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
 static void
 broker_init(void)
 {
-    broker.base = event_base_new();
-    if (broker.base == NULL)
+    struct event_base *base = event_base_new();
+    if (base == NULL)
         fatalx("cannot create the event loop");
+    broker_core_init(base);
     conn_install_hooks();
-    hmap_init(&broker.vhosts);
-    hmap_init(&broker.users);
 }
 
 /* In reverse: the store first (it syncs what is pending, and nothing
@@ -337,15 +310,7 @@ static void
 broker_teardown(void)
 {
     store_close();
-    size_t pos = 0;
-    struct hmap_slot *s;
-    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL)
-        vhost_free(s->val);
-    hmap_destroy(&broker.vhosts);
-    msg_pool_free();
-    inbuf_spares_free();
-    auth_free_users();
-    perm_free_all();
+    broker_core_free();
     event_base_free(broker.base);
     config_free(&broker.cfg);
 }

@@ -16,7 +16,7 @@
 #include "broker/lib/log.h"
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
-#include "broker/store/store.h"
+#include "broker/core/store.h"
 
 struct conn;
 struct event;

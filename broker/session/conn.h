@@ -17,7 +17,7 @@
 #include "broker/lib/hmap.h"
 #include "broker/core/inbuf.h"
 #include "broker/lib/log.h"
-#include "broker/store/store.h"
+#include "broker/core/store.h"
 
 struct channel;
 struct event;

@@ -126,7 +126,7 @@ static struct {
     bool busy;
     struct io_job job;
     struct event *kick, *recheck;
-    uint64_t recheck_from;      /* store_recheck_batch(); 0: none due */
+    uint64_t recheck_from;      /* journal_recheck_batch(); 0: none due */
     struct waiter_list waiters;
     /* the journal's segments: live bytes of each, from 'base' on */
     uint64_t cur_seg, cur_len;
@@ -266,8 +266,8 @@ is_stored(const struct queue *q, const struct qentry *e)
     return st.open && q->sid != 0 && e->m->store_id != 0;
 }
 
-bool
-store_queue_is_durable(const struct queue *q)
+static bool
+journal_queue_is_durable(const struct queue *q)
 {
     return q->sid != 0 && !q->store_gone;
 }
@@ -301,8 +301,8 @@ add_holder(struct msg *m)
     m->store_refs++;
 }
 
-bool
-store_enqueue(struct queue *q, const struct qentry *e)
+static bool
+journal_enqueue(struct queue *q, const struct qentry *e)
 {
     struct msg *m = e->m;
 
@@ -315,8 +315,9 @@ store_enqueue(struct queue *q, const struct qentry *e)
     return true;
 }
 
-bool
-store_delay_hold(uint32_t sid, uint64_t seq, struct msg *m, uint64_t due_wall)
+static bool
+journal_delay_hold(uint32_t sid, uint64_t seq, struct msg *m,
+                   uint64_t due_wall)
 {
     if (!st.open || st.closing || sid == 0 || !msg_persistent(m))
         return false;
@@ -325,8 +326,8 @@ store_delay_hold(uint32_t sid, uint64_t seq, struct msg *m, uint64_t due_wall)
     return true;
 }
 
-bool
-store_delay_ready(const struct msg *m)
+static bool
+journal_delay_ready(const struct msg *m)
 {
     return m->store_state != MS_PENDING;
 }
@@ -343,14 +344,14 @@ add_deliver(struct queue *q, const struct qentry *e)
     return o;
 }
 
-void
-store_delivered(struct queue *q, const struct qentry *e)
+static void
+journal_delivered(struct queue *q, const struct qentry *e)
 {
     add_deliver(q, e);
 }
 
-void
-store_retry_wait(struct queue *q, const struct qentry *e, uint64_t delay)
+static void
+journal_retry_wait(struct queue *q, const struct qentry *e, uint64_t delay)
 {
     struct op *o = add_deliver(q, e);
     if (o)
@@ -413,8 +414,8 @@ drop_holder(uint32_t sid, uint64_t seq, struct msg *m, bool record)
         msg_dead(m);
 }
 
-void
-store_settled(struct queue *q, const struct qentry *e)
+static void
+journal_settled(struct queue *q, const struct qentry *e)
 {
     if (e->paged) {
         if (st.open && !st.closing)
@@ -428,8 +429,8 @@ store_settled(struct queue *q, const struct qentry *e)
     drop_holder(q->sid, e->seq, m, !q->store_gone);
 }
 
-void
-store_delay_release(uint32_t sid, uint64_t seq, struct msg *m, bool routed)
+static void
+journal_delay_release(uint32_t sid, uint64_t seq, struct msg *m, bool routed)
 {
     if (!st.open || st.closing || sid == 0 || m->store_id == 0)
         return;
@@ -438,14 +439,14 @@ store_delay_release(uint32_t sid, uint64_t seq, struct msg *m, bool routed)
 
 /* ---- paging (queue.h, pager.h) ---- */
 
-bool
-store_pages(void)
+static bool
+journal_pages(void)
 {
     return st.open && st.pager && !st.closing;
 }
 
-bool
-store_memory_pressure(void)
+static bool
+journal_memory_pressure(void)
 {
     return alarm_paging();
 }
@@ -502,8 +503,8 @@ scratch_unref(uint64_t seg)
  * reuse, inside its heap, where the process still holds it: once many
  * were paged out (at most once a second), give the free pages back.
  */
-void
-store_trim_memory(void)
+static void
+journal_trim_memory(void)
 {
     static uint64_t last_ms, last_out;
     if (st.stats.paged_out - last_out < 16384)
@@ -516,8 +517,8 @@ store_trim_memory(void)
     malloc_trim(0);
 }
 
-void
-store_msg_freed(struct msg *m)
+static void
+journal_msg_freed(struct msg *m)
 {
     if (m->store_state == MS_SCRATCH && st.open)
         scratch_unref(m->store_seg);
@@ -535,12 +536,12 @@ readable(const struct msg *m)
             (uint64_t)m->store_off + rec_size(m) <= st.rd_len);
 }
 
-bool
-store_page_out(struct queue *q, struct qentry *e)
+static bool
+journal_page_out(struct queue *q, struct qentry *e)
 {
     struct msg *m = e->m;
 
-    if (!store_pages())
+    if (!journal_pages())
         return false;
     if (m->store_state == MS_WRITTEN && readable(m)) {
         struct segacct *a = seg_of(m->store_seg);
@@ -569,8 +570,8 @@ store_page_out(struct queue *q, struct qentry *e)
 
 static void scratch_written(struct pager_job *j);
 
-void
-store_page_flush(void)
+static void
+journal_page_flush(void)
 {
     if (st.scr_buf.len == 0)
         return;
@@ -599,8 +600,8 @@ store_page_flush(void)
 
 static void put_msg(struct wbuf *b, const struct msg *m);
 
-int
-store_page_prepare(struct queue *q, struct qentry *e, bool pressure)
+static int
+journal_page_prepare(struct queue *q, struct qentry *e, bool pressure)
 {
     struct msg *m = e->m;
     (void)q;
@@ -617,7 +618,7 @@ store_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     default:
         return 0;
     }
-    if (!pressure || !store_pages() || now_ms() < st.scr_retry_at)
+    if (!pressure || !journal_pages() || now_ms() < st.scr_retry_at)
         return 0;
     /* The pager thread has enough to write: after its next write. */
     if (st.scr_inflight + st.scr_buf.len >= SCRATCH_INFLIGHT_MAX)
@@ -639,7 +640,7 @@ store_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     }
     st.scr_msgs[st.scr_nmsgs++] = msg_ref(m);
     if (st.scr_buf.len >= SCRATCH_PASS_MAX || st.scr_len >= SCRATCH_SEG_SIZE) {
-        store_page_flush();
+        journal_page_flush();
         return 2;
     }
     return 1;
@@ -701,8 +702,8 @@ scratch_written(struct pager_job *j)
         queue_pager_kick(false);
 }
 
-struct msg *
-store_page_decode(const struct qentry *e, const struct pager_read *r)
+static struct msg *
+journal_page_decode(const struct qentry *e, const struct pager_read *r)
 {
     struct replay_fields f;
 
@@ -726,8 +727,8 @@ store_page_decode(const struct qentry *e, const struct pager_read *r)
     return m;
 }
 
-void
-store_page_in(struct queue *q, struct qentry *e, struct msg *m)
+static void
+journal_page_in(struct queue *q, struct qentry *e, struct msg *m)
 {
     st.stats.paged_in++;
     if (e->scratch) {
@@ -751,15 +752,15 @@ store_page_in(struct queue *q, struct qentry *e, struct msg *m)
     e->m = m;
 }
 
-void
-store_queue_gone(struct queue *q)
+static void
+journal_queue_gone(struct queue *q)
 {
     if (q->sid)
         q->store_gone = true;
 }
 
-void
-store_tx_begin(void)
+static void
+journal_tx_begin(void)
 {
     if (!st.open)
         return;
@@ -768,8 +769,8 @@ store_tx_begin(void)
     add_op(J_TX_BEGIN, 0, st.next_txid++, NULL);
 }
 
-bool
-store_tx_end(void)
+static bool
+journal_tx_end(void)
 {
     if (!st.open || !st.in_tx)
         return false;
@@ -782,33 +783,36 @@ store_tx_end(void)
     return true;
 }
 
-uint64_t
-store_open_batch(void)
+static uint64_t
+journal_open_batch(void)
 {
     return st.open_batch;
 }
 
-uint64_t
-store_durable_batch(void)
+static uint64_t
+journal_durable_batch(void)
 {
     return st.durable_batch;
 }
 
-bool
-store_has_pending(void)
+static bool
+journal_has_pending(void)
 {
     return st.nops > 0 || st.defs.len > 0;
 }
 
-uint64_t
-store_defs_written(void)
+static uint64_t
+journal_defs_written(void)
 {
     return st.defs_written;
 }
 
-void
-store_defs_changed(enum defs_event ev, const void *obj)
+/* The store's listener of definition changes (defs.h), from store_open
+ * to store_close. */
+static void
+journal_defs_changed(enum defs_event ev, const void *obj, void *arg)
 {
+    (void)arg;
     if (!st.open || st.closing)
         return;
     if (ev == DEFS_QUEUE_ADDED) {
@@ -840,8 +844,8 @@ store_defs_changed(enum defs_event ev, const void *obj)
 
 /* ---- waiters ---- */
 
-bool
-store_msg_unneeded(const struct msg *m)
+static bool
+journal_msg_unneeded(const struct msg *m)
 {
     return m != NULL && m->store_id != 0 && m->store_state == MS_NONE &&
            m->store_refs == 0;
@@ -864,8 +868,8 @@ recheck_cb(evutil_socket_t fd, short what, void *arg)
     st.recheck_from = 0;
 }
 
-uint64_t
-store_recheck_batch(void)
+static uint64_t
+journal_recheck_batch(void)
 {
     return st.recheck_from;
 }
@@ -883,10 +887,12 @@ recheck_soon(void)
     event_active(st.recheck, EV_TIMEOUT, 0);
 }
 
-void
-store_wait(struct store_waiter *w, uint64_t batch)
+static void journal_unwait(struct store_waiter *w);
+
+static void
+journal_wait(struct store_waiter *w, uint64_t batch)
 {
-    store_unwait(w);
+    journal_unwait(w);
     w->batch = batch;
     if (!st.open || batch <= st.durable_batch) {
         w->batch = st.durable_batch;
@@ -897,8 +903,8 @@ store_wait(struct store_waiter *w, uint64_t batch)
     TAILQ_INSERT_TAIL(&st.waiters, w, link);
 }
 
-void
-store_unwait(struct store_waiter *w)
+static void
+journal_unwait(struct store_waiter *w)
 {
     if (!w->waiting)
         return;
@@ -1221,7 +1227,7 @@ compact_waiting(struct queue *q, struct qentry *e, uint64_t due, void *arg)
 {
     uint64_t now = now_ms();
     if (copy_entry(q, e, arg))
-        store_retry_wait(q, e, due > now ? due - now : 0);
+        journal_retry_wait(q, e, due > now ? due - now : 0);
 }
 
 /* The same for a message held by a delayed exchange (delayed.h). */
@@ -1389,14 +1395,14 @@ job_done(struct io_job *j)
     schedule();
 }
 
-bool
-store_is_failed(void)
+static bool
+journal_is_failed(void)
 {
     return st.failed;
 }
 
-void
-store_get_stats(struct store_stats *s)
+static void
+journal_get_stats(struct store_stats *s)
 {
     *s = st.stats;
     s->disk_bytes = 0;
@@ -1541,6 +1547,7 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
 {
     char path[4200];
 
+    store_use(&store_journal_ops);
     snprintf(st.dir, sizeof(st.dir), "%s", dir);
     st.lock_fd = store_lock_dir(dir, err, errlen);
     if (st.lock_fd < 0)
@@ -1562,6 +1569,7 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
     st.kick = event_new(broker.base, -1, 0, kick_cb, NULL);
     st.retry = evtimer_new(broker.base, retry_cb, NULL);
     st.open = true;
+    defs_listen(journal_defs_changed, NULL);
     return 0;
 }
 
@@ -1781,8 +1789,8 @@ progress(const char *fmt, size_t a, size_t b)
     recovery_progress(status);
 }
 
-int
-store_recover(void)
+static int
+journal_recover(void)
 {
     uint64_t t0 = now_ms();
     char path[4200];
@@ -2038,8 +2046,8 @@ store_recover(void)
     return 0;
 }
 
-void
-store_close(void)
+static void
+journal_close(void)
 {
     if (!st.open)
         return;
@@ -2068,7 +2076,7 @@ store_close(void)
             io_wait();
             continue;
         }
-        if (!store_has_pending() && st.nunlink == 0)
+        if (!journal_has_pending() && st.nunlink == 0)
             break;
         kick_cb(-1, 0, NULL);
         if (!st.busy)
@@ -2089,6 +2097,7 @@ store_close(void)
                  (double)st.stats.records / (double)st.stats.batches,
                  st.stats.batch_max_records, st.stats.bytes_written,
                  st.stats.paged_out, st.stats.paged_in, st.compactions);
+    defs_unlisten(journal_defs_changed, NULL);
     st.open = false;
     /* Whoever still waits hears now (their connections are closing). */
     st.durable_batch = st.open_batch;
@@ -2119,3 +2128,41 @@ store_close(void)
         event_free(st.scr_retry);
     close(st.lock_fd);
 }
+
+/* ---- the table (broker/core/store.h) ---- */
+
+const struct store_ops store_journal_ops = {
+    .name = "journal",
+    .queue_is_durable = journal_queue_is_durable,
+    .enqueue = journal_enqueue,
+    .msg_unneeded = journal_msg_unneeded,
+    .delivered = journal_delivered,
+    .retry_wait = journal_retry_wait,
+    .settled = journal_settled,
+    .page_out = journal_page_out,
+    .page_prepare = journal_page_prepare,
+    .page_flush = journal_page_flush,
+    .page_decode = journal_page_decode,
+    .page_in = journal_page_in,
+    .memory_pressure = journal_memory_pressure,
+    .pages = journal_pages,
+    .trim_memory = journal_trim_memory,
+    .msg_freed = journal_msg_freed,
+    .delay_hold = journal_delay_hold,
+    .delay_ready = journal_delay_ready,
+    .delay_release = journal_delay_release,
+    .queue_gone = journal_queue_gone,
+    .tx_begin = journal_tx_begin,
+    .tx_end = journal_tx_end,
+    .open_batch = journal_open_batch,
+    .durable_batch = journal_durable_batch,
+    .recheck_batch = journal_recheck_batch,
+    .has_pending = journal_has_pending,
+    .defs_written = journal_defs_written,
+    .wait = journal_wait,
+    .unwait = journal_unwait,
+    .is_failed = journal_is_failed,
+    .get_stats = journal_get_stats,
+    .recover = journal_recover,
+    .close = journal_close,
+};

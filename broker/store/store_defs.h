@@ -28,9 +28,6 @@ enum {
 
 #define STORE_FORMAT 1
 
-/* defs_changed() lands here (defs.c). */
-void store_defs_changed(enum defs_event ev, const void *obj);
-
 /* Whether the store keeps this object. */
 bool store_keeps_exchange(const struct exchange *x);
 bool store_keeps_queue(const struct queue *q);
