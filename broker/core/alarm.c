@@ -13,10 +13,10 @@
 
 #include "broker/core/broker.h"
 #include "broker/core/inbuf.h"
-#include "broker/lib/log.h"
-#include "broker/core/store.h"
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
+#include "broker/core/store.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
 
 static uint64_t mem_limit;

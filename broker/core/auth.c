@@ -10,10 +10,10 @@
 
 #include "amqp/table.h"
 #include "broker/core/broker.h"
-#include "broker/lib/config.h"
 #include "broker/core/defs.h"
-#include "broker/lib/log.h"
 #include "broker/core/perm.h"
+#include "broker/lib/config.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "tls/hash.h"
 

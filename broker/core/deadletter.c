@@ -11,9 +11,9 @@
 #include <time.h>
 
 #include "amqp/props.h"
-#include "broker/lib/log.h"
 #include "broker/core/msg.h"
 #include "broker/core/reheader.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
 
 /* Does an x-death entry name this queue and reason? */

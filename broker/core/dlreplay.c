@@ -18,12 +18,12 @@
 #include "broker/core/broker.h"
 #include "broker/core/deadletter.h"
 #include "broker/core/exchange.h"
-#include "broker/lib/log.h"
 #include "broker/core/msg.h"
 #include "broker/core/perm.h"
 #include "broker/core/queue.h"
-#include "broker/lib/util.h"
 #include "broker/core/vhost.h"
+#include "broker/lib/log.h"
+#include "broker/lib/util.h"
 
 #define MOVES_PER_TURN 256
 /* A message whose record is being written: try again this much later. */

@@ -12,8 +12,8 @@
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
 #include "broker/core/reheader.h"
-#include "broker/lib/util.h"
 #include "broker/core/vhost.h"
+#include "broker/lib/util.h"
 
 /* Exchange-to-exchange chains are followed this deep at most, so that a
  * long chain cannot exhaust the stack. */

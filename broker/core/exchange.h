@@ -55,6 +55,12 @@ struct exchange_ops {
     /* If set, used instead of create: an index that needs its exchange
      * (its arguments, its vhost), made once the exchange is filled in. */
     void *(*create_for)(struct exchange *x);
+    /* If set, the declare arguments are checked: 0, or the reply code
+     * (406 soft, 503 hard) with RabbitMQ's text in 'err'. */
+    int (*check_args)(struct amqp_table args, char *err, size_t errlen);
+    /* It holds messages itself before routing them (x-delayed-message):
+     * the store keeps them under the exchange's id (delayed.h). */
+    bool holds_messages;
 };
 
 extern const struct exchange_ops exchange_direct_ops;

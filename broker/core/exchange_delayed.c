@@ -20,13 +20,13 @@
 #include "broker/core/alarm.h"
 #include "broker/core/broker.h"
 #include "broker/core/exchange.h"
-#include "broker/lib/log.h"
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
 #include "broker/core/reheader.h"
 #include "broker/core/store.h"
-#include "broker/lib/util.h"
 #include "broker/core/vhost.h"
+#include "broker/lib/log.h"
+#include "broker/lib/util.h"
 
 /* Due messages routed per timer callback at most, so that a backlog
  * that falls due at once (after a restart) leaves the loop to others. */
@@ -516,6 +516,13 @@ delayed_route(void *index, const struct msg *m, struct route_ctx *rc)
 }
 
 const struct exchange_ops exchange_delayed_ops = {
-    "x-delayed-message", delayed_create, delayed_destroy, delayed_add,
-    delayed_remove, delayed_route, delayed_create_for,
+    .type = "x-delayed-message",
+    .create = delayed_create,
+    .destroy = delayed_destroy,
+    .add = delayed_add,
+    .remove = delayed_remove,
+    .route = delayed_route,
+    .create_for = delayed_create_for,
+    .check_args = delayed_check_args,
+    .holds_messages = true,
 };

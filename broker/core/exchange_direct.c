@@ -6,8 +6,8 @@
 
 #include <stdlib.h>
 
-#include "broker/lib/hmap.h"
 #include "broker/core/msg.h"
+#include "broker/lib/hmap.h"
 #include "broker/lib/util.h"
 
 struct key_list {

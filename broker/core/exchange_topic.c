@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/lib/hmap.h"
 #include "broker/core/msg.h"
+#include "broker/lib/hmap.h"
 #include "broker/lib/util.h"
 
 /* A routing key is at most 255 bytes, so it has at most 256 words. */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/lib/asan.h"
 #include "broker/core/msg.h"
+#include "broker/lib/asan.h"
 #include "broker/lib/util.h"
 
 #define BLOCK_ALIGN 4096

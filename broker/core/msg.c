@@ -12,10 +12,10 @@
 #include <event2/buffer.h>
 
 #include "amqp/props.h"
-#include "broker/lib/asan.h"
-#include "broker/lib/log.h"
 #include "broker/core/qargs.h"
 #include "broker/core/store.h"
+#include "broker/lib/asan.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
 
 /* Bodies up to this size are copied into the output; larger ones are

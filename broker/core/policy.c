@@ -13,12 +13,12 @@
 
 #include "broker/core/defs.h"
 #include "broker/core/exchange.h"
-#include "broker/lib/hmap.h"
 #include "broker/core/perm.h"
 #include "broker/core/qargs.h"
 #include "broker/core/queue.h"
-#include "broker/lib/util.h"
 #include "broker/core/vhost.h"
+#include "broker/lib/hmap.h"
+#include "broker/lib/util.h"
 
 const char *const policy_apply_name[] = {
     [POLICY_ALL] = "all",
@@ -576,7 +576,6 @@ merge(const struct queue *q, struct qargs *qa, const struct policy_values *p,
 {
     struct policy_values none;
     struct amqp_field unused;
-    bool quorum = q->ops == &queue_quorum_ops;
 
     values_init(&none);
     if (p == NULL)
@@ -610,7 +609,7 @@ merge(const struct queue *q, struct qargs *qa, const struct policy_values *p,
     /* An argument's limit may be negative (none gets through): it is the
      * smallest then. */
     int64_t limit = p->roost_delivery_limit;
-    if (quorum)
+    if (q->ops->takes_delivery_limit_policy)
         limit = min_set(min_set(limit, p->delivery_limit),
                         op->delivery_limit);
     if (limit >= 0) {

@@ -246,7 +246,6 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
     struct amqp_bytes k;
     struct amqp_field v;
     enum qargs_result r = QARGS_OK;
-    const char *classic_only = NULL;    /* seen, and not for quorum */
     const char *name;
 
     memset(out, 0, sizeof(*out));
@@ -272,14 +271,14 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             r = int_arg(&v, k, what, false, &out->consumer_timeout, err,
                         errlen);
         else if (amqp_bytes_eq(k, "x-queue-mode")) {
-            classic_only = "x-queue-mode";
+            out->classic_only = "x-queue-mode";
             r = one_of_arg(&v, k, what, queue_modes, "unsupported queue mode",
                            err, errlen);
         } else if (amqp_bytes_eq(k, "x-queue-version")) {
-            classic_only = "x-queue-version";
+            out->classic_only = "x-queue-version";
             r = queue_version_arg(&v, k, what, err, errlen);
         } else if (amqp_bytes_eq(k, "x-queue-master-locator")) {
-            classic_only = "x-queue-master-locator";
+            out->classic_only = "x-queue-master-locator";
             r = one_of_arg(&v, k, what, master_locators,
                            "unsupported queue master locator", err, errlen);
         }
@@ -323,7 +322,7 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             out->quorum_only = name;
             r = int_arg(&v, k, what, false, &unused, err, errlen);
         } else if (amqp_bytes_eq(k, "x-max-priority")) {
-            classic_only = "x-max-priority";
+            out->classic_only = "x-max-priority";
             r = int_arg(&v, k, what, false, &out->max_priority, err, errlen);
             if (r == QARGS_OK && out->max_priority > 255) {
                 char why[64];
@@ -340,8 +339,7 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
     /* What one type of queue does not take, as RabbitMQ 3.10 refuses
      * it: "invalid arg 'K' for queue 'Q' in vhost 'V' of queue type T". */
     const struct queue_ops *type = out->type ? out->type : &queue_classic_ops;
-    const char *wrong = type == &queue_quorum_ops ? classic_only
-                                                  : out->quorum_only;
+    const char *wrong = type->refused_arg(out);
     if (r == QARGS_OK && wrong != NULL) {
         snprintf(err, errlen, "invalid arg '%s' for %s of queue type %s",
                  wrong, what, type->rabbit_name);

@@ -35,6 +35,7 @@ struct qargs {
     char *dlrk;                 /* dead-letter routing key, or NULL */
     bool single_active;         /* x-single-active-consumer */
     const char *quorum_only;    /* a quorum queue's argument seen */
+    const char *classic_only;   /* a classic queue's argument seen */
     bool delivery_limited;      /* x-delivery-limit given: */
     int64_t delivery_limit;     /* returns allowed (negative: none) */
     int64_t max_priority;       /* x-max-priority (0-255); -1: none */

@@ -58,19 +58,48 @@ struct qentry {
  */
 
 /*
- * A queue type, in the way of struct exchange_ops: "classic" now; quorum
- * and stream queues will each bring their own. x-queue-type names one.
+ * A queue type, in the way of struct exchange_ops: what a queue of the
+ * type accepts at declare and how it keeps its entries. x-queue-type
+ * names one. "classic" (queue_classic.c) and "quorum" (queue_quorum.c)
+ * keep entries in the same rings (queue.c) and differ in what they
+ * accept and what they store; a stream keeps a log instead. The queue
+ * functions below (queue_push, queue_take, ...) call the queue's type.
  */
+struct qargs;
+struct queue_info;
 struct queue_ops {
     const char *type;
+    /* RabbitMQ's name, in "of queue type T" */
+    const char *rabbit_name;
     /* whether its durable queues keep persistent messages in the store */
     bool stores_messages;
     /* and transient ones too (a quorum queue keeps every message) */
     bool stores_transient;
     /* every delivery carries x-delivery-count, limit or not */
     bool counts_deliveries;
-    /* RabbitMQ's name, in "of queue type T" */
-    const char *rabbit_name;
+    /* the delivery-limit policy key applies (RabbitMQ's, quorum only) */
+    bool takes_delivery_limit_policy;
+
+    /* Declare checks: the first property this type refuses, as
+     * RabbitMQ names it in "invalid property 'P' for queue ..."
+     * ("non-durable", "exclusive-owner", "auto-delete"), or NULL; the
+     * first argument in 'qa' it does not take, or NULL. */
+    const char *(*refused_property)(bool durable, bool exclusive,
+                                    bool auto_delete);
+    const char *(*refused_arg)(const struct qargs *qa);
+
+    /* The life of an entry: documented at queue_push ... below. */
+    int (*push)(struct queue *q, struct msg *m);
+    bool (*take)(struct queue *q, struct qentry *out);
+    void (*dispatch)(struct queue *q);
+    void (*ack)(struct queue *q, struct qentry e);
+    void (*reject)(struct queue *q, struct qentry e);
+    void (*requeue)(struct queue *q, struct qentry e);
+    void (*retry)(struct queue *q, struct qentry e);
+    uint32_t (*purge)(struct queue *q);
+    void (*info)(const struct queue *q, struct queue_info *out);
+    void (*restore)(struct queue *q, const struct qentry *e,
+                    uint8_t priority, uint64_t due);
 };
 
 extern const struct queue_ops queue_classic_ops, queue_quorum_ops;
@@ -225,7 +254,11 @@ void queue_unref(struct queue *q);
 /* Append a reference to 'm' and dispatch. -1 if the queue refused it
  * (x-overflow reject-publish at its length limit), 1 if the store took
  * it (persistent, durable queue: a confirm waits for the disk), else 0. */
-int queue_push(struct queue *q, struct msg *m);
+static inline int
+queue_push(struct queue *q, struct msg *m)
+{
+    return q->ops->push(q, m);
+}
 
 /* Read functions (the management API's): messages ready, and taken
  * but not settled. */
@@ -289,7 +322,11 @@ struct queue_info {
 /* The rates a queue's series holds: its message_stats, then these. */
 enum { QS_MESSAGES = MS_COUNT, QS_READY, QS_UNACKED, QS_COUNT };
 
-void queue_info(const struct queue *q, struct queue_info *out);
+static inline void
+queue_info(const struct queue *q, struct queue_info *out)
+{
+    q->ops->info(q, out);
+}
 
 /* Each binding that leads to 'q' (not the default exchange's). */
 void queue_foreach_binding(struct queue *q,
@@ -328,8 +365,12 @@ void queue_foreach_ready(struct queue *q,
  * (or, paged, with its 'pg' and body_len set and no message); not
  * written back to the store. With 'due' (monotonic ms; 0: none) an
  * entry in memory waits out its requeue delay until then. */
-void queue_restore(struct queue *q, const struct qentry *e, uint8_t priority,
-                   uint64_t due);
+static inline void
+queue_restore(struct queue *q, const struct qentry *e, uint8_t priority,
+              uint64_t due)
+{
+    q->ops->restore(q, e, priority, due);
+}
 
 /* Bytes held by the entries of every queue (their rings), for the
  * memory alarm: a paged backlog still costs 32 bytes a message. */
@@ -384,31 +425,59 @@ void queue_expire(struct queue *q);
  * basic.get); false if empty. It counts as delivered; the caller owns
  * the entry until it gives it back with queue_ack, queue_reject or
  * queue_requeue. */
-bool queue_take(struct queue *q, struct qentry *out);
+static inline bool
+queue_take(struct queue *q, struct qentry *out)
+{
+    return q->ops->take(q, out);
+}
 
 /* A taken entry is done with: acknowledged, or delivered with no-ack. */
-void queue_ack(struct queue *q, struct qentry e);
+static inline void
+queue_ack(struct queue *q, struct qentry e)
+{
+    q->ops->ack(q, e);
+}
 
 /* A taken entry was rejected (or nacked) without requeue: dead-letter it
  * with reason "rejected" if the queue has a dead-letter exchange, else
  * drop it. */
-void queue_reject(struct queue *q, struct qentry e);
+static inline void
+queue_reject(struct queue *q, struct qentry e)
+{
+    q->ops->reject(q, e);
+}
 
 /* Put an entry back at its original position, marked redelivered, and
  * take over its message reference. A deleted queue drops it. Does not
  * dispatch: call queue_dispatch() after a batch. */
-void queue_requeue(struct queue *q, struct qentry e);
+static inline void
+queue_requeue(struct queue *q, struct qentry e)
+{
+    q->ops->requeue(q, e);
+}
 
 /* The same for an entry a nack or reject returned: with x-requeue-delay
  * it waits first (the store keeps when it is due), then goes back. */
-void queue_retry(struct queue *q, struct qentry e);
+static inline void
+queue_retry(struct queue *q, struct qentry e)
+{
+    q->ops->retry(q, e);
+}
 
 /* Drop every ready message, and those waiting out a requeue delay;
  * returns how many. */
-uint32_t queue_purge(struct queue *q);
+static inline uint32_t
+queue_purge(struct queue *q)
+{
+    return q->ops->purge(q);
+}
 
 /* Hand ready messages to consumers with credit. */
-void queue_dispatch(struct queue *q);
+static inline void
+queue_dispatch(struct queue *q)
+{
+    q->ops->dispatch(q);
+}
 
 /* Add a consumer (the caller checked exclusivity); the queue keeps a ref.
  * The list is in priority order, then in order of arrival; a queue with

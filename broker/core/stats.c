@@ -13,12 +13,12 @@
 
 #include <event2/event.h>
 
-#include "broker/core/broker.h"
 #include "broker/core/alarm.h"
+#include "broker/core/broker.h"
+#include "broker/core/store.h"
+#include "broker/core/vhost.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
-#include "broker/core/vhost.h"
-#include "broker/core/store.h"
 
 const char *const msg_stat_names[MS_COUNT] = {
     [MS_PUBLISH] = "publish",

@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amqp/props.h"
 #include "broker/core/broker.h"
 #include "broker/core/defs.h"
-#include "amqp/props.h"
 #include "broker/core/exchange.h"
 #include "broker/core/msg.h"
-#include "broker/core/qargs.h"
 #include "broker/core/perm.h"
 #include "broker/core/policy.h"
+#include "broker/core/qargs.h"
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
 #include "broker/lib/log.h"
@@ -112,6 +112,52 @@ vhost_create(const char *name, bool quiet)
     if (!quiet)
         defs_changed(DEFS_VHOST_ADDED, vh);
     return vh;
+}
+
+void
+vhost_set_meta(struct vhost *vh, const char *description, const char *tags,
+               bool quiet)
+{
+    free(vh->description);
+    free(vh->tags);
+    vh->description = xstrdup(description);
+    vh->tags = xstrdup(tags);
+    if (!quiet)
+        defs_changed(DEFS_VHOST_ADDED, vh);
+}
+
+bool
+vhost_limit_named(const char *name, enum vhost_limit *l)
+{
+    if (strcmp(name, "max-connections") == 0)
+        *l = VHOST_MAX_CONNECTIONS;
+    else if (strcmp(name, "max-queues") == 0)
+        *l = VHOST_MAX_QUEUES;
+    else
+        return false;
+    return true;
+}
+
+static int64_t *
+limit_of(struct vhost *vh, enum vhost_limit l)
+{
+    return l == VHOST_MAX_CONNECTIONS ? &vh->max_connections
+                                      : &vh->max_queues;
+}
+
+int64_t
+vhost_limit(const struct vhost *vh, enum vhost_limit l)
+{
+    return *limit_of((struct vhost *)vh, l);
+}
+
+void
+vhost_set_limit(struct vhost *vh, enum vhost_limit l, int64_t value,
+                bool quiet)
+{
+    *limit_of(vh, l) = value < 0 ? -1 : value;
+    if (!quiet)
+        defs_changed(DEFS_VHOST_ADDED, vh);
 }
 
 bool

@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 #include "amqp/wire.h"
-#include "broker/lib/hmap.h"
 #include "broker/core/stats.h"
+#include "broker/lib/hmap.h"
 
 struct exchange;
 struct policy_table;
@@ -66,6 +66,21 @@ struct vhost *vhost_create(const char *name, bool quiet);
  * its permissions dropped. False if there was none.
  */
 bool vhost_delete(const char *name);
+
+/* Its description and tags ("" for none), announced unless 'quiet'. */
+void vhost_set_meta(struct vhost *vh, const char *description,
+                    const char *tags, bool quiet);
+
+/* The vhost limits, by RabbitMQ's names. */
+enum vhost_limit { VHOST_MAX_CONNECTIONS, VHOST_MAX_QUEUES };
+/* The limit called 'name' ("max-connections", "max-queues") into '*l';
+ * false if it is neither. */
+bool vhost_limit_named(const char *name, enum vhost_limit *l);
+/* Limit 'l' of 'vh': -1 for none. */
+int64_t vhost_limit(const struct vhost *vh, enum vhost_limit l);
+/* Set it (negative: none, kept as -1), announced unless 'quiet'. */
+void vhost_set_limit(struct vhost *vh, enum vhost_limit l, int64_t value,
+                     bool quiet);
 
 /* Every vhost, in no particular order. */
 void vhost_foreach(void (*fn)(struct vhost *vh, void *arg), void *arg);

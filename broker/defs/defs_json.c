@@ -28,15 +28,15 @@
 #include "broker/core/defs.h"
 #include "broker/core/delayed.h"
 #include "broker/core/exchange.h"
-#include "broker/lib/log.h"
 #include "broker/core/perm.h"
 #include "broker/core/policy.h"
 #include "broker/core/qargs.h"
 #include "broker/core/queue.h"
-#include "broker/store/store_defs.h"
+#include "broker/core/vhost.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/lib/version.h"
-#include "broker/core/vhost.h"
+#include "broker/store/store_defs.h"
 #include "tls/hash.h"
 
 /* Names are shortstrs on the wire. */
@@ -450,8 +450,8 @@ check_exchanges(struct plan *p, json_t *arr, size_t n)
         if (get_args(p, "exchanges", i, o, &x->args_buf, &x->args) != 0)
             return -1;
         char xerr[400];
-        if (x->ops == &exchange_delayed_ops &&
-            delayed_check_args(x->args, xerr, sizeof(xerr)) != 0)
+        if (x->ops->check_args &&
+            x->ops->check_args(x->args, xerr, sizeof(xerr)) != 0)
             return fail(p, "exchanges", i, "%s: %s",
                         obj_what(what, sizeof(what), "exchange", x->vhost,
                                  x->name), xerr);
@@ -897,9 +897,10 @@ apply_plan(struct plan *p, struct counts *c)
         struct p_limits *l = &p->ls[i];
         struct vhost *vh = broker_vhost(l->vhost, strlen(l->vhost));
         if (l->max_connections != -2)
-            vh->max_connections = l->max_connections;
+            vhost_set_limit(vh, VHOST_MAX_CONNECTIONS, l->max_connections,
+                            true);
         if (l->max_queues != -2)
-            vh->max_queues = l->max_queues;
+            vhost_set_limit(vh, VHOST_MAX_QUEUES, l->max_queues, true);
         defs_changed(DEFS_VHOST_ADDED, vh);
         c->limits++;
     }

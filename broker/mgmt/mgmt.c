@@ -45,12 +45,12 @@
 
 #include "broker/core/auth.h"
 #include "broker/core/broker.h"
-#include "broker/defs/defs_json.h"
-#include "broker/lib/log.h"
-#include "broker/mgmt/mgmt_int.h"
 #include "broker/core/perm.h"
 #include "broker/core/stats.h"
+#include "broker/defs/defs_json.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
+#include "broker/mgmt/mgmt_int.h"
 #include "tls/hash.h"
 #include "tls/tls.h"
 

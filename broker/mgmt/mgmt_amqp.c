@@ -13,11 +13,11 @@
 
 #include "amqp/frame.h"
 #include "amqp/wire.h"
-#include "broker/core/broker.h"
-#include "broker/session/conn.h"
-#include "broker/lib/log.h"
 #include "base/transport.h"
+#include "broker/core/broker.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
+#include "broker/session/conn.h"
 
 /* The transport the direct connection writes to; the connection owns
  * and frees it, the session may be gone by then ('s' NULL). */

@@ -16,14 +16,14 @@
 #include "broker/core/alarm.h"
 #include "broker/core/auth.h"
 #include "broker/core/broker.h"
+#include "broker/core/stats.h"
+#include "broker/core/vhost.h"
+#include "broker/defs/defs_json.h"
+#include "broker/lib/util.h"
+#include "broker/mgmt/mgmt_int.h"
 #include "broker/session/channel.h"
 #include "broker/session/conn.h"
-#include "broker/defs/defs_json.h"
 #include "broker/session/listener.h"
-#include "broker/mgmt/mgmt_int.h"
-#include "broker/core/stats.h"
-#include "broker/lib/util.h"
-#include "broker/core/vhost.h"
 
 void
 mgmt_set_addr(json_t *o, const char *hkey, const char *pkey, const char *addr)

@@ -31,15 +31,15 @@
 #include "broker/core/auth.h"
 #include "broker/core/broker.h"
 #include "broker/core/deadletter.h"
-#include "broker/defs/defs_json.h"
 #include "broker/core/dlreplay.h"
 #include "broker/core/exchange.h"
-#include "broker/mgmt/mgmt_int.h"
 #include "broker/core/msg.h"
 #include "broker/core/perm.h"
 #include "broker/core/queue.h"
-#include "broker/lib/util.h"
 #include "broker/core/vhost.h"
+#include "broker/defs/defs_json.h"
+#include "broker/lib/util.h"
+#include "broker/mgmt/mgmt_int.h"
 
 #define BROWSE_COUNT_DEFAULT 50
 #define BROWSE_COUNT_MAX 1000

@@ -43,8 +43,8 @@
 #include "broker/core/broker.h"
 #include "broker/lib/config.h"
 #include "broker/lib/log.h"
-#include "broker/mgmt/mgmt_int.h"
 #include "broker/lib/util.h"
+#include "broker/mgmt/mgmt_int.h"
 
 #define HOST_MAX 256
 #define LOG_EVERY_MS 60000

@@ -15,15 +15,15 @@
 #include "broker/core/alarm.h"
 #include "broker/core/auth.h"
 #include "broker/core/broker.h"
-#include "broker/session/conn.h"
-#include "broker/defs/defs_json.h"
-#include "broker/lib/log.h"
-#include "broker/mgmt/mgmt_int.h"
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
 #include "broker/core/store.h"
-#include "broker/lib/version.h"
 #include "broker/core/vhost.h"
+#include "broker/defs/defs_json.h"
+#include "broker/lib/log.h"
+#include "broker/lib/version.h"
+#include "broker/mgmt/mgmt_int.h"
+#include "broker/session/conn.h"
 
 /* ---- overview ---- */
 

@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "broker/core/broker.h"
-#include "broker/mgmt/mgmt_int.h"
 #include "broker/core/policy.h"
 #include "broker/core/vhost.h"
 #include "broker/defs/defs_json.h"
+#include "broker/mgmt/mgmt_int.h"
 
 static const char *const by_vhost_name[] = { "vhost", "name", NULL };
 

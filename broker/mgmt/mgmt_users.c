@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "broker/core/auth.h"
-#include "broker/defs/defs_json.h"
 #include "broker/core/broker.h"
-#include "broker/mgmt/mgmt_int.h"
 #include "broker/core/perm.h"
+#include "broker/defs/defs_json.h"
 #include "broker/lib/util.h"
+#include "broker/mgmt/mgmt_int.h"
 #include "tls/hash.h"
 
 #define TAGS_MAX 1024

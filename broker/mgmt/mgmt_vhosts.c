@@ -14,12 +14,12 @@
 #include "broker/core/auth.h"
 #include "broker/core/broker.h"
 #include "broker/core/defs.h"
+#include "broker/core/perm.h"
+#include "broker/core/vhost.h"
 #include "broker/defs/defs_json.h"
 #include "broker/lib/log.h"
-#include "broker/mgmt/mgmt_int.h"
-#include "broker/core/perm.h"
 #include "broker/lib/util.h"
-#include "broker/core/vhost.h"
+#include "broker/mgmt/mgmt_int.h"
 
 /* connection.open carries the vhost name as a shortstr. */
 #define VHOST_NAME_MAX 255
@@ -73,14 +73,6 @@ mgmt_vhosts(struct mgmt_req *r)
     struct vhost_list l = { r->user, json_array() };
     vhost_foreach(add_vhost, &l);
     mgmt_reply_list(r, l.arr, by_name);
-}
-
-/* Replace a vhost's string field (description, tags). */
-static void
-set_field(char **field, const char *value)
-{
-    free(*field);
-    *field = xstrdup(value);
 }
 
 /*
@@ -140,10 +132,8 @@ put_vhost(struct mgmt_req *r, const char *name)
     }
     bool created = broker_vhost(name, strlen(name)) == NULL;
     struct vhost *vh = vhost_create(name, true);
-    set_field(&vh->description, json_is_string(d) ? json_string_value(d)
-                                                  : "");
-    set_field(&vh->tags, tags);
-    defs_changed(DEFS_VHOST_ADDED, vh);
+    vhost_set_meta(vh, json_is_string(d) ? json_string_value(d) : "", tags,
+                   false);
     if (tracing >= 0)
         trace_set(vh, tracing);
     if (created && perm_set(name, r->user->name, all, false, err,
@@ -237,17 +227,6 @@ mgmt_vhost_limits(struct mgmt_req *r)
     mgmt_reply_list(r, arr, by_vhost);
 }
 
-/* The limit 'name' of 'vh', or NULL if it is neither of RabbitMQ's. */
-static int64_t *
-limit_field(struct vhost *vh, const char *name)
-{
-    if (strcmp(name, "max-connections") == 0)
-        return &vh->max_connections;
-    if (strcmp(name, "max-queues") == 0)
-        return &vh->max_queues;
-    return NULL;
-}
-
 /* RabbitMQ's validation message for a vhost-limits value: an unknown
  * limit, or a value that is not an integer. */
 static void
@@ -277,8 +256,8 @@ put_limit(struct mgmt_req *r, struct vhost *vh, const char *name)
     if (mgmt_require(r, o, keys) != 0)
         goto out;
     json_t *v = json_object_get(o, "value");
-    int64_t *field = limit_field(vh, name);
-    if (field == NULL) {
+    enum vhost_limit l;
+    if (!vhost_limit_named(name, &l)) {
         limit_invalid(r, true, name, v);
         goto out;
     }
@@ -288,9 +267,7 @@ put_limit(struct mgmt_req *r, struct vhost *vh, const char *name)
     }
     /* RabbitMQ keeps a negative limit and applies none; Roost keeps -1
      * for none. */
-    json_int_t n = json_integer_value(v);
-    *field = n < 0 ? -1 : (int64_t)n;
-    defs_changed(DEFS_VHOST_ADDED, vh);
+    vhost_set_limit(vh, l, (int64_t)json_integer_value(v), false);
     mgmt_reply(r, 204, NULL);
 out:
     json_decref(o);
@@ -309,11 +286,9 @@ mgmt_vhost_limit(struct mgmt_req *r)
         put_limit(r, vh, r->arg[1]);
         return;
     }
-    int64_t *field = limit_field(vh, r->arg[1]);
-    if (field != NULL && *field >= 0) {
-        *field = -1;
-        defs_changed(DEFS_VHOST_ADDED, vh);
-    }
+    enum vhost_limit l;
+    if (vhost_limit_named(r->arg[1], &l) && vhost_limit(vh, l) >= 0)
+        vhost_set_limit(vh, l, -1, false);
     mgmt_reply(r, 204, NULL);
 }
 

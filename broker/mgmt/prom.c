@@ -43,15 +43,15 @@
 
 #include "broker/core/alarm.h"
 #include "broker/core/broker.h"
-#include "broker/session/channel.h"
-#include "broker/session/conn.h"
-#include "broker/lib/log.h"
-#include "broker/mgmt/mgmt_int.h"
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
+#include "broker/core/vhost.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/lib/version.h"
-#include "broker/core/vhost.h"
+#include "broker/mgmt/mgmt_int.h"
+#include "broker/session/channel.h"
+#include "broker/session/conn.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 /* How long one slice of a scrape may hold the loop. */

@@ -6,9 +6,9 @@
 
 #include <string.h>
 
-#include "broker/proc/cmdline.h"
-#include "broker/lib/config.h"
 #include "base/roff.h"
+#include "broker/lib/config.h"
+#include "broker/proc/cmdline.h"
 
 /* The installed configuration file, as configure was told (-D in
  * Makefile.am); a build without it names the source tree's. */

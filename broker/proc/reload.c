@@ -19,9 +19,9 @@
 #include "broker/core/broker.h"
 #include "broker/lib/config.h"
 #include "broker/lib/log.h"
+#include "broker/lib/util.h"
 #include "broker/mgmt/mgmt.h"
 #include "broker/proc/notify.h"
-#include "broker/lib/util.h"
 #include "tls/tls.h"
 
 /* How the running configuration was made, to make it again. */

@@ -7,12 +7,12 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "broker/core/vhost.h"
+#include "broker/lib/util.h"
 #include "broker/session/channel.h"
 #include "broker/session/conn.h"
 #include "broker/session/handlers.h"
 #include "broker/session/reply_to.h"
-#include "broker/lib/util.h"
-#include "broker/core/vhost.h"
 
 enum {
     R_PASSIVE_FREE = 1,     /* a passive declare needs nothing */

@@ -12,11 +12,11 @@
 #include <stdint.h>
 
 #include "amqp/method.h"
-#include "broker/lib/hmap.h"
-#include "broker/lib/log.h"
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
 #include "broker/core/store.h"
+#include "broker/lib/hmap.h"
+#include "broker/lib/log.h"
 
 struct conn;
 struct event;

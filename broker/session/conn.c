@@ -22,15 +22,15 @@
 
 #include "amqp/frame.h"
 #include "amqp/reply.h"
+#include "base/transport.h"
 #include "broker/core/broker.h"
 #include "broker/core/hooks.h"
-#include "broker/session/channel.h"
-#include "broker/lib/log.h"
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
-#include "base/transport.h"
-#include "broker/lib/util.h"
 #include "broker/core/vhost.h"
+#include "broker/lib/log.h"
+#include "broker/lib/util.h"
+#include "broker/session/channel.h"
 #include "tls/tls.h"
 
 /* Before tune-ok, frames may be at most this large (RabbitMQ: 8192). */

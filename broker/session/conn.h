@@ -14,10 +14,10 @@
 #include <sys/queue.h>
 
 #include "amqp/method.h"
-#include "broker/lib/hmap.h"
 #include "broker/core/inbuf.h"
-#include "broker/lib/log.h"
 #include "broker/core/store.h"
+#include "broker/lib/hmap.h"
+#include "broker/lib/log.h"
 
 struct channel;
 struct event;

@@ -10,18 +10,18 @@
 
 #include "broker/core/alarm.h"
 #include "broker/core/broker.h"
-#include "broker/session/conn.h"
 #include "broker/core/delayed.h"
 #include "broker/core/exchange.h"
-#include "broker/session/handlers.h"
 #include "broker/core/msg.h"
 #include "broker/core/qargs.h"
+#include "broker/core/queue.h"
 #include "broker/core/reheader.h"
+#include "broker/core/vhost.h"
+#include "broker/lib/util.h"
+#include "broker/session/conn.h"
+#include "broker/session/handlers.h"
 #include "broker/session/reply_to.h"
 #include "broker/session/trace.h"
-#include "broker/core/queue.h"
-#include "broker/lib/util.h"
-#include "broker/core/vhost.h"
 
 static void
 qos(struct channel *ch, const struct amqp_basic_qos *a)
@@ -247,7 +247,7 @@ channel_route(struct channel *ch, struct msg *m, bool mandatory)
     }
     if (x == NULL)
         ;   /* deleted while the content arrived */
-    else if (x->ops == &exchange_delayed_ops && hold_delayed(ch, x, m, seq))
+    else if (x->ops->holds_messages && hold_delayed(ch, x, m, seq))
         return;
     else if (msg_cc_bcc(m))
         out = exchange_route_msg(x, m, &rr);

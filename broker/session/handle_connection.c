@@ -7,15 +7,15 @@
 #include <string.h>
 
 #include "amqp/table.h"
+#include "base/transport.h"
 #include "broker/core/auth.h"
 #include "broker/core/broker.h"
-#include "broker/session/conn.h"
-#include "broker/lib/log.h"
-#include "base/transport.h"
-#include "broker/lib/util.h"
 #include "broker/core/vhost.h"
-#include "broker/session/access.h"
+#include "broker/lib/log.h"
+#include "broker/lib/util.h"
 #include "broker/lib/version.h"
+#include "broker/session/access.h"
+#include "broker/session/conn.h"
 
 /*
  * connection.start's server properties. kombu (and so Celery) decides the

@@ -7,12 +7,12 @@
 #include <string.h>
 
 #include "amqp/table.h"
-#include "broker/session/access.h"
-#include "broker/session/conn.h"
 #include "broker/core/delayed.h"
 #include "broker/core/exchange.h"
-#include "broker/session/handlers.h"
 #include "broker/core/vhost.h"
+#include "broker/session/access.h"
+#include "broker/session/conn.h"
+#include "broker/session/handlers.h"
 
 static bool
 is_reserved(struct amqp_bytes name)
@@ -77,8 +77,8 @@ declare(struct channel *ch, const struct amqp_exchange_declare *a)
             return;
         char xerr[400];
         int code;
-        if (ops == &exchange_delayed_ops &&
-            (code = delayed_check_args(a->arguments, xerr, sizeof(xerr))) != 0) {
+        if (ops->check_args &&
+            (code = ops->check_args(a->arguments, xerr, sizeof(xerr))) != 0) {
             if (code == AMQP_COMMAND_INVALID)
                 conn_fail(ch->conn, code, mid, "%s", xerr);
             else

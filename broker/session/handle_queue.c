@@ -6,15 +6,15 @@
 #include <string.h>
 
 #include "amqp/table.h"
-#include "broker/session/access.h"
 #include "broker/core/broker.h"
-#include "broker/session/conn.h"
 #include "broker/core/exchange.h"
-#include "broker/session/handlers.h"
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
-#include "broker/session/reply_to.h"
 #include "broker/core/vhost.h"
+#include "broker/session/access.h"
+#include "broker/session/conn.h"
+#include "broker/session/handlers.h"
+#include "broker/session/reply_to.h"
 
 static const char *
 yes_no(bool b)
@@ -91,15 +91,15 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
         conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "%s", err);
         return;
     }
-    /* A quorum queue is durable, shared and kept, as RabbitMQ wants it. */
-    if (qa.type == &queue_quorum_ops &&
-        (!a->durable || a->exclusive || a->auto_delete)) {
+    /* What the type refuses (a quorum queue is durable, shared and
+     * kept, as RabbitMQ wants it). */
+    const struct queue_ops *type = qa.type ? qa.type : &queue_classic_ops;
+    const char *refused = type->refused_property(a->durable, a->exclusive,
+                                                 a->auto_delete);
+    if (refused != NULL) {
         qargs_free(&qa);
         channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
-                     "invalid property '%s' for %s",
-                     !a->durable ? "non-durable"
-                     : a->exclusive ? "exclusive-owner" : "auto-delete",
-                     what);
+                     "invalid property '%s' for %s", refused, what);
         return;
     }
     q = vhost_queue(vh, name);
@@ -129,9 +129,8 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
                          yes_no(got), yes_no(!got));
             return;
         }
-        /* The type, with no x-queue-type meaning classic (RabbitMQ's
-         * rule; the text as when one side is missing). */
-        const struct queue_ops *type = qa.type ? qa.type : &queue_classic_ops;
+        /* The type (no x-queue-type means classic: RabbitMQ's rule;
+         * the text as when one side is missing). */
         static const char *const type_key[] = { "x-queue-type", NULL };
         if (type != q->ops &&
             !args_equivalent(q->args, a->arguments, type_key, what, err,

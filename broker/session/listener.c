@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "broker/core/broker.h"
-#include "broker/session/conn.h"
 #include "broker/lib/log.h"
+#include "broker/session/conn.h"
 
 #define MAX_LISTENERS 16
 

@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/core/msg.h"
+#include "broker/core/reheader.h"
+#include "broker/lib/hmap.h"
+#include "broker/lib/util.h"
 #include "broker/session/channel.h"
 #include "broker/session/conn.h"
 #include "broker/session/handlers.h"
-#include "broker/lib/hmap.h"
-#include "broker/core/msg.h"
-#include "broker/core/reheader.h"
-#include "broker/lib/util.h"
 
 #define PREFIX REPLY_TO "."
 

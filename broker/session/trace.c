@@ -23,16 +23,16 @@
 #include "amqp/props.h"
 #include "amqp/table.h"
 #include "broker/core/broker.h"
-#include "broker/session/channel.h"
-#include "broker/session/conn.h"
 #include "broker/core/delayed.h"
 #include "broker/core/exchange.h"
-#include "broker/lib/log.h"
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
 #include "broker/core/reheader.h"
-#include "broker/session/reply_to.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
+#include "broker/session/channel.h"
+#include "broker/session/conn.h"
+#include "broker/session/reply_to.h"
 
 /* What one copy says besides the traced message itself. */
 struct trace_copy {
@@ -340,7 +340,7 @@ trace_publish_held(struct channel *ch, struct msg *m)
     /* Where channel_route would send it now; a delayed one goes nowhere
      * yet, a reply is no queue's. */
     if (x != NULL && !x->is_default &&
-        !(x->ops == &exchange_delayed_ops && delayed_delay(m) > 0)) {
+        !(x->ops->holds_messages && delayed_delay(m) > 0)) {
         struct msg *out = exchange_route_msg(x, m, &rr);
         if (out != m)
             msg_unref(out);

@@ -33,16 +33,16 @@
 #include "broker/core/broker.h"
 #include "broker/core/defs.h"
 #include "broker/core/exchange.h"
-#include "broker/lib/log.h"
 #include "broker/core/queue.h"
+#include "broker/core/vhost.h"
+#include "broker/lib/log.h"
+#include "broker/lib/util.h"
 #include "broker/store/io.h"
 #include "broker/store/journal.h"
 #include "broker/store/record.h"
 #include "broker/store/replay.h"
 #include "broker/store/store.h"
 #include "broker/store/store_defs.h"
-#include "broker/lib/util.h"
-#include "broker/core/vhost.h"
 
 /* A recovered queue (or delayed exchange, delayed.h: then 'q' is NULL),
  * by the store's id, with its live entries. */
@@ -572,7 +572,7 @@ report_contents(struct check *c)
         qpos = 0;
         while ((qs_slot = hmap_next(&vs[i]->exchanges, &qpos)) != NULL) {
             struct exchange *x = qs_slot->val;
-            if (x->sid && x->ops == &exchange_delayed_ops)
+            if (x->sid && x->ops->holds_messages)
                 qs[nqs++] = (struct c_queue){ .sid = x->sid, .x = x };
         }
     }

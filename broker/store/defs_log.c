@@ -15,13 +15,13 @@
 #include "broker/core/auth.h"
 #include "broker/core/broker.h"
 #include "broker/core/exchange.h"
-#include "broker/lib/log.h"
 #include "broker/core/perm.h"
 #include "broker/core/policy.h"
 #include "broker/core/qargs.h"
 #include "broker/core/queue.h"
-#include "broker/lib/util.h"
 #include "broker/core/vhost.h"
+#include "broker/lib/log.h"
+#include "broker/lib/util.h"
 
 bool
 store_keeps_exchange(const struct exchange *x)
@@ -329,9 +329,8 @@ vhost_for(struct amqp_bytes name, bool create)
     struct vhost *vh = broker_vhost((const char *)name.ptr, name.len);
     if (vh == NULL && create) {
         char *n = xstrndup(name.ptr, name.len);
-        vh = vhost_new(n);
+        vh = vhost_create(n, true);
         free(n);
-        hmap_put(&broker.vhosts, vh->name, strlen(vh->name), vh);
     }
     return vh;
 }
@@ -396,12 +395,13 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
         int64_t maxc = (int64_t)rbuf_u64(r), maxq = (int64_t)rbuf_u64(r);
         if (r->bad)
             return false;
-        free(vh->description);
-        free(vh->tags);
-        vh->description = xstrndup(desc.ptr, desc.len);
-        vh->tags = xstrndup(tags.ptr, tags.len);
-        vh->max_connections = maxc;
-        vh->max_queues = maxq;
+        char *d = xstrndup(desc.ptr, desc.len);
+        char *t = xstrndup(tags.ptr, tags.len);
+        vhost_set_meta(vh, d, t, true);
+        free(d);
+        free(t);
+        vhost_set_limit(vh, VHOST_MAX_CONNECTIONS, maxc, true);
+        vhost_set_limit(vh, VHOST_MAX_QUEUES, maxq, true);
         return true;
     }
     case D_VHOST_DEL: {

@@ -24,8 +24,8 @@
 
 #include "broker/core/broker.h"
 #include "broker/lib/log.h"
-#include "broker/store/io.h"
 #include "broker/lib/util.h"
+#include "broker/store/io.h"
 
 TAILQ_HEAD(pager_list, pager_job);
 

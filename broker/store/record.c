@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/store/crc32c.h"
 #include "broker/lib/util.h"
+#include "broker/store/crc32c.h"
 
 static void
 put32(uint8_t *p, uint32_t v)

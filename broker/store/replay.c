@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "broker/core/msg.h"
-#include "broker/store/journal.h"
 #include "broker/lib/util.h"
+#include "broker/store/journal.h"
 
 #define PUSH(arr, n, cap, v)                                                 \
     do {                                                                     \

@@ -35,23 +35,23 @@
 #include <unistd.h>
 
 #include "amqp/props.h"
+#include "broker/core/alarm.h"
 #include "broker/core/broker.h"
-#include "broker/core/hooks.h"
 #include "broker/core/defs.h"
 #include "broker/core/delayed.h"
 #include "broker/core/exchange.h"
-#include "broker/lib/log.h"
+#include "broker/core/hooks.h"
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
+#include "broker/core/vhost.h"
+#include "broker/lib/log.h"
+#include "broker/lib/util.h"
 #include "broker/store/io.h"
-#include "broker/core/alarm.h"
 #include "broker/store/journal.h"
 #include "broker/store/pager.h"
 #include "broker/store/record.h"
 #include "broker/store/replay.h"
 #include "broker/store/store_defs.h"
-#include "broker/lib/util.h"
-#include "broker/core/vhost.h"
 
 /* A message's record: none, being written to the journal, in the
  * journal, being written to the scratch area, in the scratch area. */
@@ -824,7 +824,7 @@ journal_defs_changed(enum defs_event ev, const void *obj, void *arg)
      * id from the queues' space (delayed.h). */
     if (ev == DEFS_EXCHANGE_ADDED) {
         struct exchange *x = (struct exchange *)obj;
-        if (x->ops == &exchange_delayed_ops && store_keeps_exchange(x) &&
+        if (x->ops->holds_messages && store_keeps_exchange(x) &&
             x->sid == 0)
             x->sid = st.next_qid++;
     }
@@ -1718,7 +1718,7 @@ index_delayed(struct hmap *by_sid)
         xpos = 0;
         while ((xs = hmap_next(&vh->exchanges, &xpos)) != NULL) {
             struct exchange *x = xs->val;
-            if (x->sid && x->ops == &exchange_delayed_ops)
+            if (x->sid && x->ops->holds_messages)
                 hmap_put(by_sid, &x->sid, sizeof(x->sid), x);
         }
     }

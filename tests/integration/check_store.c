@@ -1288,7 +1288,7 @@ cut_unsynced(const char *test, const char *sync_log)
                   nseg);
     for (int i = 0; i < nseg; i++) {
         struct stat sb;
-        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        snprintf(path, sizeof(path), "%s/%.255s", dir, names[i]);
         int fd = open(path, O_WRONLY);
         ck_assert_msg(fd >= 0 && fstat(fd, &sb) == 0, "%s: %s", path,
                       strerror(errno));

@@ -6,8 +6,8 @@
  * trailing byte; unknown ids; shortstr and buffer limits; method frames;
  * bad tables inside arguments; and the generated lookup tables.
  */
-#include "tests/unit/testutil.h"
 #include "tests/unit/codec_fields.h"
+#include "tests/unit/testutil.h"
 
 #include <stdbool.h>
 

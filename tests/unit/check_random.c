@@ -11,8 +11,8 @@
  * test draws from its own stream of the seed, so CK_RUN_CASE replays one
  * case exactly.
  */
-#include "tests/unit/testutil.h"
 #include "tests/unit/codec_fields.h"
+#include "tests/unit/testutil.h"
 
 #include <errno.h>
 #include <stdbool.h>

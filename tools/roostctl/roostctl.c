@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/roff.h"
 #include "ctl.h"
 #include "http.h"
-#include "base/roff.h"
 #include "xalloc.h"
 
 /* Which commands take a command-specific option. */
