@@ -78,42 +78,6 @@ cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
-/* ---- failure: the first one wins and stops everything ---- */
-
-static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_exit;
-static char g_err[1024];
-static atomic_bool g_abort;
-
-static void fail(int code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-fail(int code, const char *fmt, ...)
-{
-    va_list ap;
-    pthread_mutex_lock(&err_mu);
-    if (g_exit == 0) {
-        g_exit = code;
-        va_start(ap, fmt);
-        vsnprintf(g_err, sizeof(g_err), fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&err_mu);
-    atomic_store(&g_abort, true);
-}
-
-static void *
-xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (p == NULL) {
-        fprintf(stderr, "roost-perf: out of memory\n");
-        exit(EXIT_USAGE);
-    }
-    return p;
-}
-
 /* ---- latency histogram: 64 linear sub-buckets per power of two ---- */
 
 #define H_SUB_BITS 6
@@ -698,70 +662,6 @@ outq_flush(struct link *l, struct outq *q, int (*on_input)(void *), void *arg)
     q->first_ns = 0;
     return 0;
 }
-
-/* ---- start line ---- */
-
-static pthread_mutex_t go_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t go_cv = PTHREAD_COND_INITIALIZER;
-static int g_ready;
-static bool g_go;
-static uint64_t g_start_ns;
-
-/* Reports the caller ready and waits for the start; false on abort. */
-static bool
-ready_and_wait(void)
-{
-    bool go;
-    pthread_mutex_lock(&go_mu);
-    g_ready++;
-    pthread_cond_broadcast(&go_cv);
-    while (!g_go && !atomic_load(&g_abort)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&go_cv, &go_mu, &ts);
-    }
-    go = g_go && !atomic_load(&g_abort);
-    pthread_mutex_unlock(&go_mu);
-    return go;
-}
-
-/* Waits until 'n' threads are ready; false on abort. */
-static bool
-wait_ready(int n)
-{
-    bool ok;
-    pthread_mutex_lock(&go_mu);
-    while (g_ready < n && !atomic_load(&g_abort)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&go_cv, &go_mu, &ts);
-    }
-    ok = g_ready >= n && !atomic_load(&g_abort);
-    pthread_mutex_unlock(&go_mu);
-    return ok;
-}
-
-static void
-go(void)
-{
-    pthread_mutex_lock(&go_mu);
-    g_start_ns = now_ns();
-    g_go = true;
-    pthread_cond_broadcast(&go_cv);
-    pthread_mutex_unlock(&go_mu);
-}
-
-static atomic_bool g_stop_producers, g_stop_consumers;
 
 /* ---- producers ---- */
 
@@ -1927,12 +1827,8 @@ main(int argc, char **argv)
 join:
     atomic_store(&g_stop_producers, true);
     atomic_store(&g_stop_consumers, true);
-    if (!g_go) {
-        atomic_store(&g_abort, true);   /* wake threads waiting to start */
-        pthread_mutex_lock(&go_mu);
-        pthread_cond_broadcast(&go_cv);
-        pthread_mutex_unlock(&go_mu);
-    }
+    if (!g_go)
+        go_cancel();
     for (int i = 0; i < started_p; i++)
         pthread_join(prods[i].thr, NULL);
     for (int i = 0; i < started_c; i++)

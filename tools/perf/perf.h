@@ -9,6 +9,7 @@
 #ifndef ROOST_TOOLS_PERF_PERF_H
 #define ROOST_TOOLS_PERF_PERF_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -80,5 +81,43 @@ extern bool broadcast;          /* every message goes to every queue */
 void parse_args(int argc, char **argv);
 /* Frees what parse_args() kept of --uri ('o' points into it). */
 void options_free(void);
+
+/* ---- the run: run.c ---- */
+
+/*
+ * Records the first failure, with its exit status and message, and sets
+ * 'g_abort', which every thread checks and stops at. Later failures are
+ * consequences of the first and are dropped. Any thread may call it.
+ */
+void fail(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+extern atomic_bool g_abort;
+/* The first failure's exit status (0: none) and message, set by fail();
+ * main.c reads them once the threads are joined. */
+extern int g_exit;
+extern char g_err[1024];
+
+/* calloc() that exits with EXIT_USAGE when memory runs out. */
+void *xcalloc(size_t n, size_t size);
+
+/*
+ * The start line. Each consumer and producer thread, once connected and
+ * set up, calls ready_and_wait(), which returns true at the start and
+ * false on an abort; the main thread waits with wait_ready() until 'n'
+ * threads are there (false on an abort), then go() sets 'g_start_ns' and
+ * 'g_go' and releases them. go_cancel() aborts a start that will not
+ * happen. 'g_go' and 'g_start_ns' are written once, by go(), before the
+ * threads are released.
+ */
+bool ready_and_wait(void);
+bool wait_ready(int n);
+void go(void);
+void go_cancel(void);
+extern bool g_go;
+extern uint64_t g_start_ns;     /* CLOCK_MONOTONIC ns (now_ns()) */
+
+/* Set by main.c's monitor when the producers, then the consumers, are to
+ * stop; never cleared. */
+extern atomic_bool g_stop_producers, g_stop_consumers;
 
 #endif
