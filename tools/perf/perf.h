@@ -120,4 +120,22 @@ extern uint64_t g_start_ns;     /* CLOCK_MONOTONIC ns (now_ns()) */
  * stop; never cleared. */
 extern atomic_bool g_stop_producers, g_stop_consumers;
 
+/* ---- latency histogram: hist.c ---- */
+
+#define H_SUB_BITS 6
+#define H_SUB (1u << H_SUB_BITS)
+#define H_BUCKETS ((64 - H_SUB_BITS + 1) * H_SUB)
+
+struct hist {
+    uint64_t n, sum, min, max;
+    uint64_t b[H_BUCKETS];
+};
+
+/* Adds the sample 'v' (ns). */
+void hist_add(struct hist *h, uint64_t v);
+/* Adds every sample of 'h' to 'into'. */
+void hist_merge(struct hist *into, const struct hist *h);
+/* The 'q'-quantile (0.99 for p99), 0 for an empty histogram. */
+uint64_t hist_pct(const struct hist *h, double q);
+
 #endif
