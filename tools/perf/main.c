@@ -59,13 +59,12 @@
 #include "perf.h"
 #include "tools/perf_clock.h"
 
-#define SEQ_CHUNK_BITS 20       /* 2^20 sequence bits (128 KiB) per chunk */
-#define SEQ_CHUNKS 4096         /* so sequences below 2^32 are tracked */
 #define OUT_IOV 64
 #define COPY_TAIL_MAX 512       /* body tails up to this are copied, not referenced */
 #define RPC_TIMEOUT_S 60
 
 static char xname[300];         /* exchange to publish to ("" = default) */
+struct pq *pqs;
 
 /* ---- clock: tools/perf_clock.h ---- */
 
@@ -76,91 +75,6 @@ cpu_seconds(void)
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
            (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-}
-
-/* ---- sequence tracking per (queue, producer) ---- */
-
-struct seqtrack {
-    _Atomic(uint64_t *) chunk[SEQ_CHUNKS];
-    atomic_uint_fast64_t dups, reordered;
-};
-
-struct pq {                     /* per queue */
-    char name[256];
-    char bind_key[256];
-    uint64_t initial;           /* consume-only: message count at start */
-    _Atomic(struct seqtrack *) trk[MAX_PRODUCERS];
-};
-static struct pq *pqs;
-
-/* Returns the tracker, allocating it on first use (rare: once per pair). */
-static struct seqtrack *
-trk_get(struct pq *q, unsigned pid)
-{
-    struct seqtrack *t = atomic_load_explicit(&q->trk[pid],
-                                              memory_order_acquire);
-    if (t == NULL) {
-        struct seqtrack *nt = xcalloc(1, sizeof(*nt));
-        if (atomic_compare_exchange_strong(&q->trk[pid], &t, nt))
-            t = nt;
-        else
-            free(nt);           /* another consumer won; 't' is theirs */
-    }
-    return t;
-}
-
-/* Sets the bit of 'seq'; returns true if it was already set (duplicate). */
-static bool
-trk_mark(struct seqtrack *t, uint64_t seq)
-{
-    size_t ci = (size_t)(seq >> SEQ_CHUNK_BITS);
-    uint64_t *c = atomic_load_explicit(&t->chunk[ci], memory_order_acquire);
-    uint64_t bit, old, off;
-    if (c == NULL) {
-        uint64_t *nc = xcalloc((size_t)1 << (SEQ_CHUNK_BITS - 6), 8);
-        if (atomic_compare_exchange_strong(&t->chunk[ci], &c, nc))
-            c = nc;
-        else
-            free(nc);
-    }
-    off = seq & (((uint64_t)1 << SEQ_CHUNK_BITS) - 1);
-    bit = (uint64_t)1 << (off & 63);
-    old = atomic_fetch_or_explicit((_Atomic uint64_t *)&c[off >> 6], bit,
-                                   memory_order_relaxed);
-    return (old & bit) != 0;
-}
-
-/* Counts the distinct sequences seen and the highest one plus one. */
-static void
-trk_count(struct seqtrack *t, uint64_t *unique, uint64_t *high)
-{
-    *unique = 0;
-    *high = 0;
-    if (t == NULL)
-        return;
-    for (size_t ci = 0; ci < SEQ_CHUNKS; ci++) {
-        uint64_t *c = atomic_load(&t->chunk[ci]);
-        size_t words = (size_t)1 << (SEQ_CHUNK_BITS - 6);
-        if (c == NULL)
-            continue;
-        for (size_t w = 0; w < words; w++) {
-            if (c[w] == 0)
-                continue;
-            *unique += (uint64_t)__builtin_popcountll(c[w]);
-            *high = ((uint64_t)ci << SEQ_CHUNK_BITS) + w * 64 +
-                    (64 - (uint64_t)__builtin_clzll(c[w]));
-        }
-    }
-}
-
-static void
-trk_free(struct seqtrack *t)
-{
-    if (t == NULL)
-        return;
-    for (size_t ci = 0; ci < SEQ_CHUNKS; ci++)
-        free(atomic_load(&t->chunk[ci]));
-    free(t);
 }
 
 /* ---- big-endian helpers ---- */
@@ -1034,21 +948,18 @@ cons_message(struct consumer *c, const uint8_t *stamp, size_t len,
         uint64_t seq = idseq & 0xffffffffffffu;
 
         hist_add(c->lat, t > ts ? t - ts : 0);
-        if (pid < MAX_PRODUCERS &&
-            seq < ((uint64_t)SEQ_CHUNKS << SEQ_CHUNK_BITS)) {
-            struct seqtrack *tr = trk_get(&pqs[c->queue], pid);
-            if (trk_mark(tr, seq)) {
-                c->dups++;
-                atomic_fetch_add_explicit(&tr->dups, 1, memory_order_relaxed);
-            } else if (seq + 1 < c->last[pid]) {
-                c->reordered++;
-                atomic_fetch_add_explicit(&tr->reordered, 1,
-                                          memory_order_relaxed);
-            }
-            if (seq + 1 > c->last[pid])
-                c->last[pid] = seq + 1;
-        } else {
+        switch (seq_mark(&pqs[c->queue], c->last, pid, seq)) {
+        case SEQ_NEW:
+            break;
+        case SEQ_DUPLICATE:
+            c->dups++;
+            break;
+        case SEQ_REORDERED:
+            c->reordered++;
+            break;
+        case SEQ_UNTRACKED:
             c->malformed++;
+            break;
         }
     } else {
         c->malformed++;
@@ -1436,29 +1347,24 @@ report_json(const struct result *r)
     fprintf(f, "  \"client_cpu_s\": %.3f,\n", r->cpu);
     fprintf(f, "  \"per_queue\": [");
     for (int q = 0; q < nqueues; q++) {
-        uint64_t exp = 0, uniq = 0, dup = 0, reo = 0;
-        for (int p = 0; p < MAX_PRODUCERS; p++) {
-            struct seqtrack *t = atomic_load(&pqs[q].trk[p]);
-            uint64_t u, h;
-            trk_count(t, &u, &h);
-            uniq += u;
-            if (t != NULL) {
-                dup += atomic_load(&t->dups);
-                reo += atomic_load(&t->reordered);
-            }
-            if (o.consume_only)
-                exp += h;
-            else if (p < o.producers && (broadcast || p % nqueues == q))
-                exp += atomic_load(&prods[p].published);
-        }
+        struct seq_tally t;
+        uint64_t exp = 0;
+        seq_tally(&pqs[q], &t);
+        if (o.consume_only)
+            exp = t.high;
+        else
+            for (int p = 0; p < o.producers; p++)
+                if (broadcast || p % nqueues == q)
+                    exp += atomic_load(&prods[p].published);
         if (o.consume_only && pqs[q].initial > exp)
             exp = pqs[q].initial;
         fprintf(f, "%s\n    {\"queue\": ", q ? "," : "");
         json_str(f, pqs[q].name);
         fprintf(f, ", \"expected\": %" PRIu64 ", \"received\": %" PRIu64
                 ", \"lost\": %" PRIu64 ", \"duplicated\": %" PRIu64
-                ", \"reordered\": %" PRIu64 "}", exp, uniq,
-                exp > uniq ? exp - uniq : 0, dup, reo);
+                ", \"reordered\": %" PRIu64 "}", exp, t.received,
+                exp > t.received ? exp - t.received : 0, t.dups,
+                t.reordered);
     }
     fprintf(f, "%s],\n  \"ok\": %s\n}\n", nqueues ? "\n  " : "",
             r->lost || r->dups || r->reordered ? "false" : "true");
@@ -1813,19 +1719,18 @@ join:
     }
     if (!o.publish_only) {
         for (int q = 0; q < nqueues; q++) {
-            uint64_t exp = 0, uniq = 0;
-            for (int p = 0; p < MAX_PRODUCERS; p++) {
-                uint64_t u, h;
-                trk_count(atomic_load(&pqs[q].trk[p]), &u, &h);
-                uniq += u;
-                if (o.consume_only)
-                    exp += h;
-                else if (p < o.producers && (broadcast || p % nqueues == q))
-                    exp += atomic_load(&prods[p].published);
-            }
+            struct seq_tally t;
+            uint64_t exp = 0;
+            seq_tally(&pqs[q], &t);
+            if (o.consume_only)
+                exp = t.high;
+            else
+                for (int p = 0; p < o.producers; p++)
+                    if (broadcast || p % nqueues == q)
+                        exp += atomic_load(&prods[p].published);
             if (o.consume_only && o.count == 0 && pqs[q].initial > exp)
                 exp = pqs[q].initial;
-            r->lost += exp > uniq ? exp - uniq : 0;
+            r->lost += exp > t.received ? exp - t.received : 0;
         }
         if (o.consume_only && o.count > 0 && r->consumed < o.count &&
             o.count - r->consumed > r->lost)
@@ -1851,8 +1756,7 @@ done:
         teardown_topology(&setup, g_exit != 0 && g_exit != EXIT_INTEGRITY);
     link_close(&setup);
     for (int q = 0; q < nqueues; q++)
-        for (int p = 0; p < MAX_PRODUCERS; p++)
-            trk_free(atomic_load(&pqs[q].trk[p]));
+        seq_free(&pqs[q]);
     for (int i = 0; i < o.producers; i++) {
         free(prods[i].tmpl);
         free(prods[i].body);

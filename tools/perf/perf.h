@@ -138,4 +138,45 @@ void hist_merge(struct hist *into, const struct hist *h);
 /* The 'q'-quantile (0.99 for p99), 0 for an empty histogram. */
 uint64_t hist_pct(const struct hist *h, double q);
 
+/* ---- sequence checking: seq.c ---- */
+
+struct seqtrack;
+
+struct pq {                     /* per queue */
+    char name[256];
+    char bind_key[256];
+    uint64_t initial;           /* consume-only: message count at start */
+    _Atomic(struct seqtrack *) trk[MAX_PRODUCERS];
+};
+/*
+ * The queues, 'nqueues' of them. Owned by main.c, which allocates them
+ * before the topology is declared and frees them at exit; setup_topology()
+ * fills in the names, keys and backlogs before any thread starts, and the
+ * consumers fill in the trackers through seq_mark().
+ */
+extern struct pq *pqs;
+
+enum seq_mark { SEQ_NEW, SEQ_DUPLICATE, SEQ_REORDERED, SEQ_UNTRACKED };
+
+/*
+ * Records that a consumer of queue 'q' received sequence 'seq' of producer
+ * 'pid'. 'last' is the consumer's own array of MAX_PRODUCERS, the highest
+ * sequence plus one it has seen from each producer, and is updated.
+ * SEQ_UNTRACKED: 'pid' or 'seq' is out of range (not a body of ours), and
+ * nothing is recorded. Safe to call from several consumers of 'q' at once.
+ */
+enum seq_mark seq_mark(struct pq *q, uint64_t *last, unsigned pid,
+                       uint64_t seq);
+
+/* What queue 'q' received, summed over its producers. */
+struct seq_tally {
+    uint64_t received;          /* distinct sequences */
+    uint64_t high;              /* each producer's highest one plus one */
+    uint64_t dups, reordered;
+};
+/* Counts 'q''s trackers into 'out'; call it once the consumers stopped. */
+void seq_tally(struct pq *q, struct seq_tally *out);
+/* Frees 'q''s trackers. */
+void seq_free(struct pq *q);
+
 #endif
