@@ -77,53 +77,6 @@ cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
-/* ---- big-endian helpers ---- */
-
-static uint8_t *
-put8(uint8_t *p, uint8_t v)
-{
-    *p = v;
-    return p + 1;
-}
-
-static uint8_t *
-put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-    return p + 2;
-}
-
-static uint8_t *
-put32(uint8_t *p, uint32_t v)
-{
-    p = put16(p, (uint16_t)(v >> 16));
-    return put16(p, (uint16_t)v);
-}
-
-static uint8_t *
-put64(uint8_t *p, uint64_t v)
-{
-    p = put32(p, (uint32_t)(v >> 32));
-    return put32(p, (uint32_t)v);
-}
-
-static uint64_t
-get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void
-stamp_put(uint8_t *p, uint64_t ts, unsigned pid, uint64_t seq)
-{
-    p = put64(p, ts);
-    put64(p, (uint64_t)pid << 48 | (seq & 0xffffffffffffu));
-}
-
 /* ---- connections ---- */
 
 struct link {
@@ -943,9 +896,10 @@ cons_message(struct consumer *c, const uint8_t *stamp, size_t len,
     if (redelivered)
         c->redelivered++;
     if (len >= STAMP_LEN) {
-        uint64_t ts = get64(stamp), idseq = get64(stamp + 8);
-        unsigned pid = (unsigned)(idseq >> 48);
-        uint64_t seq = idseq & 0xffffffffffffu;
+        uint64_t ts, seq;
+        unsigned pid;
+
+        stamp_get(stamp, &ts, &pid, &seq);
 
         hist_add(c->lat, t > ts ? t - ts : 0);
         switch (seq_mark(&pqs[c->queue], c->last, pid, seq)) {

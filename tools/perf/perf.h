@@ -32,6 +32,66 @@
 #define STAMP_LEN 16
 #define MAX_PRODUCERS 1024      /* producer ids tracked per queue */
 
+/* ---- big-endian fields, for the frames roost-perf encodes itself ---- */
+
+static inline uint8_t *
+put8(uint8_t *p, uint8_t v)
+{
+    *p = v;
+    return p + 1;
+}
+
+static inline uint8_t *
+put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+    return p + 2;
+}
+
+static inline uint8_t *
+put32(uint8_t *p, uint32_t v)
+{
+    p = put16(p, (uint16_t)(v >> 16));
+    return put16(p, (uint16_t)v);
+}
+
+static inline uint8_t *
+put64(uint8_t *p, uint64_t v)
+{
+    p = put32(p, (uint32_t)(v >> 32));
+    return put32(p, (uint32_t)v);
+}
+
+static inline uint64_t
+get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/*
+ * The stamp at the start of every body (STAMP_LEN bytes): the send time,
+ * now_ns(), then the producer id in 16 bits and its sequence number in 48.
+ */
+static inline void
+stamp_put(uint8_t *p, uint64_t ts, unsigned pid, uint64_t seq)
+{
+    p = put64(p, ts);
+    put64(p, (uint64_t)pid << 48 | (seq & 0xffffffffffffu));
+}
+
+static inline void
+stamp_get(const uint8_t *p, uint64_t *ts, unsigned *pid, uint64_t *seq)
+{
+    uint64_t idseq = get64(p + 8);
+    *ts = get64(p);
+    *pid = (unsigned)(idseq >> 48);
+    *seq = idseq & 0xffffffffffffu;
+}
+
 /* ---- options: options.c ---- */
 
 enum xtype { X_DEFAULT, X_DIRECT, X_FANOUT, X_TOPIC };
