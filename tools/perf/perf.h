@@ -9,6 +9,7 @@
 #ifndef ROOST_TOOLS_PERF_PERF_H
 #define ROOST_TOOLS_PERF_PERF_H
 
+#include <amqp.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -238,5 +239,38 @@ struct seq_tally {
 void seq_tally(struct pq *q, struct seq_tally *out);
 /* Frees 'q''s trackers. */
 void seq_free(struct pq *q);
+
+/* ---- connections: conn.c ---- */
+
+struct link {
+    amqp_connection_state_t st;
+    int fd;                     /* for gathered writes; -1 when not allowed */
+    size_t frame_max;
+    bool closed;                /* the broker closed it; skip the goodbye */
+    char who[32];
+};
+
+/*
+ * Opens 'l' with the options' address, TLS and credentials, logs in and
+ * opens channel CH; 'who' ("producer 3") names it in messages. Returns 0,
+ * or -1 after fail(): EXIT_CONNECT when it could not connect or log in,
+ * else as server_closed() decides. Close it with link_close() either way.
+ */
+int link_open(struct link *l, const char *who);
+/* Says goodbye unless the broker closed it, and frees it; no-op twice. */
+void link_close(struct link *l);
+/*
+ * Returns 0 if the RPC 'what' succeeded, else records why and returns -1;
+ * 'lib_exit' is the exit status for a library error (a lost connection).
+ */
+int rpc_check(struct link *l, const char *what, int lib_exit);
+/*
+ * The broker closed the connection or the channel while 'what' ran:
+ * answer with the close-ok it expects and record the failure. 540 means
+ * "not implemented" and gets its own exit status so that scripts can tell
+ * a missing feature from a broken run.
+ */
+void server_closed(struct link *l, const char *what, bool conn_level,
+                   uint16_t code, amqp_bytes_t text, int other_exit);
 
 #endif
