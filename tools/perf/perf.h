@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /*
  * Exit status: 0 done (see the report for lost messages, or use
@@ -272,5 +273,37 @@ int rpc_check(struct link *l, const char *what, int lib_exit);
  */
 void server_closed(struct link *l, const char *what, bool conn_level,
                    uint16_t code, amqp_bytes_t text, int other_exit);
+
+/* ---- gathered output: outq.c ---- */
+
+#define OUT_IOV 64
+
+struct outq {
+    struct iovec iov[OUT_IOV];
+    int niov;
+    size_t bytes;
+    uint64_t first_ns;          /* stamp of the oldest queued message */
+    uint8_t *stage;
+    size_t used, cap;
+};
+
+/* Empties 'q' with a staging buffer of 'cap' bytes (xcalloc), which its
+ * owner frees: free(q->stage). */
+void outq_init(struct outq *q, size_t cap);
+/* Is there room for 'copy' more bytes to copy and 'refs' references? */
+bool outq_fits(const struct outq *q, size_t copy, int refs);
+/* Queues a copy of 'n' bytes at 'p'; check outq_fits() first. */
+void outq_copy(struct outq *q, const void *p, size_t n);
+/* Queues 'n' bytes at 'p' by reference: they must stay put until the
+ * flush; check outq_fits() first. */
+void outq_ref(struct outq *q, const void *p, size_t n);
+/*
+ * Writes everything queued. While the socket is full it keeps reading what
+ * the broker sends (confirms, a close) through 'on_input', so that neither
+ * side can wait on the other forever. Returns 0, or -1 after a failure was
+ * recorded.
+ */
+int outq_flush(struct link *l, struct outq *q, int (*on_input)(void *),
+               void *arg);
 
 #endif
