@@ -10,6 +10,7 @@
 #define ROOST_TOOLS_PERF_PERF_H
 
 #include <amqp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -305,5 +306,52 @@ void outq_ref(struct outq *q, const void *p, size_t n);
  */
 int outq_flush(struct link *l, struct outq *q, int (*on_input)(void *),
                void *arg);
+
+/* ---- producers: producer.c ---- */
+
+struct confirm_slot {
+    uint64_t ts;
+    bool done;
+};
+
+struct producer {
+    unsigned id;
+    pthread_t thr;
+    struct link l;
+    int queue;                  /* partition mode: the queue it feeds */
+    char rkey[256];
+    /* the frames of one message, stamp at 'stamp_off' */
+    uint8_t *tmpl;
+    size_t tmpl_len, stamp_off;
+    uint8_t *body;              /* for amqp_basic_publish */
+    struct outq out;
+    /* confirms */
+    struct confirm_slot *ring;
+    uint64_t next_tag, low_tag;
+    struct hist *clat;
+    /* results, read by the main thread */
+    atomic_uint_fast64_t published;
+    uint64_t confirmed, nacked, blocked;
+    uint64_t last_send_ns, last_confirm_ns, last_check_ns;
+    atomic_bool finished;
+};
+
+/*
+ * The producers, o.producers of them (at least one slot). Owned by
+ * main.c, which allocates them, sets each one's id, queue and routing key
+ * and starts producer_main() on it; from then on the thread owns its
+ * producer, but for 'published' and 'finished', which main.c reads as it
+ * goes. The rest main.c reads once the thread is joined.
+ */
+extern struct producer *prods;
+
+/* A producer thread's body, on 'arg', a struct producer. */
+void *producer_main(void *arg);
+/* Frees what producer_main() allocated (not 'p' itself, nor its link). */
+void producer_free(struct producer *p);
+
+/* ---- topology ---- */
+
+extern char xname[300];         /* exchange to publish to ("" = default) */
 
 #endif
