@@ -350,6 +350,36 @@ void *producer_main(void *arg);
 /* Frees what producer_main() allocated (not 'p' itself, nor its link). */
 void producer_free(struct producer *p);
 
+/* ---- consumers: consumer.c ---- */
+
+struct consumer {
+    unsigned id;
+    pthread_t thr;
+    struct link l;
+    int queue;
+    struct outq out;            /* gathered acks */
+    struct hist *lat;
+    uint64_t *last;             /* per producer: last sequence seen + 1 */
+    uint64_t pending, last_tag; /* manual acks not sent yet */
+    atomic_uint_fast64_t received;
+    atomic_uint_fast64_t last_recv_ns;
+    uint64_t dups, reordered, malformed, redelivered;
+    atomic_bool finished;
+};
+
+/*
+ * The consumers, o.consumers of them (at least one slot). Owned by
+ * main.c as the producers are: it sets each one's id and queue and starts
+ * consumer_main() on it; while it runs main.c reads only 'received',
+ * 'last_recv_ns' and 'finished', the rest once the thread is joined.
+ */
+extern struct consumer *cons;
+
+/* A consumer thread's body, on 'arg', a struct consumer. */
+void *consumer_main(void *arg);
+/* Frees what consumer_main() allocated (not 'c' itself, nor its link). */
+void consumer_free(struct consumer *c);
+
 /* ---- topology ---- */
 
 extern char xname[300];         /* exchange to publish to ("" = default) */
