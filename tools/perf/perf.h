@@ -380,8 +380,34 @@ void *consumer_main(void *arg);
 /* Frees what consumer_main() allocated (not 'c' itself, nor its link). */
 void consumer_free(struct consumer *c);
 
-/* ---- topology ---- */
+/* ---- topology: topology.c ---- */
 
-extern char xname[300];         /* exchange to publish to ("" = default) */
+/* The exchange to publish to ("" = the default exchange); set by
+ * setup_topology() before any producer starts. */
+extern char xname[300];
+
+/*
+ * Names the exchange and the queues (xname, pqs[].name), declares them
+ * with the bindings and purges the queues; with --consume-only it only
+ * looks the queues up (passive queue.declare) for their backlog,
+ * pqs[].initial. Returns 0, or -1 after fail().
+ */
+int setup_topology(struct link *l);
+/* Writes producer 'pid''s routing key, for the queue(s) it feeds. */
+void routing_key(int pid, char *out, size_t len);
+/*
+ * Deletes what setup_topology declared. Failing here does not spoil a run
+ * that has been measured, so problems are only warnings ('quiet': none,
+ * after a failure).
+ */
+void teardown_topology(struct link *l, bool quiet);
+/*
+ * Publish-only: the last write left the producer, but is it in the queues?
+ * Asks each queue for its depth (passive queue.declare) until it holds what
+ * was sent to it, and returns when that was, or 0 if the queues stopped
+ * growing short of it for --drain-timeout; '*enqueued' is what they held
+ * at the last look.
+ */
+uint64_t wait_enqueued(struct link *l, uint64_t *enqueued);
 
 #endif
