@@ -74,185 +74,6 @@ cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
-/* ---- report ---- */
-
-struct result {
-    double elapsed, pub_s, cons_s, cpu;
-    uint64_t published, consumed, confirmed, nacked, unconfirmed, blocked;
-    uint64_t enqueued;          /* publish-only: messages in the queues */
-    uint64_t lost, dups, reordered, malformed, redelivered;
-    double pub_rate, cons_rate, confirm_rate;
-    struct hist lat, clat;
-};
-
-static void
-json_hist(FILE *f, const char *name, const struct hist *h)
-{
-    fprintf(f, "  \"%s\": {\"count\": %" PRIu64 ", \"min\": %.1f, "
-            "\"mean\": %.1f, \"p50\": %.1f, \"p95\": %.1f, \"p99\": %.1f, "
-            "\"p99_9\": %.1f, \"max\": %.1f},\n", name, h->n,
-            h->min / 1e3, h->n ? (double)h->sum / (double)h->n / 1e3 : 0.0,
-            hist_pct(h, 0.50) / 1e3, hist_pct(h, 0.95) / 1e3,
-            hist_pct(h, 0.99) / 1e3, hist_pct(h, 0.999) / 1e3,
-            h->max / 1e3);
-}
-
-static void
-json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-static const char *
-mode_name(void)
-{
-    return o.publish_only ? "publish-only" : o.consume_only ? "consume-only"
-                                                             : "both";
-}
-
-static void
-report_json(const struct result *r)
-{
-    FILE *f = stdout;
-    fprintf(f, "{\n  \"tool\": \"roost-perf\",\n  \"broker\": ");
-    json_str(f, o.host);
-    fprintf(f, ",\n  \"port\": %d,\n  \"mode\": \"%s\",\n", o.port,
-            mode_name());
-    fprintf(f, "  \"config\": {\"producers\": %d, \"consumers\": %d, "
-            "\"queues\": %d, \"broadcast\": %s, \"exchange\": \"%s\", "
-            "\"size\": %zu, \"rate\": %g, \"duration\": %g, \"count\": %"
-            PRIu64 ", \"confirm\": %d, \"persistent\": %s, \"prefetch\": %d, "
-            "\"autoack\": %s, \"multi_ack\": %d, \"tls\": %s, \"batch\": %zu},\n",
-            o.producers, o.consumers, nqueues, broadcast ? "true" : "false",
-            xtype_names[o.exchange], o.size, o.rate, o.duration, o.count,
-            o.confirm, o.persistent ? "true" : "false", o.prefetch,
-            o.autoack ? "true" : "false", o.multi_ack,
-            o.tls ? "true" : "false", o.batch);
-    fprintf(f, "  \"elapsed_s\": %.3f,\n", r->elapsed);
-    fprintf(f, "  \"published\": %" PRIu64 ",\n", r->published);
-    fprintf(f, "  \"publish_s\": %.3f,\n", r->pub_s);
-    fprintf(f, "  \"publish_rate\": %.1f,\n", r->pub_rate);
-    if (o.publish_only)
-        fprintf(f, "  \"enqueued\": %" PRIu64 ",\n", r->enqueued);
-    fprintf(f, "  \"confirmed\": %" PRIu64 ",\n", r->confirmed);
-    fprintf(f, "  \"nacked\": %" PRIu64 ",\n", r->nacked);
-    fprintf(f, "  \"unconfirmed\": %" PRIu64 ",\n", r->unconfirmed);
-    fprintf(f, "  \"confirm_rate\": %.1f,\n", r->confirm_rate);
-    fprintf(f, "  \"consumed\": %" PRIu64 ",\n", r->consumed);
-    fprintf(f, "  \"consume_s\": %.3f,\n", r->cons_s);
-    fprintf(f, "  \"consume_rate\": %.1f,\n", r->cons_rate);
-    json_hist(f, "latency_us", &r->lat);
-    if (o.confirm > 0)
-        json_hist(f, "confirm_latency_us", &r->clat);
-    fprintf(f, "  \"lost\": %" PRIu64 ",\n", r->lost);
-    fprintf(f, "  \"duplicated\": %" PRIu64 ",\n", r->dups);
-    fprintf(f, "  \"reordered\": %" PRIu64 ",\n", r->reordered);
-    fprintf(f, "  \"redelivered\": %" PRIu64 ",\n", r->redelivered);
-    fprintf(f, "  \"malformed\": %" PRIu64 ",\n", r->malformed);
-    fprintf(f, "  \"blocked\": %" PRIu64 ",\n", r->blocked);
-    fprintf(f, "  \"client_cpu_s\": %.3f,\n", r->cpu);
-    fprintf(f, "  \"per_queue\": [");
-    for (int q = 0; q < nqueues; q++) {
-        struct seq_tally t;
-        uint64_t exp = 0;
-        seq_tally(&pqs[q], &t);
-        if (o.consume_only)
-            exp = t.high;
-        else
-            for (int p = 0; p < o.producers; p++)
-                if (broadcast || p % nqueues == q)
-                    exp += atomic_load(&prods[p].published);
-        if (o.consume_only && pqs[q].initial > exp)
-            exp = pqs[q].initial;
-        fprintf(f, "%s\n    {\"queue\": ", q ? "," : "");
-        json_str(f, pqs[q].name);
-        fprintf(f, ", \"expected\": %" PRIu64 ", \"received\": %" PRIu64
-                ", \"lost\": %" PRIu64 ", \"duplicated\": %" PRIu64
-                ", \"reordered\": %" PRIu64 "}", exp, t.received,
-                exp > t.received ? exp - t.received : 0, t.dups,
-                t.reordered);
-    }
-    fprintf(f, "%s],\n  \"ok\": %s\n}\n", nqueues ? "\n  " : "",
-            r->lost || r->dups || r->reordered ? "false" : "true");
-}
-
-static void
-fmt_us(char *out, size_t len, uint64_t ns)
-{
-    if (ns >= 10000000000u)
-        snprintf(out, len, "%.1f s", ns / 1e9);
-    else if (ns >= 10000000u)
-        snprintf(out, len, "%.1f ms", ns / 1e6);
-    else
-        snprintf(out, len, "%.0f us", ns / 1e3);
-}
-
-static void
-report_hist(FILE *f, const char *name, const struct hist *h)
-{
-    static const double qs[] = { 0.5, 0.95, 0.99, 0.999 };
-    static const char *const qn[] = { "p50", "p95", "p99", "p99.9" };
-    char b[32];
-
-    fprintf(f, "  %-12s", name);
-    for (int i = 0; i < 4; i++) {
-        fmt_us(b, sizeof(b), hist_pct(h, qs[i]));
-        fprintf(f, " %s %s ", qn[i], b);
-    }
-    fmt_us(b, sizeof(b), h->max);
-    fprintf(f, " max %s\n", b);
-}
-
-static void
-report_human(const struct result *r)
-{
-    FILE *f = o.json ? stderr : stdout;
-    char rate[32];
-
-    if (o.rate > 0)
-        snprintf(rate, sizeof(rate), "%g msg/s per producer", o.rate);
-    else
-        snprintf(rate, sizeof(rate), "unlimited rate");
-    fprintf(f, "roost-perf %s:%d  %s, %d producer(s), %d consumer(s), "
-            "%d queue(s)%s, %zu B, %s, %s%s%s\n", o.host, o.port, mode_name(),
-            o.producers, o.consumers, nqueues, broadcast ? " (fan-out)" : "",
-            o.size, rate, o.autoack ? "autoack" : "manual acks",
-            o.persistent ? ", persistent" : "",
-            o.confirm > 0 ? ", confirms" : "");
-    fprintf(f, "  %-12s %12s %12s\n", "", "published", "consumed");
-    fprintf(f, "  %-12s %12" PRIu64 " %12" PRIu64 "\n", "messages",
-            r->published, r->consumed);
-    fprintf(f, "  %-12s %12.0f %12.0f\n", "msg/s", r->pub_rate, r->cons_rate);
-    fprintf(f, "  %-12s %12.2f %12.2f\n", "seconds", r->pub_s, r->cons_s);
-    if (r->lat.n > 0)
-        report_hist(f, "latency", &r->lat);
-    if (o.confirm > 0) {
-        fprintf(f, "  confirms     %" PRIu64 " acked, %" PRIu64 " nacked, %"
-                PRIu64 " unconfirmed, %.0f/s\n", r->confirmed, r->nacked,
-                r->unconfirmed, r->confirm_rate);
-        if (r->clat.n > 0)
-            report_hist(f, "confirm lat.", &r->clat);
-    }
-    if (!o.publish_only)
-        fprintf(f, "  integrity    lost %" PRIu64 ", duplicated %" PRIu64
-                ", reordered %" PRIu64 "%s\n", r->lost, r->dups, r->reordered,
-                r->lost || r->dups || r->reordered ? "  <-- NOT OK" : "");
-    if (r->malformed || r->redelivered || r->blocked)
-        fprintf(f, "  also         malformed %" PRIu64 ", redelivered %" PRIu64
-                ", connection.blocked %" PRIu64 "\n", r->malformed,
-                r->redelivered, r->blocked);
-    fprintf(f, "  client CPU   %.2f s\n", r->cpu);
-}
-
 /* ---- main ---- */
 
 static volatile sig_atomic_t g_signals;
@@ -281,18 +102,6 @@ sum_received(int queue)
         if (queue < 0 || cons[i].queue == queue)
             n += atomic_load_explicit(&cons[i].received, memory_order_relaxed);
     return n;
-}
-
-static uint64_t
-last_receive_ns(void)
-{
-    uint64_t t = 0;
-    for (int i = 0; i < o.consumers; i++) {
-        uint64_t x = atomic_load(&cons[i].last_recv_ns);
-        if (x > t)
-            t = x;
-    }
-    return t;
 }
 
 static bool
@@ -413,7 +222,6 @@ int
 main(int argc, char **argv)
 {
     struct link setup;
-    struct result *r;
     struct sigaction sa;
     double cpu0 = 0;
     int started_c = 0, started_p = 0;
@@ -488,85 +296,13 @@ join:
     }
     if (g_exit != 0 || !g_go)
         goto done;
-
-    r = xcalloc(1, sizeof(*r));
-    r->enqueued = enqueued;
-    r->cpu = cpu_seconds() - cpu0;
-    r->elapsed = (double)(end_ns - g_start_ns) / 1e9;
-    for (int i = 0; i < o.producers; i++) {
-        struct producer *p = &prods[i];
-        double s = p->last_send_ns > g_start_ns
-                       ? (double)(p->last_send_ns - g_start_ns) / 1e9 : 0;
-        r->published += atomic_load(&p->published);
-        r->confirmed += p->confirmed;
-        r->nacked += p->nacked;
-        r->blocked += p->blocked;
-        if (o.confirm > 0) {
-            r->unconfirmed += p->next_tag - p->low_tag;
-            hist_merge(&r->clat, p->clat);
-            if (p->last_confirm_ns > g_start_ns &&
-                (double)(p->last_confirm_ns - g_start_ns) / 1e9 > r->confirm_rate)
-                r->confirm_rate = (double)(p->last_confirm_ns - g_start_ns) / 1e9;
-        }
-        if (s > r->pub_s)
-            r->pub_s = s;
-    }
-    /* Publish-only: count until the broker has queued them all. */
-    if (enq_ns > g_start_ns)
-        r->pub_s = (double)(enq_ns - g_start_ns) / 1e9;
-    r->confirm_rate = r->confirm_rate > 0
-                          ? (double)(r->confirmed + r->nacked) / r->confirm_rate
-                          : 0;
-    r->pub_rate = r->pub_s > 0 ? (double)r->published / r->pub_s : 0;
-    for (int i = 0; i < o.consumers; i++) {
-        struct consumer *c = &cons[i];
-        r->consumed += atomic_load(&c->received);
-        r->dups += c->dups;
-        r->reordered += c->reordered;
-        r->malformed += c->malformed;
-        r->redelivered += c->redelivered;
-        hist_merge(&r->lat, c->lat);
-    }
-    {
-        uint64_t last = last_receive_ns();
-        r->cons_s = last > g_start_ns ? (double)(last - g_start_ns) / 1e9 : 0;
-        r->cons_rate = r->cons_s > 0 ? (double)r->consumed / r->cons_s : 0;
-    }
-    if (!o.publish_only) {
-        for (int q = 0; q < nqueues; q++) {
-            struct seq_tally t;
-            uint64_t exp = 0;
-            seq_tally(&pqs[q], &t);
-            if (o.consume_only)
-                exp = t.high;
-            else
-                for (int p = 0; p < o.producers; p++)
-                    if (broadcast || p % nqueues == q)
-                        exp += atomic_load(&prods[p].published);
-            if (o.consume_only && o.count == 0 && pqs[q].initial > exp)
-                exp = pqs[q].initial;
-            r->lost += exp > t.received ? exp - t.received : 0;
-        }
-        if (o.consume_only && o.count > 0 && r->consumed < o.count &&
-            o.count - r->consumed > r->lost)
-            r->lost = o.count - r->consumed;
-    }
-    report_human(r);
-    if (o.json)
-        report_json(r);
-    if (o.fail_on_loss && (r->lost || r->dups || r->reordered))
+    if (!report_run(cpu_seconds() - cpu0, end_ns, enq_ns, enqueued) &&
+        o.fail_on_loss)
         g_exit = EXIT_INTEGRITY;
-    free(r);
 
 done:
-    if (g_exit != 0 && g_exit != EXIT_INTEGRITY) {
-        fprintf(stderr, "roost-perf: %s\n", g_err);
-        if (o.json) {
-            printf("{\n  \"tool\": \"roost-perf\",\n  \"error\": ");
-            json_str(stdout, g_err);
-            printf(",\n  \"exit_code\": %d\n}\n", g_exit);
-        }
-    }
+    if (g_exit != 0 && g_exit != EXIT_INTEGRITY)
+        report_error();
     if (topology && !o.keep && !o.publish_only && !setup.closed)
         teardown_topology(&setup, g_exit != 0 && g_exit != EXIT_INTEGRITY);
     link_close(&setup);

@@ -410,4 +410,19 @@ void teardown_topology(struct link *l, bool quiet);
  */
 uint64_t wait_enqueued(struct link *l, uint64_t *enqueued);
 
+/* ---- the report: report.c ---- */
+
+/*
+ * Gathers the counts of the joined producers and consumers and prints the
+ * report, text and with --json JSON. 'cpu' is the client's CPU seconds
+ * over the run, 'end_ns' when the threads were joined, 'enq_ns' and
+ * 'enqueued' what wait_enqueued() found (0, 0 but for --publish-only).
+ * Returns false if messages were lost, duplicated or reordered.
+ */
+bool report_run(double cpu, uint64_t end_ns, uint64_t enq_ns,
+                uint64_t enqueued);
+/* Says why the run failed, g_err: on stderr and, with --json, as JSON
+ * with the exit status on stdout. */
+void report_error(void);
+
 #endif
