@@ -250,21 +250,19 @@ prod_publish(struct producer *p, uint64_t seq)
     return 0;
 }
 
-void *
-producer_main(void *arg)
+/* Connects, asks for confirms and builds the message; 0 or -1. */
+static int
+prod_setup(struct producer *p)
 {
-    struct producer *p = arg;
     char who[32];
-    uint64_t seq = 0, base_ns = 0, base_seq = 0, burst_ns = 0, stop_ns = 0, t;
-    double period_ns = o.rate > 0 ? 1e9 / o.rate : 0;
 
     snprintf(who, sizeof(who), "producer %u", p->id);
     if (link_open(&p->l, who) != 0)
-        goto out;
+        return -1;
     if (o.confirm > 0) {
         amqp_confirm_select(p->l.st, CH);
         if (rpc_check(&p->l, "confirm.select", EXIT_BROKER) != 0)
-            goto out;
+            return -1;
         p->ring = xcalloc((size_t)o.confirm, sizeof(*p->ring));
         p->clat = xcalloc(1, sizeof(*p->clat));
     }
@@ -272,94 +270,167 @@ producer_main(void *arg)
     tmpl_build(p);
     if (p->l.fd >= 0)
         outq_init(&p->out, o.batch + p->tmpl_len + COPY_TAIL_MAX + 64);
-    if (!ready_and_wait())
-        goto out;
+    return 0;
+}
 
-    /*
-     * Token bucket on an absolute schedule: message k is due at
-     * base + k * period, so sleeping late never accumulates drift. A
-     * producer held back (by the broker) for longer than the bucket depth
-     * (50 ms, at least one message) gives up the excess instead of
-     * bursting to catch up.
-     */
-    base_ns = g_start_ns;
+/* What the send loop does next. */
+enum step {
+    STEP_SEND,                  /* publish the next message */
+    STEP_AGAIN,                 /* look at the stop conditions again */
+    STEP_STOP,                  /* stop sending, wait for the confirms */
+    STEP_FAIL,                  /* a failure was recorded */
+};
+
+/*
+ * Token bucket on an absolute schedule: message k is due at
+ * base + k * period, so sleeping late never accumulates drift. A
+ * producer held back (by the broker) for longer than the bucket depth
+ * (50 ms, at least one message) gives up the excess instead of
+ * bursting to catch up.
+ */
+struct pace {
+    double period_ns;           /* 0: --rate 0, unlimited */
+    uint64_t base_ns, base_seq; /* message base_seq is due at base_ns */
+    uint64_t burst_ns;          /* the bucket's depth */
+    uint64_t stop_ns;           /* --duration's end, 0 = none */
+};
+
+static void
+pace_init(struct pace *pc)
+{
+    memset(pc, 0, sizeof(*pc));
+    pc->period_ns = o.rate > 0 ? 1e9 / o.rate : 0;
+    pc->base_ns = g_start_ns;
     /* Stop on time here rather than when the monitor looks (20 ms). */
     if (o.duration > 0)
-        stop_ns = g_start_ns + (uint64_t)(o.duration * 1e9);
-    if (period_ns > 0) {
-        burst_ns = (uint64_t)(period_ns > 5e7 ? period_ns : 5e7);
+        pc->stop_ns = g_start_ns + (uint64_t)(o.duration * 1e9);
+    if (pc->period_ns > 0)
+        pc->burst_ns = (uint64_t)(pc->period_ns > 5e7 ? pc->period_ns : 5e7);
+}
+
+/* Is message 'seq' due? If not yet, flushes and sleeps until it is. */
+static enum step
+pace_wait(struct producer *p, struct pace *pc, uint64_t seq)
+{
+    uint64_t due, t;
+
+    if (pc->period_ns <= 0)
+        return STEP_SEND;
+    due = pc->base_ns + (uint64_t)((double)(seq - pc->base_seq) *
+                                   pc->period_ns);
+    t = now_ns();
+    if (pc->stop_ns != 0 && due >= pc->stop_ns)
+        return STEP_STOP;
+    if (t < due) {
+        if (prod_flush(p) != 0)
+            return STEP_FAIL;
+        /* sleep in slices so that a stop is seen in time */
+        while ((t = now_ns()) < due &&
+               !atomic_load(&g_stop_producers) &&
+               !atomic_load(&g_abort))
+            sleep_until(due - t > 100000000 ? t + 100000000 : due);
+        return STEP_AGAIN;
     }
+    if (t - due > pc->burst_ns) {
+        pc->base_ns = t - pc->burst_ns;
+        pc->base_seq = seq;
+    }
+    return STEP_SEND;
+}
+
+/* With --confirm: waits for room among the unconfirmed messages. */
+static enum step
+prod_window(struct producer *p)
+{
+    if (o.confirm == 0)
+        return STEP_SEND;
+    while (p->next_tag - p->low_tag >= (uint64_t)o.confirm) {
+        /* The flush may read the confirm we wait for; block only
+         * if it did not. */
+        if (prod_flush(p) != 0)
+            return STEP_FAIL;
+        if (p->next_tag - p->low_tag >= (uint64_t)o.confirm &&
+            prod_input(p, 100) != 0)
+            return STEP_FAIL;
+        if (atomic_load(&g_stop_producers) || atomic_load(&g_abort))
+            break;
+    }
+    if (p->next_tag - p->low_tag >= (uint64_t)o.confirm)
+        return STEP_STOP;
+    return STEP_SEND;
+}
+
+/*
+ * After a message: flushes a full batch, or one whose oldest message
+ * waited 1 ms; unbatched, looks for a close or confirms every 256.
+ */
+static int
+prod_sent(struct producer *p, uint64_t seq)
+{
+    if (p->l.fd >= 0 && (p->out.bytes >= o.batch ||
+                         p->last_send_ns - p->out.first_ns > 1000000))
+        return prod_flush(p);
+    if (p->l.fd < 0 && (seq & 255) == 0 && readable(&p->l))
+        return prod_input(p, 0);
+    return 0;
+}
+
+/* Waits for the last confirms, as long as they keep coming. */
+static int
+prod_drain_confirms(struct producer *p)
+{
+    uint64_t last = now_ns(), low = p->low_tag;
+
+    while (p->low_tag < p->next_tag && !atomic_load(&g_abort)) {
+        if (prod_input(p, 100) != 0)
+            return -1;
+        if (p->low_tag != low) {
+            low = p->low_tag;
+            last = now_ns();
+        } else if (now_ns() - last > (uint64_t)(o.drain_timeout * 1e9)) {
+            break;
+        }
+    }
+    return 0;
+}
+
+void *
+producer_main(void *arg)
+{
+    struct producer *p = arg;
+    struct pace pc;
+    uint64_t seq = 0;
+
+    if (prod_setup(p) != 0 || !ready_and_wait())
+        goto out;
+    pace_init(&pc);
     for (;;) {
+        enum step s;
+
         if (atomic_load_explicit(&g_stop_producers, memory_order_relaxed) ||
             atomic_load_explicit(&g_abort, memory_order_relaxed) ||
-            (stop_ns != 0 && p->last_send_ns >= stop_ns))
+            (pc.stop_ns != 0 && p->last_send_ns >= pc.stop_ns))
             break;
         if (o.count > 0 && seq >= o.count)
             break;
-        if (period_ns > 0) {
-            uint64_t due = base_ns + (uint64_t)((double)(seq - base_seq) *
-                                                period_ns);
-            t = now_ns();
-            if (stop_ns != 0 && due >= stop_ns)
-                break;
-            if (t < due) {
-                if (prod_flush(p) != 0)
-                    goto out;
-                /* sleep in slices so that a stop is seen in time */
-                while ((t = now_ns()) < due &&
-                       !atomic_load(&g_stop_producers) &&
-                       !atomic_load(&g_abort))
-                    sleep_until(due - t > 100000000 ? t + 100000000 : due);
-                continue;       /* re-check stop */
-            } else if (t - due > burst_ns) {
-                base_ns = t - burst_ns;
-                base_seq = seq;
-            }
-        }
-        if (o.confirm > 0) {
-            while (p->next_tag - p->low_tag >= (uint64_t)o.confirm) {
-                /* The flush may read the confirm we wait for; block only
-                 * if it did not. */
-                if (prod_flush(p) != 0)
-                    goto out;
-                if (p->next_tag - p->low_tag >= (uint64_t)o.confirm &&
-                    prod_input(p, 100) != 0)
-                    goto out;
-                if (atomic_load(&g_stop_producers) || atomic_load(&g_abort))
-                    break;
-            }
-            if (p->next_tag - p->low_tag >= (uint64_t)o.confirm)
-                break;
-        }
-        if (prod_publish(p, seq) != 0)
+        s = pace_wait(p, &pc, seq);
+        if (s == STEP_AGAIN)
+            continue;
+        if (s == STEP_SEND)
+            s = prod_window(p);
+        if (s == STEP_STOP)
+            break;
+        if (s == STEP_FAIL || prod_publish(p, seq) != 0)
             goto out;
         seq++;
         atomic_store_explicit(&p->published, seq, memory_order_relaxed);
-        if (p->l.fd >= 0 && (p->out.bytes >= o.batch ||
-                             p->last_send_ns - p->out.first_ns > 1000000)) {
-            if (prod_flush(p) != 0)
-                goto out;
-        } else if (p->l.fd < 0 && (seq & 255) == 0 && readable(&p->l)) {
-            if (prod_input(p, 0) != 0)
-                goto out;
-        }
+        if (prod_sent(p, seq) != 0)
+            goto out;
     }
     if (prod_flush(p) != 0)
         goto out;
-    /* Wait for the last confirms, as long as they keep coming. */
-    if (o.confirm > 0) {
-        uint64_t last = now_ns(), low = p->low_tag;
-        while (p->low_tag < p->next_tag && !atomic_load(&g_abort)) {
-            if (prod_input(p, 100) != 0)
-                goto out;
-            if (p->low_tag != low) {
-                low = p->low_tag;
-                last = now_ns();
-            } else if (now_ns() - last > (uint64_t)(o.drain_timeout * 1e9)) {
-                break;
-            }
-        }
-    }
+    if (o.confirm > 0)
+        (void)prod_drain_confirms(p);
 out:
     atomic_store(&p->finished, true);
     return NULL;
