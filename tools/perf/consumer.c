@@ -101,34 +101,121 @@ cons_message(struct consumer *c, const uint8_t *stamp, size_t len,
     return 0;
 }
 
-void *
-consumer_main(void *arg)
+/* Connects, sets the prefetch and starts consuming its queue; 0 or -1. */
+static int
+cons_setup(struct consumer *c)
 {
-    struct consumer *c = arg;
     char who[32];
-    uint64_t tag = 0, body_left = 0, got = 0;
-    bool in_msg = false, redelivered = false;
-    uint8_t stamp[STAMP_LEN];
 
     snprintf(who, sizeof(who), "consumer %u", c->id);
     c->lat = xcalloc(1, sizeof(*c->lat));
     c->last = xcalloc(MAX_PRODUCERS, sizeof(*c->last));
     if (link_open(&c->l, who) != 0)
-        goto out;
+        return -1;
     if (c->l.fd >= 0)
         outq_init(&c->out, 65536);
     if (o.prefetch > 0) {
         amqp_basic_qos(c->l.st, CH, 0, (uint16_t)o.prefetch, 0);
         if (rpc_check(&c->l, "basic.qos", EXIT_BROKER) != 0)
-            goto out;
+            return -1;
     }
     amqp_basic_consume(c->l.st, CH, amqp_cstring_bytes(pqs[c->queue].name),
                        amqp_empty_bytes, 0, o.autoack, 0, amqp_empty_table);
-    if (rpc_check(&c->l, "basic.consume", EXIT_BROKER) != 0)
-        goto out;
-    if (!ready_and_wait())
-        goto out;
+    return rpc_check(&c->l, "basic.consume", EXIT_BROKER);
+}
 
+/* The message being received: its deliver, then as far as its stamp. */
+struct delivery {
+    bool in_msg;                /* between basic.deliver and the last body */
+    bool redelivered;
+    uint64_t tag;
+    uint64_t body_left, got;    /* body bytes still to come, and come */
+    uint8_t stamp[STAMP_LEN];
+};
+
+/* A method frame; -1 when the consumer must stop (after fail()). */
+static int
+cons_method(struct consumer *c, struct delivery *d, const amqp_method_t *m)
+{
+    switch (m->id) {
+    case AMQP_BASIC_DELIVER_METHOD: {
+        const amqp_basic_deliver_t *dm = m->decoded;
+        d->tag = dm->delivery_tag;
+        d->redelivered = dm->redelivered;
+        d->in_msg = true;
+        d->body_left = 0;
+        d->got = 0;
+        return 0;
+    }
+    case AMQP_CONNECTION_CLOSE_METHOD: {
+        const amqp_connection_close_t *cm = m->decoded;
+        server_closed(&c->l, "basic.consume", true, cm->reply_code,
+                      cm->reply_text, EXIT_BROKER);
+        return -1;
+    }
+    case AMQP_CHANNEL_CLOSE_METHOD: {
+        const amqp_channel_close_t *cm = m->decoded;
+        server_closed(&c->l, "basic.consume", false, cm->reply_code,
+                      cm->reply_text, EXIT_BROKER);
+        return -1;
+    }
+    case AMQP_BASIC_CANCEL_METHOD:
+        fail(EXIT_BROKER, "the broker cancelled the consumer on "
+             "queue %s (%s)", pqs[c->queue].name, c->l.who);
+        return -1;
+    default:
+        return 0;
+    }
+}
+
+/* Any frame; -1 when the consumer must stop (after fail()). */
+static int
+cons_frame(struct consumer *c, struct delivery *d, const amqp_frame_t *f)
+{
+    switch (f->frame_type) {
+    case AMQP_FRAME_METHOD:
+        return cons_method(c, d, &f->payload.method);
+    case AMQP_FRAME_HEADER:
+        if (!d->in_msg)
+            return 0;
+        d->body_left = f->payload.properties.body_size;
+        if (d->body_left == 0) {
+            d->in_msg = false;
+            return cons_message(c, d->stamp, 0, d->tag, d->redelivered);
+        }
+        return 0;
+    case AMQP_FRAME_BODY: {
+        amqp_bytes_t b = f->payload.body_fragment;
+        if (!d->in_msg)
+            return 0;
+        if (d->got < STAMP_LEN) {
+            size_t n = STAMP_LEN - d->got < b.len ? STAMP_LEN - d->got
+                                                  : b.len;
+            memcpy(d->stamp + d->got, b.bytes, n);
+        }
+        d->got += b.len;
+        d->body_left = b.len < d->body_left ? d->body_left - b.len : 0;
+        if (d->body_left == 0) {
+            d->in_msg = false;
+            return cons_message(c, d->stamp, d->got, d->tag,
+                                d->redelivered);
+        }
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+void *
+consumer_main(void *arg)
+{
+    struct consumer *c = arg;
+    struct delivery d;
+
+    memset(&d, 0, sizeof(d));
+    if (cons_setup(c) != 0 || !ready_and_wait())
+        goto out;
     while (!atomic_load_explicit(&g_stop_consumers, memory_order_relaxed) &&
            !atomic_load_explicit(&g_abort, memory_order_relaxed)) {
         amqp_frame_t f;
@@ -152,68 +239,8 @@ consumer_main(void *arg)
             c->l.closed = true;
             goto out;
         }
-        switch (f.frame_type) {
-        case AMQP_FRAME_METHOD:
-            switch (f.payload.method.id) {
-            case AMQP_BASIC_DELIVER_METHOD: {
-                const amqp_basic_deliver_t *d = f.payload.method.decoded;
-                tag = d->delivery_tag;
-                redelivered = d->redelivered;
-                in_msg = true;
-                body_left = 0;
-                got = 0;
-                break;
-            }
-            case AMQP_CONNECTION_CLOSE_METHOD: {
-                const amqp_connection_close_t *m = f.payload.method.decoded;
-                server_closed(&c->l, "basic.consume", true, m->reply_code,
-                              m->reply_text, EXIT_BROKER);
-                goto out;
-            }
-            case AMQP_CHANNEL_CLOSE_METHOD: {
-                const amqp_channel_close_t *m = f.payload.method.decoded;
-                server_closed(&c->l, "basic.consume", false, m->reply_code,
-                              m->reply_text, EXIT_BROKER);
-                goto out;
-            }
-            case AMQP_BASIC_CANCEL_METHOD:
-                fail(EXIT_BROKER, "the broker cancelled the consumer on "
-                     "queue %s (%s)", pqs[c->queue].name, c->l.who);
-                goto out;
-            default:
-                break;
-            }
-            break;
-        case AMQP_FRAME_HEADER:
-            if (!in_msg)
-                break;
-            body_left = f.payload.properties.body_size;
-            if (body_left == 0) {
-                in_msg = false;
-                if (cons_message(c, stamp, 0, tag, redelivered) != 0)
-                    goto out;
-            }
-            break;
-        case AMQP_FRAME_BODY: {
-            amqp_bytes_t b = f.payload.body_fragment;
-            if (!in_msg)
-                break;
-            if (got < STAMP_LEN) {
-                size_t n = STAMP_LEN - got < b.len ? STAMP_LEN - got : b.len;
-                memcpy(stamp + got, b.bytes, n);
-            }
-            got += b.len;
-            body_left = b.len < body_left ? body_left - b.len : 0;
-            if (body_left == 0) {
-                in_msg = false;
-                if (cons_message(c, stamp, got, tag, redelivered) != 0)
-                    goto out;
-            }
-            break;
-        }
-        default:
-            break;
-        }
+        if (cons_frame(c, &d, &f) != 0)
+            goto out;
         amqp_maybe_release_buffers(c->l.st);
     }
     if (!atomic_load(&g_abort))
