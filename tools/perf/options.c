@@ -117,163 +117,179 @@ num_arg(const char *name, const char *s, double min, double max)
     return v;
 }
 
-static char *uri_copy;         /* --uri, which 'o' points into */
+enum opt_id {
+    O_URI = 256, O_HOST, O_PORT, O_USER, O_PASS, O_VHOST, O_TLS, O_CACERT,
+    O_CERT, O_KEY, O_INSECURE, O_FRAME_MAX, O_PRODUCERS, O_CONSUMERS,
+    O_QUEUES, O_EXCHANGE, O_FANOUT, O_SIZE, O_RATE, O_DURATION, O_COUNT,
+    O_CONFIRM, O_PERSISTENT, O_QUEUE_TYPE, O_QUEUE_MODE, O_PREFETCH,
+    O_AUTOACK, O_MULTI_ACK, O_PUBLISH_ONLY, O_CONSUME_ONLY, O_PREFIX, O_KEEP,
+    O_BATCH, O_DRAIN, O_JSON, O_INTERVAL, O_QUIET, O_FAIL_ON_LOSS, O_HELP,
+    O_MAN_PAGE,
+};
 
-void
-parse_args(int argc, char **argv)
+/* Every option --help lists (tests/integration/manpages.sh checks it). */
+static const struct option long_options[] = {
+    { "uri", 1, 0, O_URI }, { "host", 1, 0, O_HOST },
+    { "port", 1, 0, O_PORT }, { "user", 1, 0, O_USER },
+    { "password", 1, 0, O_PASS }, { "vhost", 1, 0, O_VHOST },
+    { "tls", 0, 0, O_TLS }, { "cacert", 1, 0, O_CACERT },
+    { "cert", 1, 0, O_CERT }, { "key", 1, 0, O_KEY },
+    { "insecure", 0, 0, O_INSECURE }, { "frame-max", 1, 0, O_FRAME_MAX },
+    { "producers", 1, 0, O_PRODUCERS }, { "consumers", 1, 0, O_CONSUMERS },
+    { "queues", 1, 0, O_QUEUES }, { "exchange", 1, 0, O_EXCHANGE },
+    { "fanout", 1, 0, O_FANOUT }, { "size", 1, 0, O_SIZE },
+    { "rate", 1, 0, O_RATE }, { "duration", 1, 0, O_DURATION },
+    { "count", 1, 0, O_COUNT }, { "confirm", 1, 0, O_CONFIRM },
+    { "persistent", 0, 0, O_PERSISTENT },
+    { "queue-type", 1, 0, O_QUEUE_TYPE },
+    { "queue-mode", 1, 0, O_QUEUE_MODE },
+    { "prefetch", 1, 0, O_PREFETCH }, { "autoack", 0, 0, O_AUTOACK },
+    { "multi-ack", 1, 0, O_MULTI_ACK },
+    { "publish-only", 0, 0, O_PUBLISH_ONLY },
+    { "consume-only", 0, 0, O_CONSUME_ONLY },
+    { "queue-prefix", 1, 0, O_PREFIX }, { "keep", 0, 0, O_KEEP },
+    { "batch", 1, 0, O_BATCH }, { "drain-timeout", 1, 0, O_DRAIN },
+    { "json", 0, 0, O_JSON }, { "interval", 1, 0, O_INTERVAL },
+    { "quiet", 0, 0, O_QUIET }, { "fail-on-loss", 0, 0, O_FAIL_ON_LOSS },
+    { "help", 0, 0, O_HELP }, { "man-page", 0, 0, O_MAN_PAGE },
+    { 0, 0, 0, 0 },
+};
+
+static char *uri_copy;          /* --uri, which 'o' points into */
+
+static void
+parse_uri(const char *arg)
 {
-    enum {
-        O_URI = 256, O_HOST, O_PORT, O_USER, O_PASS, O_VHOST, O_TLS, O_CACERT,
-        O_CERT, O_KEY, O_INSECURE, O_FRAME_MAX, O_PRODUCERS, O_CONSUMERS,
-        O_QUEUES, O_EXCHANGE, O_FANOUT, O_SIZE, O_RATE, O_DURATION, O_COUNT,
-        O_CONFIRM, O_PERSISTENT, O_QUEUE_TYPE, O_QUEUE_MODE, O_PREFETCH, O_AUTOACK, O_MULTI_ACK,
-        O_PUBLISH_ONLY, O_CONSUME_ONLY, O_PREFIX, O_KEEP, O_BATCH, O_DRAIN,
-        O_JSON, O_INTERVAL, O_QUIET, O_FAIL_ON_LOSS, O_HELP, O_MAN_PAGE,
-    };
-    static const struct option lo[] = {
-        { "uri", 1, 0, O_URI }, { "host", 1, 0, O_HOST },
-        { "port", 1, 0, O_PORT }, { "user", 1, 0, O_USER },
-        { "password", 1, 0, O_PASS }, { "vhost", 1, 0, O_VHOST },
-        { "tls", 0, 0, O_TLS }, { "cacert", 1, 0, O_CACERT },
-        { "cert", 1, 0, O_CERT }, { "key", 1, 0, O_KEY },
-        { "insecure", 0, 0, O_INSECURE }, { "frame-max", 1, 0, O_FRAME_MAX },
-        { "producers", 1, 0, O_PRODUCERS }, { "consumers", 1, 0, O_CONSUMERS },
-        { "queues", 1, 0, O_QUEUES }, { "exchange", 1, 0, O_EXCHANGE },
-        { "fanout", 1, 0, O_FANOUT }, { "size", 1, 0, O_SIZE },
-        { "rate", 1, 0, O_RATE }, { "duration", 1, 0, O_DURATION },
-        { "count", 1, 0, O_COUNT }, { "confirm", 1, 0, O_CONFIRM },
-        { "persistent", 0, 0, O_PERSISTENT },
-        { "queue-type", 1, 0, O_QUEUE_TYPE },
-        { "queue-mode", 1, 0, O_QUEUE_MODE },
-        { "prefetch", 1, 0, O_PREFETCH }, { "autoack", 0, 0, O_AUTOACK },
-        { "multi-ack", 1, 0, O_MULTI_ACK },
-        { "publish-only", 0, 0, O_PUBLISH_ONLY },
-        { "consume-only", 0, 0, O_CONSUME_ONLY },
-        { "queue-prefix", 1, 0, O_PREFIX }, { "keep", 0, 0, O_KEEP },
-        { "batch", 1, 0, O_BATCH }, { "drain-timeout", 1, 0, O_DRAIN },
-        { "json", 0, 0, O_JSON }, { "interval", 1, 0, O_INTERVAL },
-        { "quiet", 0, 0, O_QUIET }, { "fail-on-loss", 0, 0, O_FAIL_ON_LOSS },
-        { "help", 0, 0, O_HELP }, { "man-page", 0, 0, O_MAN_PAGE },
-        { 0, 0, 0, 0 },
-    };
-    bool have_duration = false, have_port = false;
-    int c;
+    struct amqp_connection_info ci;
 
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case O_URI: {
-            struct amqp_connection_info ci;
-            free(uri_copy);
-            uri_copy = strdup(optarg);
-            if (uri_copy == NULL || amqp_parse_url(uri_copy, &ci) != 0) {
-                fprintf(stderr, "roost-perf: --uri: cannot parse '%s'\n",
-                        optarg);
-                exit(EXIT_USAGE);
-            }
-            o.host = ci.host;
-            o.port = ci.port;
-            o.user = ci.user;
-            o.pass = ci.password;
-            o.vhost = ci.vhost;
-            o.tls = ci.ssl;
-            have_port = true;
-            break;
-        }
-        case O_HOST: o.host = optarg; break;
-        case O_PORT:
-            o.port = (int)num_arg("--port", optarg, 1, 65535);
-            have_port = true;
-            break;
-        case O_USER: o.user = optarg; break;
-        case O_PASS: o.pass = optarg; break;
-        case O_VHOST: o.vhost = optarg; break;
-        case O_TLS: o.tls = true; break;
-        case O_CACERT: o.cacert = optarg; break;
-        case O_CERT: o.cert = optarg; break;
-        case O_KEY: o.key = optarg; break;
-        case O_INSECURE: o.insecure = true; break;
-        case O_FRAME_MAX:
-            o.frame_max = (int)num_arg("--frame-max", optarg, 4096, 1 << 24);
-            break;
-        case O_PRODUCERS:
-            o.producers = (int)num_arg("--producers", optarg, 0,
-                                       MAX_PRODUCERS);
-            break;
-        case O_CONSUMERS:
-            o.consumers = (int)num_arg("--consumers", optarg, 0, 4096);
-            break;
-        case O_QUEUES:
-            o.queues = (int)num_arg("--queues", optarg, 1, 4096);
-            break;
-        case O_EXCHANGE: {
-            bool found = false;
-            for (int i = 0; i < 4; i++)
-                if (strcmp(optarg, xtype_names[i]) == 0) {
-                    o.exchange = (enum xtype)i;
-                    found = true;
-                }
-            if (!found) {
-                fprintf(stderr, "roost-perf: --exchange: '%s' is not direct, "
-                        "fanout, topic or default\n", optarg);
-                exit(EXIT_USAGE);
-            }
-            break;
-        }
-        case O_FANOUT:
-            o.fanout = (int)num_arg("--fanout", optarg, 1, 4096);
-            break;
-        case O_SIZE:
-            o.size = (size_t)num_arg("--size", optarg, STAMP_LEN, 1 << 27);
-            break;
-        case O_RATE: o.rate = num_arg("--rate", optarg, 0, 1e9); break;
-        case O_DURATION:
-            o.duration = num_arg("--duration", optarg, 0, 1e7);
-            have_duration = true;
-            break;
-        case O_COUNT: o.count = (uint64_t)num_arg("--count", optarg, 0, 4e9); break;
-        case O_CONFIRM:
-            o.confirm = (int)num_arg("--confirm", optarg, 0, 1 << 20);
-            break;
-        case O_PERSISTENT: o.persistent = true; break;
-        case O_QUEUE_TYPE: o.queue_type = optarg; break;
-        case O_QUEUE_MODE: o.queue_mode = optarg; break;
-        case O_PREFETCH:
-            o.prefetch = (int)num_arg("--prefetch", optarg, 0, 65535);
-            break;
-        case O_AUTOACK: o.autoack = true; break;
-        case O_MULTI_ACK:
-            o.multi_ack = (int)num_arg("--multi-ack", optarg, 1, 1 << 20);
-            break;
-        case O_PUBLISH_ONLY: o.publish_only = true; break;
-        case O_CONSUME_ONLY: o.consume_only = true; break;
-        case O_PREFIX: o.prefix = optarg; break;
-        case O_KEEP: o.keep = true; break;
-        case O_BATCH:
-            o.batch = (size_t)num_arg("--batch", optarg, 0, 1 << 24);
-            break;
-        case O_DRAIN:
-            o.drain_timeout = num_arg("--drain-timeout", optarg, 0.1, 1e6);
-            break;
-        case O_JSON: o.json = true; break;
-        case O_INTERVAL: o.interval = num_arg("--interval", optarg, 0, 1e6); break;
-        case O_QUIET: o.quiet = true; break;
-        case O_FAIL_ON_LOSS: o.fail_on_loss = true; break;
-        case 'h':
-        case O_MAN_PAGE:
-            man_page(stdout);
-            exit(0);
-        case O_HELP:
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            exit(EXIT_USAGE);
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "roost-perf: unexpected argument '%s'\n", argv[optind]);
+    free(uri_copy);
+    uri_copy = strdup(arg);
+    if (uri_copy == NULL || amqp_parse_url(uri_copy, &ci) != 0) {
+        fprintf(stderr, "roost-perf: --uri: cannot parse '%s'\n", arg);
         exit(EXIT_USAGE);
     }
+    o.host = ci.host;
+    o.port = ci.port;
+    o.user = ci.user;
+    o.pass = ci.password;
+    o.vhost = ci.vhost;
+    o.tls = ci.ssl;
+}
+
+static enum xtype
+xtype_arg(const char *arg)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(arg, xtype_names[i]) == 0)
+            return (enum xtype)i;
+    fprintf(stderr, "roost-perf: --exchange: '%s' is not direct, "
+            "fanout, topic or default\n", arg);
+    exit(EXIT_USAGE);
+}
+
+/* --help's "Connection:" options; false if 'c' is not one of them. */
+static bool
+conn_option(int c, char *arg, bool *have_port)
+{
+    switch (c) {
+    case O_URI:
+        parse_uri(arg);
+        *have_port = true;
+        break;
+    case O_HOST: o.host = arg; break;
+    case O_PORT:
+        o.port = (int)num_arg("--port", arg, 1, 65535);
+        *have_port = true;
+        break;
+    case O_USER: o.user = arg; break;
+    case O_PASS: o.pass = arg; break;
+    case O_VHOST: o.vhost = arg; break;
+    case O_TLS: o.tls = true; break;
+    case O_CACERT: o.cacert = arg; break;
+    case O_CERT: o.cert = arg; break;
+    case O_KEY: o.key = arg; break;
+    case O_INSECURE: o.insecure = true; break;
+    case O_FRAME_MAX:
+        o.frame_max = (int)num_arg("--frame-max", arg, 4096, 1 << 24);
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
+/* --help's "Load:" options; false if 'c' is not one of them. */
+static bool
+load_option(int c, char *arg, bool *have_duration)
+{
+    switch (c) {
+    case O_PRODUCERS:
+        o.producers = (int)num_arg("--producers", arg, 0, MAX_PRODUCERS);
+        break;
+    case O_CONSUMERS:
+        o.consumers = (int)num_arg("--consumers", arg, 0, 4096);
+        break;
+    case O_QUEUES: o.queues = (int)num_arg("--queues", arg, 1, 4096); break;
+    case O_EXCHANGE: o.exchange = xtype_arg(arg); break;
+    case O_FANOUT: o.fanout = (int)num_arg("--fanout", arg, 1, 4096); break;
+    case O_SIZE:
+        o.size = (size_t)num_arg("--size", arg, STAMP_LEN, 1 << 27);
+        break;
+    case O_RATE: o.rate = num_arg("--rate", arg, 0, 1e9); break;
+    case O_DURATION:
+        o.duration = num_arg("--duration", arg, 0, 1e7);
+        *have_duration = true;
+        break;
+    case O_COUNT: o.count = (uint64_t)num_arg("--count", arg, 0, 4e9); break;
+    case O_CONFIRM:
+        o.confirm = (int)num_arg("--confirm", arg, 0, 1 << 20);
+        break;
+    case O_PERSISTENT: o.persistent = true; break;
+    case O_QUEUE_TYPE: o.queue_type = arg; break;
+    case O_QUEUE_MODE: o.queue_mode = arg; break;
+    case O_PREFETCH:
+        o.prefetch = (int)num_arg("--prefetch", arg, 0, 65535);
+        break;
+    case O_AUTOACK: o.autoack = true; break;
+    case O_MULTI_ACK:
+        o.multi_ack = (int)num_arg("--multi-ack", arg, 1, 1 << 20);
+        break;
+    case O_PUBLISH_ONLY: o.publish_only = true; break;
+    case O_CONSUME_ONLY: o.consume_only = true; break;
+    case O_PREFIX: o.prefix = arg; break;
+    case O_KEEP: o.keep = true; break;
+    case O_BATCH: o.batch = (size_t)num_arg("--batch", arg, 0, 1 << 24); break;
+    case O_DRAIN:
+        o.drain_timeout = num_arg("--drain-timeout", arg, 0.1, 1e6);
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
+/* --help's "Output:" options; false if 'c' is not one of them. */
+static bool
+output_option(int c, char *arg)
+{
+    switch (c) {
+    case O_JSON: o.json = true; break;
+    case O_INTERVAL: o.interval = num_arg("--interval", arg, 0, 1e6); break;
+    case O_QUIET: o.quiet = true; break;
+    case O_FAIL_ON_LOSS: o.fail_on_loss = true; break;
+    default:
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The options against each other: the defaults that depend on others, the
+ * mode (--publish-only, --consume-only, or both), and the topology.
+ */
+static void
+check_args(bool have_port, bool have_duration)
+{
 #define USAGE_IF(cond, ...) do { if (cond) { \
         fprintf(stderr, "roost-perf: " __VA_ARGS__); fputc('\n', stderr); \
         exit(EXIT_USAGE); } } while (0)
@@ -309,6 +325,37 @@ parse_args(int argc, char **argv)
              o.consumers);
     USAGE_IF(strlen(o.prefix) > 200, "--queue-prefix is too long");
 #undef USAGE_IF
+}
+
+void
+parse_args(int argc, char **argv)
+{
+    bool have_duration = false, have_port = false;
+    int c;
+
+    while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+        if (conn_option(c, optarg, &have_port) ||
+            load_option(c, optarg, &have_duration) ||
+            output_option(c, optarg))
+            continue;
+        switch (c) {
+        case 'h':
+        case O_MAN_PAGE:
+            man_page(stdout);
+            exit(0);
+        case O_HELP:
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            exit(EXIT_USAGE);
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "roost-perf: unexpected argument '%s'\n", argv[optind]);
+        exit(EXIT_USAGE);
+    }
+    check_args(have_port, have_duration);
 }
 
 void
