@@ -168,40 +168,45 @@ connect_reason(void)
 /* OpenSSL set-up inside rabbitmq-c is not safe to run in parallel. */
 static pthread_mutex_t tls_mu = PTHREAD_MUTEX_INITIALIZER;
 
-int
-link_open(struct link *l, const char *who)
+/* A TLS socket with the options' certificates; call with tls_mu held.
+ * NULL after fail(). */
+static amqp_socket_t *
+tls_socket(struct link *l, const char *who)
+{
+    amqp_socket_t *sock = amqp_ssl_socket_new(l->st);
+
+    if (sock == NULL) {
+        fail(EXIT_CONNECT, "cannot create a TLS socket (%s)", who);
+        return NULL;
+    }
+    amqp_ssl_socket_set_verify_peer(sock, !o.insecure);
+    amqp_ssl_socket_set_verify_hostname(sock, !o.insecure);
+    if (o.cacert && amqp_ssl_socket_set_cacert(sock, o.cacert) != 0) {
+        fail(EXIT_CONNECT, "cannot load CA certificate %s", o.cacert);
+        return NULL;
+    }
+    if (o.cert &&
+        amqp_ssl_socket_set_key(sock, o.cert, o.key ? o.key : o.cert) != 0) {
+        fail(EXIT_CONNECT, "cannot load client certificate %s / key %s",
+             o.cert, o.key ? o.key : o.cert);
+        return NULL;
+    }
+    return sock;
+}
+
+/* Connects l->st's socket, TCP or TLS; 0, or -1 after fail(). */
+static int
+link_connect(struct link *l, const char *who)
 {
     amqp_socket_t *sock;
     struct timeval tv = { 10, 0 };
     int r;
 
-    memset(l, 0, sizeof(*l));
-    l->fd = -1;
-    snprintf(l->who, sizeof(l->who), "%s", who);
-    if ((l->st = amqp_new_connection()) == NULL) {
-        fail(EXIT_USAGE, "out of memory");
-        return -1;
-    }
     if (o.tls) {
         pthread_mutex_lock(&tls_mu);
-        sock = amqp_ssl_socket_new(l->st);
+        sock = tls_socket(l, who);
         if (sock == NULL) {
             pthread_mutex_unlock(&tls_mu);
-            fail(EXIT_CONNECT, "cannot create a TLS socket (%s)", who);
-            return -1;
-        }
-        amqp_ssl_socket_set_verify_peer(sock, !o.insecure);
-        amqp_ssl_socket_set_verify_hostname(sock, !o.insecure);
-        if (o.cacert && amqp_ssl_socket_set_cacert(sock, o.cacert) != 0) {
-            pthread_mutex_unlock(&tls_mu);
-            fail(EXIT_CONNECT, "cannot load CA certificate %s", o.cacert);
-            return -1;
-        }
-        if (o.cert &&
-            amqp_ssl_socket_set_key(sock, o.cert, o.key ? o.key : o.cert) != 0) {
-            pthread_mutex_unlock(&tls_mu);
-            fail(EXIT_CONNECT, "cannot load client certificate %s / key %s",
-                 o.cert, o.key ? o.key : o.cert);
             return -1;
         }
     } else {
@@ -221,30 +226,52 @@ link_open(struct link *l, const char *who)
         l->closed = true;
         return -1;
     }
-    tv.tv_sec = RPC_TIMEOUT_S;
-    amqp_set_rpc_timeout(l->st, &tv);
-    {
-        amqp_rpc_reply_t lr = amqp_login(l->st, o.vhost, 0, o.frame_max, 0,
-                                         AMQP_SASL_METHOD_PLAIN, o.user,
-                                         o.pass);
-        if (lr.reply_type != AMQP_RESPONSE_NORMAL) {
-            if (lr.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
-                lr.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-                const amqp_connection_close_t *m = lr.reply.decoded;
-                server_closed(l, "login", true, m->reply_code, m->reply_text,
-                              EXIT_CONNECT);
-            } else if (lr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
-                fail(EXIT_CONNECT, "login to %s:%d as '%s' failed: %s (%s)",
-                     o.host, o.port, o.user,
-                     amqp_error_string2(lr.library_error), who);
-                l->closed = true;
-            } else {
-                fail(EXIT_CONNECT, "login to %s:%d failed (%s)", o.host,
-                     o.port, who);
-            }
-            return -1;
-        }
+    return 0;
+}
+
+/* Logs in with the options' credentials; 0, or -1 after fail(). */
+static int
+link_login(struct link *l, const char *who)
+{
+    amqp_rpc_reply_t lr = amqp_login(l->st, o.vhost, 0, o.frame_max, 0,
+                                     AMQP_SASL_METHOD_PLAIN, o.user, o.pass);
+
+    if (lr.reply_type == AMQP_RESPONSE_NORMAL)
+        return 0;
+    if (lr.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+        lr.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        const amqp_connection_close_t *m = lr.reply.decoded;
+        server_closed(l, "login", true, m->reply_code, m->reply_text,
+                      EXIT_CONNECT);
+    } else if (lr.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+        fail(EXIT_CONNECT, "login to %s:%d as '%s' failed: %s (%s)",
+             o.host, o.port, o.user,
+             amqp_error_string2(lr.library_error), who);
+        l->closed = true;
+    } else {
+        fail(EXIT_CONNECT, "login to %s:%d failed (%s)", o.host,
+             o.port, who);
     }
+    return -1;
+}
+
+int
+link_open(struct link *l, const char *who)
+{
+    struct timeval tv = { RPC_TIMEOUT_S, 0 };
+
+    memset(l, 0, sizeof(*l));
+    l->fd = -1;
+    snprintf(l->who, sizeof(l->who), "%s", who);
+    if ((l->st = amqp_new_connection()) == NULL) {
+        fail(EXIT_USAGE, "out of memory");
+        return -1;
+    }
+    if (link_connect(l, who) != 0)
+        return -1;
+    amqp_set_rpc_timeout(l->st, &tv);
+    if (link_login(l, who) != 0)
+        return -1;
     l->frame_max = (size_t)amqp_get_frame_max(l->st);
     if (!o.tls && o.batch > 0)
         l->fd = amqp_get_sockfd(l->st);
