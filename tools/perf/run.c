@@ -57,6 +57,24 @@ static int g_ready;             /* threads at the start line */
 bool g_go;
 uint64_t g_start_ns;
 
+/*
+ * Waits up to 50 ms for a change at the start line, with go_mu held: the
+ * timeout makes an abort, which does not signal, seen soon enough.
+ */
+static void
+go_wait(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&go_cv, &go_mu, &ts);
+}
+
 /* Reports the caller ready and waits for the start; false on abort. */
 bool
 ready_and_wait(void)
@@ -65,16 +83,8 @@ ready_and_wait(void)
     pthread_mutex_lock(&go_mu);
     g_ready++;
     pthread_cond_broadcast(&go_cv);
-    while (!g_go && !atomic_load(&g_abort)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&go_cv, &go_mu, &ts);
-    }
+    while (!g_go && !atomic_load(&g_abort))
+        go_wait();
     go = g_go && !atomic_load(&g_abort);
     pthread_mutex_unlock(&go_mu);
     return go;
@@ -86,16 +96,8 @@ wait_ready(int n)
 {
     bool ok;
     pthread_mutex_lock(&go_mu);
-    while (g_ready < n && !atomic_load(&g_abort)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&go_cv, &go_mu, &ts);
-    }
+    while (g_ready < n && !atomic_load(&g_abort))
+        go_wait();
     ok = g_ready >= n && !atomic_load(&g_abort);
     pthread_mutex_unlock(&go_mu);
     return ok;
