@@ -49,7 +49,13 @@ reply_name(unsigned code)
     }
 }
 
-void
+/*
+ * The broker closed the connection or the channel while 'what' ran:
+ * answer with the close-ok it expects and record the failure. 540 means
+ * "not implemented" and gets its own exit status so that scripts can tell
+ * a missing feature from a broken run.
+ */
+static void
 server_closed(struct link *l, const char *what, bool conn_level,
               uint16_t code, amqp_bytes_t text, int other_exit)
 {
@@ -84,6 +90,24 @@ server_closed(struct link *l, const char *what, bool conn_level,
     }
 }
 
+bool
+link_handle_close(struct link *l, const char *what, const amqp_method_t *m,
+                  int conn_exit)
+{
+    if (m->id == AMQP_CONNECTION_CLOSE_METHOD) {
+        const amqp_connection_close_t *c = m->decoded;
+        server_closed(l, what, true, c->reply_code, c->reply_text, conn_exit);
+        return true;
+    }
+    if (m->id == AMQP_CHANNEL_CLOSE_METHOD) {
+        const amqp_channel_close_t *c = m->decoded;
+        server_closed(l, what, false, c->reply_code, c->reply_text,
+                      EXIT_BROKER);
+        return true;
+    }
+    return false;
+}
+
 int
 rpc_check(struct link *l, const char *what, int lib_exit)
 {
@@ -102,18 +126,9 @@ rpc_check(struct link *l, const char *what, int lib_exit)
         l->closed = true;
         break;
     case AMQP_RESPONSE_SERVER_EXCEPTION:
-        if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-            const amqp_connection_close_t *m = r.reply.decoded;
-            server_closed(l, what, true, m->reply_code, m->reply_text,
-                          lib_exit);
-        } else if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
-            const amqp_channel_close_t *m = r.reply.decoded;
-            server_closed(l, what, false, m->reply_code, m->reply_text,
-                          EXIT_BROKER);
-        } else {
+        if (!link_handle_close(l, what, &r.reply, lib_exit))
             fail(EXIT_BROKER, "%s failed: unexpected method 0x%08x (%s)",
                  what, r.reply.id, l->who);
-        }
         break;
     }
     return -1;

@@ -137,6 +137,8 @@ struct delivery {
 static int
 cons_method(struct consumer *c, struct delivery *d, const amqp_method_t *m)
 {
+    if (link_handle_close(&c->l, "basic.consume", m, EXIT_BROKER))
+        return -1;
     switch (m->id) {
     case AMQP_BASIC_DELIVER_METHOD: {
         const amqp_basic_deliver_t *dm = m->decoded;
@@ -146,18 +148,6 @@ cons_method(struct consumer *c, struct delivery *d, const amqp_method_t *m)
         d->body_left = 0;
         d->got = 0;
         return 0;
-    }
-    case AMQP_CONNECTION_CLOSE_METHOD: {
-        const amqp_connection_close_t *cm = m->decoded;
-        server_closed(&c->l, "basic.consume", true, cm->reply_code,
-                      cm->reply_text, EXIT_BROKER);
-        return -1;
-    }
-    case AMQP_CHANNEL_CLOSE_METHOD: {
-        const amqp_channel_close_t *cm = m->decoded;
-        server_closed(&c->l, "basic.consume", false, cm->reply_code,
-                      cm->reply_text, EXIT_BROKER);
-        return -1;
     }
     case AMQP_BASIC_CANCEL_METHOD:
         fail(EXIT_BROKER, "the broker cancelled the consumer on "

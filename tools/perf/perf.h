@@ -267,13 +267,14 @@ void link_close(struct link *l);
  */
 int rpc_check(struct link *l, const char *what, int lib_exit);
 /*
- * The broker closed the connection or the channel while 'what' ran:
- * answer with the close-ok it expects and record the failure. 540 means
- * "not implemented" and gets its own exit status so that scripts can tell
- * a missing feature from a broken run.
+ * If 'm' is the broker closing the connection or the channel while 'what'
+ * ran, answers with the close-ok it expects, records the failure (exit
+ * status 'conn_exit' for the connection, EXIT_BROKER for the channel, and
+ * EXIT_REFUSED for 540 NOT_IMPLEMENTED, so that scripts can tell a missing
+ * feature from a broken run) and returns true; false for any other method.
  */
-void server_closed(struct link *l, const char *what, bool conn_level,
-                   uint16_t code, amqp_bytes_t text, int other_exit);
+bool link_handle_close(struct link *l, const char *what,
+                       const amqp_method_t *m, int conn_exit);
 
 /* ---- gathered output: outq.c ---- */
 

@@ -125,6 +125,8 @@ prod_input(struct producer *p, int timeout_ms)
         }
         if (f.frame_type == AMQP_FRAME_METHOD) {
             amqp_method_t *m = &f.payload.method;
+            if (link_handle_close(&p->l, "basic.publish", m, EXIT_BROKER))
+                return -1;
             switch (m->id) {
             case AMQP_BASIC_ACK_METHOD: {
                 const amqp_basic_ack_t *a = m->decoded;
@@ -135,18 +137,6 @@ prod_input(struct producer *p, int timeout_ms)
                 const amqp_basic_nack_t *a = m->decoded;
                 prod_ack(p, a->delivery_tag, a->multiple, true, now_ns());
                 break;
-            }
-            case AMQP_CONNECTION_CLOSE_METHOD: {
-                const amqp_connection_close_t *c = m->decoded;
-                server_closed(&p->l, "basic.publish", true, c->reply_code,
-                              c->reply_text, EXIT_BROKER);
-                return -1;
-            }
-            case AMQP_CHANNEL_CLOSE_METHOD: {
-                const amqp_channel_close_t *c = m->decoded;
-                server_closed(&p->l, "basic.publish", false, c->reply_code,
-                              c->reply_text, EXIT_BROKER);
-                return -1;
             }
             case AMQP_CONNECTION_BLOCKED_METHOD:
                 p->blocked++;
