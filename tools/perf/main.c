@@ -163,10 +163,7 @@ consumers_satisfied(void)
         return sum_received(-1) >= want;
     }
     for (int q = 0; q < nqueues; q++) {
-        uint64_t want = 0;
-        for (int p = 0; p < o.producers; p++)
-            if (broadcast || p % nqueues == q)
-                want += atomic_load(&prods[p].published);
+        uint64_t want = queue_sent(q);
         if (sum_received(q) < want)
             return false;
     }

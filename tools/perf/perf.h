@@ -396,6 +396,8 @@ extern char xname[300];
 int setup_topology(struct link *l);
 /* Writes producer 'pid''s routing key, for the queue(s) it feeds. */
 void routing_key(int pid, char *out, size_t len);
+/* What the producers that feed queue 'q' have published so far. */
+uint64_t queue_sent(int q);
 /*
  * Deletes what setup_topology declared. Failing here does not spoil a run
  * that has been measured, so problems are only warnings ('quiet': none,

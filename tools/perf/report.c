@@ -32,15 +32,8 @@ struct result {
 static uint64_t
 queue_expected(int q, struct seq_tally *t)
 {
-    uint64_t exp = 0;
-
     seq_tally(&pqs[q], t);
-    if (o.consume_only)
-        return t->high;
-    for (int p = 0; p < o.producers; p++)
-        if (broadcast || p % nqueues == q)
-            exp += atomic_load(&prods[p].published);
-    return exp;
+    return o.consume_only ? t->high : queue_sent(q);
 }
 
 /*

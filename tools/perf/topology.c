@@ -103,6 +103,17 @@ routing_key(int pid, char *out, size_t len)
     }
 }
 
+uint64_t
+queue_sent(int q)
+{
+    uint64_t n = 0;
+
+    for (int p = 0; p < o.producers; p++)
+        if (broadcast || p % nqueues == q)
+            n += atomic_load(&prods[p].published);
+    return n;
+}
+
 void
 teardown_topology(struct link *l, bool quiet)
 {
@@ -137,11 +148,8 @@ wait_enqueued(struct link *l, uint64_t *enqueued)
         uint64_t total = 0, t;
         bool all = true;
         for (int q = 0; q < nqueues; q++) {
-            uint64_t want = 0;
+            uint64_t want = queue_sent(q);
             amqp_queue_declare_ok_t *ok;
-            for (int p = 0; p < o.producers; p++)
-                if (broadcast || p % nqueues == q)
-                    want += atomic_load(&prods[p].published);
             ok = amqp_queue_declare(l->st, CH, amqp_cstring_bytes(pqs[q].name),
                                     1, 0, 0, 0, amqp_empty_table);
             if (rpc_check(l, "queue.declare (passive)", EXIT_BROKER) != 0)
