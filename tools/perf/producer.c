@@ -19,7 +19,8 @@
 #include "perf.h"
 #include "tools/perf_clock.h"
 
-#define COPY_TAIL_MAX 512       /* body tails up to this are copied, not referenced */
+/* Body tails up to this many bytes are copied, longer ones referenced. */
+#define COPY_TAIL_MAX 512
 
 static void
 tmpl_build(struct producer *p)
