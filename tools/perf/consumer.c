@@ -137,8 +137,6 @@ struct delivery {
 static int
 cons_method(struct consumer *c, struct delivery *d, const amqp_method_t *m)
 {
-    if (link_handle_close(&c->l, "basic.consume", m, EXIT_BROKER))
-        return -1;
     switch (m->id) {
     case AMQP_BASIC_DELIVER_METHOD: {
         const amqp_basic_deliver_t *dm = m->decoded;
@@ -154,7 +152,8 @@ cons_method(struct consumer *c, struct delivery *d, const amqp_method_t *m)
              "queue %s (%s)", pqs[c->queue].name, c->l.who);
         return -1;
     default:
-        return 0;
+        return link_handle_close(&c->l, "basic.consume", m, EXIT_BROKER)
+                   ? -1 : 0;
     }
 }
 

@@ -23,12 +23,6 @@ outq_init(struct outq *q, size_t cap)
     q->stage = xcalloc(1, cap);
 }
 
-bool
-outq_fits(const struct outq *q, size_t copy, int refs)
-{
-    return q->used + copy <= q->cap && q->niov + 1 + refs <= OUT_IOV;
-}
-
 void
 outq_copy(struct outq *q, const void *p, size_t n)
 {

@@ -292,8 +292,13 @@ struct outq {
 /* Empties 'q' with a staging buffer of 'cap' bytes (xcalloc), which its
  * owner frees: free(q->stage). */
 void outq_init(struct outq *q, size_t cap);
-/* Is there room for 'copy' more bytes to copy and 'refs' references? */
-bool outq_fits(const struct outq *q, size_t copy, int refs);
+/* Is there room for 'copy' more bytes to copy and 'refs' references?
+ * (Inline: it is asked for every message.) */
+static inline bool
+outq_fits(const struct outq *q, size_t copy, int refs)
+{
+    return q->used + copy <= q->cap && q->niov + 1 + refs <= OUT_IOV;
+}
 /* Queues a copy of 'n' bytes at 'p'; check outq_fits() first. */
 void outq_copy(struct outq *q, const void *p, size_t n);
 /* Queues 'n' bytes at 'p' by reference: they must stay put until the

@@ -126,8 +126,6 @@ prod_input(struct producer *p, int timeout_ms)
         }
         if (f.frame_type == AMQP_FRAME_METHOD) {
             amqp_method_t *m = &f.payload.method;
-            if (link_handle_close(&p->l, "basic.publish", m, EXIT_BROKER))
-                return -1;
             switch (m->id) {
             case AMQP_BASIC_ACK_METHOD: {
                 const amqp_basic_ack_t *a = m->decoded;
@@ -143,6 +141,9 @@ prod_input(struct producer *p, int timeout_ms)
                 p->blocked++;
                 break;
             default:
+                if (link_handle_close(&p->l, "basic.publish", m,
+                                      EXIT_BROKER))
+                    return -1;
                 break;          /* basic.return and its content, unblocked */
             }
         }
