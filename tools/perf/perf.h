@@ -255,8 +255,9 @@ struct link {
 /*
  * Opens 'l' with the options' address, TLS and credentials, logs in and
  * opens channel CH; 'who' ("producer 3") names it in messages. Returns 0,
- * or -1 after fail(): EXIT_CONNECT when it could not connect or log in,
- * else as server_closed() decides. Close it with link_close() either way.
+ * or -1 after fail(): EXIT_CONNECT when it could not connect or log in
+ * (EXIT_REFUSED for a 540), EXIT_BROKER when channel.open failed,
+ * EXIT_USAGE out of memory. Close it with link_close() either way.
  */
 int link_open(struct link *l, const char *who);
 /* Says goodbye unless the broker closed it, and frees it; no-op twice. */
@@ -346,8 +347,8 @@ struct producer {
  * The producers, o.producers of them (at least one slot). Owned by
  * main.c, which allocates them, sets each one's id, queue and routing key
  * and starts producer_main() on it; from then on the thread owns its
- * producer, but for 'published' and 'finished', which main.c reads as it
- * goes. The rest main.c reads once the thread is joined.
+ * producer, but for 'published' and 'finished', which the main thread
+ * reads as it goes; the rest it reads once the thread is joined.
  */
 extern struct producer *prods;
 
@@ -376,8 +377,8 @@ struct consumer {
 /*
  * The consumers, o.consumers of them (at least one slot). Owned by
  * main.c as the producers are: it sets each one's id and queue and starts
- * consumer_main() on it; while it runs main.c reads only 'received',
- * 'last_recv_ns' and 'finished', the rest once the thread is joined.
+ * consumer_main() on it; while it runs the main thread reads only
+ * 'received', 'last_recv_ns' and 'finished', the rest once it is joined.
  */
 extern struct consumer *cons;
 
