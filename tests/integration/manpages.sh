@@ -98,7 +98,7 @@ m=$(missing "$build/man/roostctl.8" $(for c in $cmds; do echo "\\fB${c}\\fR"; do
 
 # roost-perf(1): its --help text, which must name every option of its
 # getopt table.
-popts=$(sed -n '/static const struct option lo\[\] = {/,/};/p' "$srcdir/tools/roost-perf.c" |
+popts=$(sed -n '/static const struct option long_options\[\] = {/,/};/p' "$srcdir/tools/perf/options.c" |
     grep -o '{ "[a-z-]*"' | sed 's/{ "//; s/"//' | sort -u)
 npopts=$(echo "$popts" | wc -l)
 [ "$npopts" -ge 30 ] && ok "roost-perf-table($npopts)" || bad roost-perf-table "$npopts"
