@@ -5,6 +5,8 @@
  */
 #include "amqp/table.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 bool
@@ -404,4 +406,166 @@ table_put_i64(struct wire_wr *w, const char *key, int64_t v)
 {
     struct amqp_field f = { .kind = AMQP_FIELD_I64, .v.i = v };
     return put_entry(w, key, &f);
+}
+
+/* ---- what a value is ---- */
+
+bool
+field_as_int(const struct amqp_field *v, int64_t *out)
+{
+    switch (v->kind) {
+    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
+        *out = v->v.i;
+        return true;
+    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
+        *out = (int64_t)v->v.u;
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool
+field_as_real(const struct amqp_field *v, double *out)
+{
+    switch (v->kind) {
+    case AMQP_FIELD_FLOAT:
+        *out = v->v.f;
+        return true;
+    case AMQP_FIELD_DOUBLE:
+        *out = v->v.d;
+        return true;
+    case AMQP_FIELD_DECIMAL: {
+        double d = (double)v->v.decimal.value;
+        for (unsigned i = 0; i < v->v.decimal.scale; i++)
+            d /= 10;
+        *out = d;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+bool
+field_text(const struct amqp_field *v, char *buf, size_t len,
+           struct amqp_bytes *out)
+{
+    int64_t i;
+
+    switch (v->kind) {
+    case AMQP_FIELD_LONGSTR: case AMQP_FIELD_BYTES:
+        *out = v->v.str;
+        return true;
+    case AMQP_FIELD_BOOL:
+        *out = amqp_cstr(v->v.b ? "true" : "false");
+        return true;
+    case AMQP_FIELD_TIMESTAMP:
+        snprintf(buf, len, "%" PRIu64, v->v.u);
+        break;
+    default:
+        if (!field_as_int(v, &i))
+            return false;
+        snprintf(buf, len, "%" PRId64, i);
+        break;
+    }
+    *out = amqp_cstr(buf);
+    return true;
+}
+
+const char *
+field_type_name(enum amqp_field_kind kind)
+{
+    switch (kind) {
+    case AMQP_FIELD_BOOL: return "bool";
+    case AMQP_FIELD_I8: return "byte";
+    case AMQP_FIELD_U8: return "unsignedbyte";
+    case AMQP_FIELD_I16: return "short";
+    case AMQP_FIELD_U16: return "unsignedshort";
+    case AMQP_FIELD_I32: return "signedint";
+    case AMQP_FIELD_U32: return "unsignedint";
+    case AMQP_FIELD_I64: case AMQP_FIELD_L64: return "long";
+    case AMQP_FIELD_FLOAT: return "float";
+    case AMQP_FIELD_DOUBLE: return "double";
+    case AMQP_FIELD_DECIMAL: return "decimal";
+    case AMQP_FIELD_LONGSTR: return "longstr";
+    case AMQP_FIELD_BYTES: return "binary";
+    case AMQP_FIELD_ARRAY: return "array";
+    case AMQP_FIELD_TIMESTAMP: return "timestamp";
+    case AMQP_FIELD_TABLE: return "table";
+    case AMQP_FIELD_VOID: return "void";
+    }
+    return "unknown";
+}
+
+bool
+field_values_equal(const struct amqp_field *a, const struct amqp_field *b)
+{
+    int64_t ia, ib;
+
+    if (field_as_int(a, &ia) && field_as_int(b, &ib))
+        return ia == ib;
+    if (a->kind != b->kind)
+        return false;
+    switch (a->kind) {
+    case AMQP_FIELD_BOOL:
+        return a->v.b == b->v.b;
+    case AMQP_FIELD_TIMESTAMP:
+        return a->v.u == b->v.u;
+    case AMQP_FIELD_FLOAT:
+        return memcmp(&a->v.f, &b->v.f, sizeof(a->v.f)) == 0;
+    case AMQP_FIELD_DOUBLE:
+        return memcmp(&a->v.d, &b->v.d, sizeof(a->v.d)) == 0;
+    case AMQP_FIELD_DECIMAL:
+        return a->v.decimal.scale == b->v.decimal.scale &&
+               a->v.decimal.value == b->v.decimal.value;
+    case AMQP_FIELD_TABLE:
+        return table_values_equal(a->v.table, b->v.table);
+    case AMQP_FIELD_LONGSTR: case AMQP_FIELD_BYTES: case AMQP_FIELD_ARRAY:
+        /* strings and arrays share the borrowed-range layout */
+        return a->v.str.len == b->v.str.len &&
+               (a->v.str.len == 0 ||
+                memcmp(a->v.str.ptr, b->v.str.ptr, a->v.str.len) == 0);
+    case AMQP_FIELD_VOID:
+        return true;
+    default:
+        return false;   /* integers: compared above */
+    }
+}
+
+/* Every entry of 'a' appears in 'b' with an equal value of its kind. */
+static bool
+table_contains(struct amqp_table a, struct amqp_table b)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+
+    table_iter_init(&it, a);
+    while (table_next(&it, &k, &v)) {
+        struct table_iter jt;
+        struct amqp_bytes k2;
+        struct amqp_field v2;
+        bool found = false;
+        table_iter_init(&jt, b);
+        while (!found && table_next(&jt, &k2, &v2)) {
+            if (k2.len != k.len || memcmp(k2.ptr, k.ptr, k.len) != 0 ||
+                v2.kind != v.kind)
+                continue;
+            found = field_values_equal(&v, &v2);
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+bool
+table_values_equal(struct amqp_table a, struct amqp_table b)
+{
+    if (a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0))
+        return true;
+    return table_count(a) == table_count(b) && table_contains(a, b) &&
+           table_contains(b, a);
 }

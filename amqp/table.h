@@ -120,6 +120,38 @@ size_t table_count(struct amqp_table t);
 size_t array_count(struct amqp_array a);
 
 /*
+ * What a value is, whatever its kind: the one place outside the codec's
+ * reading and writing that switches on field kinds.
+ */
+
+/* An integer of any width, signed or not, as an int64 (every kind fits);
+ * false for other kinds. */
+bool field_as_int(const struct amqp_field *v, int64_t *out);
+
+/* A float, double or decimal as a double; false for other kinds. */
+bool field_as_real(const struct amqp_field *v, double *out);
+
+/* A string, bool or integer as text: strings as they are (borrowed),
+ * booleans "true" or "false", integers in decimal (written into 'buf');
+ * false for other kinds. */
+bool field_text(const struct amqp_field *v, char *buf, size_t len,
+                struct amqp_bytes *out);
+
+/* RabbitMQ's name of a kind, as its error texts show it ("signedint",
+ * "longstr", "unsignedbyte", ...). */
+const char *field_type_name(enum amqp_field_kind kind);
+
+/* Whether two values are equal as RabbitMQ compares header values:
+ * integers by value whatever their widths, other kinds only with the
+ * same kind (floats bit for bit, tables entry by entry in any order). */
+bool field_values_equal(const struct amqp_field *a,
+                        const struct amqp_field *b);
+
+/* Whether two tables have the same entries with equal values, in any
+ * order. */
+bool table_values_equal(struct amqp_table a, struct amqp_table b);
+
+/*
  * Writing. A table is written as table_begin(), entries, table_end(); the
  * length prefix is filled in at the end. Keys longer than 255 bytes give
  * AMQP_E_VALUE and write nothing.

@@ -109,117 +109,6 @@ exchange_free(struct exchange *x)
     free(x);
 }
 
-/* An integer's value, widened; false for other kinds. */
-static bool
-int_value(const struct amqp_field *v, bool *neg, uint64_t *mag)
-{
-    switch (v->kind) {
-    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
-        *neg = v->v.i < 0;
-        *mag = *neg ? 0 - (uint64_t)v->v.i : (uint64_t)v->v.i;
-        return true;
-    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
-        *neg = false;
-        *mag = v->v.u;
-        return true;
-    default:
-        return false;
-    }
-}
-
-bool
-field_equal(const struct amqp_field *a, const struct amqp_field *b)
-{
-    bool na, nb;
-    uint64_t ma, mb;
-
-    if (int_value(a, &na, &ma) && int_value(b, &nb, &mb))
-        return na == nb && ma == mb;
-    if (a->kind != b->kind)
-        return false;
-    switch (a->kind) {
-    case AMQP_FIELD_BOOL:
-        return a->v.b == b->v.b;
-    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
-        return a->v.i == b->v.i;
-    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
-    case AMQP_FIELD_TIMESTAMP:
-        return a->v.u == b->v.u;
-    case AMQP_FIELD_FLOAT:
-        return memcmp(&a->v.f, &b->v.f, sizeof(a->v.f)) == 0;
-    case AMQP_FIELD_DOUBLE:
-        return memcmp(&a->v.d, &b->v.d, sizeof(a->v.d)) == 0;
-    case AMQP_FIELD_DECIMAL:
-        return a->v.decimal.scale == b->v.decimal.scale &&
-               a->v.decimal.value == b->v.decimal.value;
-    case AMQP_FIELD_TABLE:
-        return table_equal(a->v.table, b->v.table);
-    case AMQP_FIELD_LONGSTR: case AMQP_FIELD_BYTES: case AMQP_FIELD_ARRAY:
-        /* strings and arrays share the borrowed-range layout */
-        return a->v.str.len == b->v.str.len &&
-               (a->v.str.len == 0 ||
-                memcmp(a->v.str.ptr, b->v.str.ptr, a->v.str.len) == 0);
-    case AMQP_FIELD_VOID:
-        return true;
-    }
-    return false;
-}
-
-/* Every entry of 'a' appears in 'b' with an equal value. */
-static bool
-table_contains(struct amqp_table a, struct amqp_table b)
-{
-    struct table_iter it;
-    struct amqp_bytes k;
-    struct amqp_field v;
-
-    table_iter_init(&it, a);
-    while (table_next(&it, &k, &v)) {
-        struct table_iter jt;
-        struct amqp_bytes k2;
-        struct amqp_field v2;
-        bool found = false;
-        table_iter_init(&jt, b);
-        while (!found && table_next(&jt, &k2, &v2)) {
-            if (k2.len != k.len || memcmp(k2.ptr, k.ptr, k.len) != 0 ||
-                v2.kind != v.kind)
-                continue;
-            found = field_equal(&v, &v2);
-        }
-        if (!found)
-            return false;
-    }
-    return true;
-}
-
-/* RabbitMQ's names of field types, as its error texts show them. */
-static const char *
-field_type_name(enum amqp_field_kind k)
-{
-    switch (k) {
-    case AMQP_FIELD_BOOL: return "bool";
-    case AMQP_FIELD_I8: return "byte";
-    case AMQP_FIELD_U8: return "unsignedbyte";
-    case AMQP_FIELD_I16: return "short";
-    case AMQP_FIELD_U16: return "unsignedshort";
-    case AMQP_FIELD_I32: return "signedint";
-    case AMQP_FIELD_U32: return "unsignedint";
-    case AMQP_FIELD_I64: case AMQP_FIELD_L64: return "long";
-    case AMQP_FIELD_FLOAT: return "float";
-    case AMQP_FIELD_DOUBLE: return "double";
-    case AMQP_FIELD_DECIMAL: return "decimal";
-    case AMQP_FIELD_LONGSTR: return "longstr";
-    case AMQP_FIELD_BYTES: return "binary";
-    case AMQP_FIELD_ARRAY: return "array";
-    case AMQP_FIELD_TIMESTAMP: return "timestamp";
-    case AMQP_FIELD_TABLE: return "table";
-    case AMQP_FIELD_VOID: return "void";
-    }
-    return "unknown";
-}
-
 static void
 describe(char *out, size_t len, bool present, const struct amqp_field *v,
          bool typed)
@@ -230,27 +119,13 @@ describe(char *out, size_t len, bool present, const struct amqp_field *v,
         snprintf(out, len, "none");
         return;
     }
-    switch (v->kind) {
-    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
-        snprintf(val, sizeof(val), "%lld", (long long)v->v.i);
-        break;
-    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
-    case AMQP_FIELD_TIMESTAMP:
-        snprintf(val, sizeof(val), "%llu", (unsigned long long)v->v.u);
-        break;
-    case AMQP_FIELD_BOOL:
-        snprintf(val, sizeof(val), "%s", v->v.b ? "true" : "false");
-        break;
-    case AMQP_FIELD_LONGSTR: case AMQP_FIELD_BYTES: {
-        size_t n = v->v.str.len < 100 ? v->v.str.len : 100;
-        memcpy(val, v->v.str.ptr, n);
-        val[n] = '\0';
-        break;
-    }
-    default:
+    struct amqp_bytes text;
+    if (!field_text(v, val, sizeof(val), &text)) {
         snprintf(val, sizeof(val), "...");
-        break;
+    } else if (text.ptr != (const uint8_t *)val) {
+        size_t n = text.len < 100 ? text.len : 100;
+        memcpy(val, text.ptr, n);
+        val[n] = '\0';
     }
     if (typed)
         snprintf(out, len, "the value '%s' of type '%s'", val,
@@ -267,7 +142,7 @@ args_equivalent(struct amqp_table cur, struct amqp_table got,
     for (; *keys; keys++) {
         struct amqp_field a, b;
         bool has_a = table_get(cur, *keys, &a), has_b = table_get(got, *keys, &b);
-        if (has_a == has_b && (!has_a || field_equal(&a, &b)))
+        if (has_a == has_b && (!has_a || field_values_equal(&a, &b)))
             continue;
         char da[200], db[200];
         /* RabbitMQ names the types only when one side is missing. */
@@ -281,22 +156,13 @@ args_equivalent(struct amqp_table cur, struct amqp_table got,
     return true;
 }
 
-bool
-table_equal(struct amqp_table a, struct amqp_table b)
-{
-    if (a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0))
-        return true;
-    return table_count(a) == table_count(b) && table_contains(a, b) &&
-           table_contains(b, a);
-}
-
 static bool
 binding_matches(const struct binding *b, struct queue *q,
                 struct exchange *dest_x, struct amqp_bytes key,
                 struct amqp_table args)
 {
     return b->q == q && b->dest_x == dest_x && b->key_len == key.len &&
-           memcmp(b->key, key.ptr, key.len) == 0 && table_equal(b->args, args);
+           memcmp(b->key, key.ptr, key.len) == 0 && table_values_equal(b->args, args);
 }
 
 int

@@ -137,10 +137,6 @@ void exchange_foreach_dest_binding(struct exchange *x,
  * its last binding). */
 void binding_free(struct binding *b);
 
-/* True if the two values are equal as RabbitMQ compares them: integers of
- * any width by value, everything else by type and value. */
-bool field_equal(const struct amqp_field *a, const struct amqp_field *b);
-
 /*
  * RabbitMQ compares only some declare arguments when a queue or exchange
  * is declared again. Check the NULL-terminated 'keys' of 'got' against
@@ -152,9 +148,6 @@ bool field_equal(const struct amqp_field *a, const struct amqp_field *b);
 bool args_equivalent(struct amqp_table cur, struct amqp_table got,
                      const char *const *keys, const char *what, char *err,
                      size_t errlen);
-
-/* True if the two tables have the same entries (order-insensitive). */
-bool table_equal(struct amqp_table a, struct amqp_table b);
 
 /* ---- routing ---- */
 

@@ -117,33 +117,22 @@ header_delay(const struct msg *m, int64_t *out)
 
     if (!table_get(msg_headers(m), "x-delay", &v))
         return false;
-    switch (v.kind) {
-    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
-        *out = v.v.i;
+    double d;
+    if (field_as_int(&v, out))
         return true;
-    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
-        *out = (int64_t)v.v.u;
+    if (v.kind == AMQP_FIELD_DECIMAL && field_as_real(&v, &d)) {
+        *out = (int64_t)d;   /* truncated, as trunc/1 */
         return true;
-    case AMQP_FIELD_FLOAT: case AMQP_FIELD_DOUBLE: {
-        double d = v.kind == AMQP_FIELD_FLOAT ? v.v.f : v.v.d;
+    }
+    if (field_as_real(&v, &d)) {
         if (!(d > -9e18 && d < 9e18))
             return false;
         *out = (int64_t)d;   /* truncated, as trunc/1 */
         return true;
     }
-    case AMQP_FIELD_DECIMAL: {
-        double d = (double)v.v.decimal.value;
-        for (unsigned i = 0; i < v.v.decimal.scale; i++)
-            d /= 10;
-        *out = (int64_t)d;   /* truncated, as trunc/1 */
-        return true;
-    }
-    case AMQP_FIELD_LONGSTR:
+    if (v.kind == AMQP_FIELD_LONGSTR)
         return str_int(v.v.str, out);
-    default:
-        return false;
-    }
+    return false;
 }
 
 uint64_t

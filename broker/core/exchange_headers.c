@@ -112,7 +112,7 @@ binding_matches(const struct hbind *hb, struct amqp_table headers)
         memcpy(key, k.ptr, k.len);
         key[k.len] = '\0';
         bool ok = table_get(headers, key, &got) &&
-                  (want.kind == AMQP_FIELD_VOID || field_equal(&want, &got));
+                  (want.kind == AMQP_FIELD_VOID || field_values_equal(&want, &got));
         if (any && ok)
             return true;
         if (!any && !ok)

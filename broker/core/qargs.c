@@ -52,23 +52,6 @@ qargs_type_atom(enum amqp_field_kind k)
     }
 }
 
-/* Integers of any width, as RabbitMQ accepts them. */
-static bool
-qargs_as_int(const struct amqp_field *v, int64_t *out)
-{
-    switch (v->kind) {
-    case AMQP_FIELD_I8: case AMQP_FIELD_I16: case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64: case AMQP_FIELD_L64:
-        *out = v->v.i;
-        return true;
-    case AMQP_FIELD_U8: case AMQP_FIELD_U16: case AMQP_FIELD_U32:
-        *out = (int64_t)v->v.u;
-        return true;
-    default:
-        return false;
-    }
-}
-
 static enum qargs_result
 invalid(char *err, size_t errlen, struct amqp_bytes key, const char *what,
         const char *why)
@@ -83,7 +66,7 @@ qargs_int(const struct amqp_field *v, struct amqp_bytes k, const char *what,
           int64_t *out, char *err, size_t errlen)
 {
     char why[96];
-    if (qargs_as_int(v, out))
+    if (field_as_int(v, out))
         return QARGS_OK;
     snprintf(why, sizeof(why), "\"expected integer, got %s\"",
              qargs_kind_name(v->kind));

@@ -1127,32 +1127,19 @@ field_to_json(const struct amqp_field *f)
     struct amqp_field e;
     json_t *a;
     double d;
+    int64_t i;
 
+    if (field_as_int(f, &i))
+        return json_integer((json_int_t)i);
+    if (field_as_real(f, &d))
+        return jreal(d);
     switch (f->kind) {
     case AMQP_FIELD_BOOL:
         return json_boolean(f->v.b);
-    case AMQP_FIELD_I8:
-    case AMQP_FIELD_I16:
-    case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64:
-    case AMQP_FIELD_L64:
-        return json_integer((json_int_t)f->v.i);
-    case AMQP_FIELD_U8:
-    case AMQP_FIELD_U16:
-    case AMQP_FIELD_U32:
     case AMQP_FIELD_TIMESTAMP:
         if (f->v.u > (uint64_t)INT64_MAX)
             return jreal((double)f->v.u);
         return json_integer((json_int_t)f->v.u);
-    case AMQP_FIELD_FLOAT:
-        return jreal((double)f->v.f);
-    case AMQP_FIELD_DOUBLE:
-        return jreal(f->v.d);
-    case AMQP_FIELD_DECIMAL:
-        d = (double)f->v.decimal.value;
-        for (unsigned i = 0; i < f->v.decimal.scale; i++)
-            d /= 10;
-        return jreal(d);
     case AMQP_FIELD_LONGSTR:
     case AMQP_FIELD_BYTES:
         return defs_json_str(f->v.str.ptr, f->v.str.len);
@@ -1164,7 +1151,7 @@ field_to_json(const struct amqp_field *f)
         return a;
     case AMQP_FIELD_TABLE:
         return defs_json_table(f->v.table);
-    case AMQP_FIELD_VOID:
+    default:
         break;
     }
     return json_null();

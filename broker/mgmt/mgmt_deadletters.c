@@ -205,39 +205,6 @@ payload_json(json_t *o, const struct msg *m, const struct browse *b)
     free(body);
 }
 
-/* A header's value as text, for a string comparison: strings as they
- * are, integers in decimal, booleans as true or false. */
-static bool
-header_text(struct amqp_field *f, char *buf, size_t len, struct amqp_bytes *out)
-{
-    switch (f->kind) {
-    case AMQP_FIELD_LONGSTR:
-    case AMQP_FIELD_BYTES:
-        *out = f->v.str;
-        return true;
-    case AMQP_FIELD_BOOL:
-        *out = amqp_cstr(f->v.b ? "true" : "false");
-        return true;
-    case AMQP_FIELD_I8:
-    case AMQP_FIELD_I16:
-    case AMQP_FIELD_I32:
-    case AMQP_FIELD_I64:
-    case AMQP_FIELD_L64:
-        snprintf(buf, len, "%" PRId64, f->v.i);
-        break;
-    case AMQP_FIELD_U8:
-    case AMQP_FIELD_U16:
-    case AMQP_FIELD_U32:
-    case AMQP_FIELD_TIMESTAMP:
-        snprintf(buf, len, "%" PRIu64, f->v.u);
-        break;
-    default:
-        return false;
-    }
-    *out = amqp_cstr(buf);
-    return true;
-}
-
 static bool
 prop_is(const struct amqp_basic_props *p, uint16_t flag,
         struct amqp_bytes v, const char *want)
@@ -267,7 +234,7 @@ matches(const struct browse *b, const struct content_header *h,
         struct amqp_bytes v;
         char buf[32];
         if (!table_get(msg_headers(m), b->header, &f) ||
-            !header_text(&f, buf, sizeof(buf), &v) ||
+            !field_text(&f, buf, sizeof(buf), &v) ||
             v.len != strlen(b->value) || memcmp(v.ptr, b->value, v.len) != 0)
             return false;
     }

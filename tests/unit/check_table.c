@@ -1142,6 +1142,137 @@ START_TEST(write_overflow_after_table)
 }
 END_TEST
 
+/* ---- what a value is (field_as_int, field_as_real, field_text,
+ * field_values_equal, table_values_equal) ---- */
+
+static struct amqp_field
+fi(enum amqp_field_kind k, int64_t i)
+{
+    struct amqp_field f = { .kind = k };
+    f.v.i = i;
+    return f;
+}
+
+static struct amqp_field
+fu(enum amqp_field_kind k, uint64_t u)
+{
+    struct amqp_field f = { .kind = k };
+    f.v.u = u;
+    return f;
+}
+
+START_TEST(value_as_int)
+{
+    int64_t out;
+    struct amqp_field f = fi(AMQP_FIELD_I8, -5);
+    ck_assert(field_as_int(&f, &out));
+    ck_assert_int_eq(out, -5);
+    f = fu(AMQP_FIELD_U32, 4294967295u);
+    ck_assert(field_as_int(&f, &out));
+    ck_assert_int_eq(out, 4294967295LL);
+    f = fi(AMQP_FIELD_L64, INT64_MIN);
+    ck_assert(field_as_int(&f, &out));
+    ck_assert(out == INT64_MIN);
+    f = fu(AMQP_FIELD_TIMESTAMP, 7);
+    ck_assert(!field_as_int(&f, &out));
+    f = (struct amqp_field){ .kind = AMQP_FIELD_DOUBLE, .v.d = 1.0 };
+    ck_assert(!field_as_int(&f, &out));
+}
+END_TEST
+
+START_TEST(value_as_real)
+{
+    double d;
+    struct amqp_field f = { .kind = AMQP_FIELD_DECIMAL };
+    f.v.decimal.scale = 2;
+    f.v.decimal.value = 12345;
+    ck_assert(field_as_real(&f, &d));
+    ck_assert_double_eq_tol(d, 123.45, 1e-9);
+    f = (struct amqp_field){ .kind = AMQP_FIELD_FLOAT, .v.f = 0.5f };
+    ck_assert(field_as_real(&f, &d));
+    ck_assert_double_eq(d, 0.5);
+    f = fi(AMQP_FIELD_I32, 3);
+    ck_assert(!field_as_real(&f, &d));
+}
+END_TEST
+
+START_TEST(value_text)
+{
+    char buf[32];
+    struct amqp_bytes t;
+    struct amqp_field f = { .kind = AMQP_FIELD_LONGSTR };
+    f.v.str = amqp_cstr("abc");
+    ck_assert(field_text(&f, buf, sizeof(buf), &t));
+    ck_assert(t.ptr == f.v.str.ptr && t.len == 3);   /* borrowed */
+    f = (struct amqp_field){ .kind = AMQP_FIELD_BOOL, .v.b = true };
+    ck_assert(field_text(&f, buf, sizeof(buf), &t));
+    ck_assert_mem_eq(t.ptr, "true", 4);
+    f = fi(AMQP_FIELD_I16, -42);
+    ck_assert(field_text(&f, buf, sizeof(buf), &t));
+    ck_assert_str_eq((const char *)t.ptr, "-42");
+    f = fu(AMQP_FIELD_TIMESTAMP, 18446744073709551615u);
+    ck_assert(field_text(&f, buf, sizeof(buf), &t));
+    ck_assert_str_eq((const char *)t.ptr, "18446744073709551615");
+    f = (struct amqp_field){ .kind = AMQP_FIELD_VOID };
+    ck_assert(!field_text(&f, buf, sizeof(buf), &t));
+    ck_assert_str_eq(field_type_name(AMQP_FIELD_I32), "signedint");
+    ck_assert_str_eq(field_type_name(AMQP_FIELD_U8), "unsignedbyte");
+    ck_assert_str_eq(field_type_name(AMQP_FIELD_BYTES), "binary");
+}
+END_TEST
+
+START_TEST(value_equality)
+{
+    struct amqp_field a = fi(AMQP_FIELD_I8, 7), b = fu(AMQP_FIELD_U32, 7);
+    ck_assert(field_values_equal(&a, &b));      /* widths do not matter */
+    b = fi(AMQP_FIELD_I64, -7);
+    ck_assert(!field_values_equal(&a, &b));
+    struct amqp_field s = { .kind = AMQP_FIELD_LONGSTR };
+    s.v.str = amqp_cstr("7");
+    ck_assert(!field_values_equal(&a, &s));     /* kinds differ */
+    struct amqp_field t = { .kind = AMQP_FIELD_BYTES };
+    t.v.str = amqp_cstr("7");
+    ck_assert(!field_values_equal(&s, &t));
+    struct amqp_field x = { .kind = AMQP_FIELD_DOUBLE, .v.d = 0.0 };
+    struct amqp_field y = { .kind = AMQP_FIELD_DOUBLE, .v.d = -0.0 };
+    ck_assert(!field_values_equal(&x, &y));     /* bit for bit */
+}
+END_TEST
+
+/* {a: 1 (I32), b: "x"} in both orders, and with a different value. */
+START_TEST(table_equality_any_order)
+{
+    uint8_t b1[64], b2[64], b3[64];
+    struct wire_wr w;
+    size_t m;
+
+    wire_wr_init(&w, b1, sizeof(b1));
+    m = table_begin(&w);
+    table_put_i64(&w, "a", 1);
+    table_put_str(&w, "b", "x");
+    table_end(&w, m);
+    size_t n1 = w.len;
+    wire_wr_init(&w, b2, sizeof(b2));
+    m = table_begin(&w);
+    table_put_str(&w, "b", "x");
+    table_put_i64(&w, "a", 1);
+    table_end(&w, m);
+    size_t n2 = w.len;
+    wire_wr_init(&w, b3, sizeof(b3));
+    m = table_begin(&w);
+    table_put_str(&w, "b", "y");
+    table_put_i64(&w, "a", 1);
+    table_end(&w, m);
+    size_t n3 = w.len;
+    struct amqp_table t1 = tbl(b1 + 4, n1 - 4), t2 = tbl(b2 + 4, n2 - 4);
+    struct amqp_table t3 = tbl(b3 + 4, n3 - 4);
+    ck_assert(table_values_equal(t1, t2));
+    ck_assert(!table_values_equal(t1, t3));
+    ck_assert(table_values_equal(tbl(NULL, 0), tbl(NULL, 0)));
+    ck_assert(!table_values_equal(t1, tbl(NULL, 0)));
+}
+END_TEST
+
 static Suite *
 table_suite(void)
 {
@@ -1192,6 +1323,14 @@ table_suite(void)
     tcase_add_test(tc, write_empty_table_and_key);
     tcase_add_test(tc, write_convenience_values);
     tcase_add_test(tc, write_long_key);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("what a value is");
+    tcase_add_test(tc, value_as_int);
+    tcase_add_test(tc, value_as_real);
+    tcase_add_test(tc, value_text);
+    tcase_add_test(tc, value_equality);
+    tcase_add_test(tc, table_equality_any_order);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("write overflow");
