@@ -22,7 +22,6 @@
 #include "broker/core/vhost.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
-#include "broker/store/pager.h"
 
 /* ---- paging (queue.h; docs/storage.md, "Paging") ---- */
 
@@ -363,7 +362,7 @@ submit_reads(struct queue *q, struct qring *rg, size_t i, size_t max_entries,
     j->arg = queue_ref(q);
     j->arg_index = (uint32_t)(rg - q->lv);
     j->then = then;
-    pager_submit(j);
+    store_read_submit(j);
     return i;
 }
 
@@ -556,7 +555,7 @@ queue_peek_load(struct queue_peek *p,
             j->done = peek_read_done;
             j->arg = p;
             p->reading++;
-            pager_submit(j);
+            store_read_submit(j);
             j = NULL;
         }
         if (i == p->n)
@@ -651,7 +650,7 @@ cursor_read(struct queue *q, struct queue_cursor *c, struct qring *r,
     j->arg = queue_ref(q);
     j->arg_index = (uint32_t)(r - q->lv);
     c->reading = true;
-    pager_submit(j);
+    store_read_submit(j);
 }
 
 enum queue_move_result

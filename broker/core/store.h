@@ -29,8 +29,9 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "broker/lib/wbuf.h"
+
 struct msg;
-struct pager_read;
 struct qentry;
 struct queue;
 
@@ -46,6 +47,53 @@ struct store_waiter {
     void (*durable)(struct store_waiter *w);
     void (*recheck)(struct store_waiter *w);
 };
+
+/*
+ * Reading paged messages back (and, inside the journal, writing the
+ * scratch area): a job of records for the store's pager thread, handed
+ * over with store_read_submit; 'done' is called on the loop thread once
+ * it ran. The loop never waits for a read.
+ */
+/* One record to read: at least 'want' bytes at 'off' in segment 'seg'
+ * (of the journal, or of the scratch area); the whole record ends up in
+ * 'buf' ('len' bytes), its CRC checked, or 'err' says why not (EBADMSG:
+ * it does not check out). */
+struct pager_read {
+    uint64_t seq;               /* the caller's: which entry it is for */
+    uint32_t seg, off, want;
+    bool scratch;
+    uint8_t *buf;               /* its own allocation, unless 'shared' */
+    bool shared;                /* inside one of the job's extents */
+    uint32_t len;
+    int err;
+};
+
+enum pager_kind { PAGER_READ, PAGER_WRITE, PAGER_UNLINK };
+
+struct pager_job {
+    TAILQ_ENTRY(pager_job) link;
+    enum pager_kind kind;
+    /* PAGER_READ: records close to each other in a segment are read
+     * with one pread, into an extent they then point into */
+    struct pager_read *reads;
+    size_t nreads;
+    uint8_t **extents;
+    size_t nextents;
+    /* PAGER_WRITE: 'data' appended at 'off' of scratch segment 'seg';
+     * PAGER_UNLINK: scratch segment 'seg' deleted */
+    uint32_t seg;
+    uint64_t off;
+    struct wbuf data;
+    int err;
+    /* the caller's */
+    void (*done)(struct pager_job *j);
+    void *arg;
+    uint32_t arg_index;
+    void (*then)(void);
+};
+
+/* Free what a read job's reads hold (their buffers and extents). */
+void pager_read_free(struct pager_job *j);
 
 /* The messages and bytes held by the store, for logs and metrics. */
 struct store_stats {
@@ -96,6 +144,7 @@ struct store_ops {
     void (*get_stats)(struct store_stats *s);
     int (*recover)(void);
     void (*close)(void);
+    void (*read_submit)(struct pager_job *j);
 };
 
 /* The store in use; store_ram_ops until an implementation is opened. */
@@ -338,6 +387,14 @@ static inline bool
 store_is_failed(void)
 {
     return store_impl->is_failed();
+}
+
+/* Hand a read job to the store's pager ('done' runs on the loop once it
+ * is read). */
+static inline void
+store_read_submit(struct pager_job *j)
+{
+    store_impl->read_submit(j);
 }
 
 /* The messages and bytes held by the store (struct store_stats). */

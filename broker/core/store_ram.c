@@ -5,9 +5,13 @@
  * holds what a durable queue would have written until store_ram_sync
  * says the "disk" has it, so that a unit test drives the core, confirms
  * included, without a data directory. It is also the store in use
- * before an implementation is opened.
+ * before an implementation is opened. And what every store shares: the
+ * freeing of a read job (pager_read_free).
  */
 #include "broker/core/store.h"
+
+#include <errno.h>
+#include <stdlib.h>
 
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
@@ -252,6 +256,32 @@ ram_recover(void)
     return 0;
 }
 
+/* The RAM store pages nothing, so nothing asks it to read: a job that
+ * came anyway fails at once, each read with ENODATA. */
+static void
+ram_read_submit(struct pager_job *j)
+{
+    for (size_t i = 0; i < j->nreads; i++)
+        j->reads[i].err = ENODATA;
+    j->done(j);
+}
+
+/* Every store's read jobs are freed the same way (store.h). */
+void
+pager_read_free(struct pager_job *j)
+{
+    for (size_t i = 0; i < j->nreads; i++)
+        if (!j->reads[i].shared)
+            free(j->reads[i].buf);
+    for (size_t i = 0; i < j->nextents; i++)
+        free(j->extents[i]);
+    free(j->extents);
+    free(j->reads);
+    j->extents = NULL;
+    j->reads = NULL;
+    j->nreads = j->nextents = 0;
+}
+
 const struct store_ops store_ram_ops = {
     .name = "ram",
     .queue_is_durable = ram_queue_is_durable,
@@ -286,4 +316,5 @@ const struct store_ops store_ram_ops = {
     .get_stats = ram_get_stats,
     .recover = ram_recover,
     .close = ram_close,
+    .read_submit = ram_read_submit,
 };

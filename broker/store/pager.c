@@ -218,21 +218,6 @@ run_reads(struct pager_job *j)
     check_reads(j);
 }
 
-void
-pager_read_free(struct pager_job *j)
-{
-    for (size_t i = 0; i < j->nreads; i++)
-        if (!j->reads[i].shared)
-            free(j->reads[i].buf);
-    for (size_t i = 0; i < j->nextents; i++)
-        free(j->extents[i]);
-    free(j->extents);
-    free(j->reads);
-    j->extents = NULL;
-    j->reads = NULL;
-    j->nreads = j->nextents = 0;
-}
-
 static void
 run_write(struct pager_job *j)
 {

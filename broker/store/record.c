@@ -10,77 +10,11 @@
 #include "broker/lib/util.h"
 #include "broker/store/crc32c.h"
 
-static void
-put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
 static uint32_t
 get32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
            (uint32_t)p[3] << 24;
-}
-
-void
-wbuf_reserve(struct wbuf *b, size_t more)
-{
-    if (b->len + more <= b->cap)
-        return;
-    size_t ncap = b->cap ? b->cap : 4096;
-    while (ncap < b->len + more)
-        ncap *= 2;
-    b->p = xrealloc(b->p, ncap);
-    b->cap = ncap;
-}
-
-void
-wbuf_free(struct wbuf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
-void
-wbuf_bytes(struct wbuf *b, const void *p, size_t n)
-{
-    wbuf_reserve(b, n);
-    if (n)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
-void
-wbuf_u8(struct wbuf *b, uint8_t v)
-{
-    wbuf_bytes(b, &v, 1);
-}
-
-void
-wbuf_u32(struct wbuf *b, uint32_t v)
-{
-    uint8_t t[4];
-    put32(t, v);
-    wbuf_bytes(b, t, 4);
-}
-
-void
-wbuf_u64(struct wbuf *b, uint64_t v)
-{
-    wbuf_u32(b, (uint32_t)v);
-    wbuf_u32(b, (uint32_t)(v >> 32));
-}
-
-void
-wbuf_str(struct wbuf *b, const void *p, size_t n)
-{
-    wbuf_u32(b, (uint32_t)n);
-    wbuf_bytes(b, p, n);
 }
 
 size_t
@@ -100,11 +34,11 @@ rec_end(struct wbuf *b, size_t at)
     uint8_t *h = b->p + at;
     uint32_t len = (uint32_t)(b->len - at - REC_HDR);
 
-    put32(h, REC_MAGIC);
-    put32(h + 4, len);
+    le32_put(h, REC_MAGIC);
+    le32_put(h + 4, len);
     uint32_t crc = crc32c(0, h, 12);
     crc = crc32c(crc, h + REC_HDR, len);
-    put32(h + 12, crc);
+    le32_put(h + 12, crc);
 }
 
 enum rec_status

@@ -7,7 +7,8 @@
  * that does not check out looks for the next magic to tell a torn tail
  * (nothing valid after it) from a corrupt record in the middle.
  *
- * Also the growable buffer records are built in, and the field readers.
+ * Records are built in a growable buffer (broker/lib/wbuf.h); also the
+ * field readers.
  * Pure: no I/O, no globals.
  */
 #ifndef ROOST_BROKER_STORE_RECORD_H
@@ -17,25 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "broker/lib/wbuf.h"
+
 #define REC_MAGIC 0x31525352u   /* "RSR1" */
 #define REC_HDR 16
 /* Larger than any message Roost accepts (max_message_size is at most
  * 512 MiB) with its header: a length beyond it is corrupt. */
 #define REC_MAX (600u * 1024 * 1024)
-
-struct wbuf {
-    uint8_t *p;
-    size_t len, cap;
-};
-
-void wbuf_reserve(struct wbuf *b, size_t more);
-void wbuf_free(struct wbuf *b);
-void wbuf_u8(struct wbuf *b, uint8_t v);
-void wbuf_u32(struct wbuf *b, uint32_t v);
-void wbuf_u64(struct wbuf *b, uint64_t v);
-void wbuf_bytes(struct wbuf *b, const void *p, size_t n);
-/* A u32 length and the bytes. */
-void wbuf_str(struct wbuf *b, const void *p, size_t n);
 
 /* Open a record of 'type' in 'b'; rec_end fills in its header. Returns
  * the record's offset in 'b'. */

@@ -2165,4 +2165,5 @@ const struct store_ops store_journal_ops = {
     .get_stats = journal_get_stats,
     .recover = journal_recover,
     .close = journal_close,
+    .read_submit = pager_submit,
 };
