@@ -1789,48 +1789,36 @@ progress(const char *fmt, size_t a, size_t b)
     recovery_progress(status);
 }
 
-static int
-journal_recover(void)
-{
-    uint64_t t0 = now_ms();
-    char path[4200];
-    struct replay rp = { 0 };
-    uint32_t max_qid = 0;
-    uint64_t *segs;
+/* What recovery holds while it rebuilds the queues. */
+struct recovery {
+    struct replay rp;
+    uint64_t *segs;             /* the journal's segments, oldest first */
     size_t nsegs;
+    void **maps;                /* each mapped, or NULL */
+    size_t *lens;
+    uint64_t bytes;             /* read in all */
+    bool clean;                 /* the last stop synced everything */
+    uint64_t now_wall, now;
+    struct holders by_sid;
+    struct msg **made;          /* each message restored once */
+    uint64_t nrec, orphans, nheld;
+};
 
-    /* CLEAN says the last stop synced everything, deliveries included.
-     * It goes (durably) before anything else, so that a crash from now on
-     * is never taken for a clean stop. */
-    snprintf(path, sizeof(path), "%s/CLEAN", st.dir);
-    bool clean = access(path, F_OK) == 0;
-    if (clean && (unlink(path) != 0 || sync_dir(st.dir) != 0)) {
-        log_warn("store: cannot remove %s", path);
-        return -1;
-    }
-    defs_quiet(true);
-    int ndefs = recover_defs(&max_qid);
-    if (ndefs < 0) {
-        defs_quiet(false);
-        log_warn("store: cannot read the definitions in %s", st.dir);
-        return -1;
-    }
-    st.next_qid = max_qid + 1;
+/* Map each segment and replay its records into rc->rp; then the store's
+ * segment table, and the ids the journal still names. */
+static void
+read_segments(struct recovery *rc)
+{
+    char path[4200];
+    uint64_t *seglens = xcalloc(rc->nsegs + 1, sizeof(*seglens));
 
-    /* The journal's segments, oldest first. */
-    if (io_list_segments(st.dir, &segs, &nsegs) != 0) {
-        defs_quiet(false);
-        return -1;
-    }
-    void **maps = xcalloc(nsegs + 1, sizeof(*maps));
-    size_t *lens = xcalloc(nsegs + 1, sizeof(*lens));
-    uint64_t *seglens = xcalloc(nsegs + 1, sizeof(*seglens));
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < nsegs; i++) {
+    rc->maps = xcalloc(rc->nsegs + 1, sizeof(*rc->maps));
+    rc->lens = xcalloc(rc->nsegs + 1, sizeof(*rc->lens));
+    for (size_t i = 0; i < rc->nsegs; i++) {
         char name[64];
         progress("recovering: reading journal segment %zu of %zu", i + 1,
-                 nsegs);
-        io_seg_name(name, sizeof(name), segs[i]);
+                 rc->nsegs);
+        io_seg_name(name, sizeof(name), rc->segs[i]);
         snprintf(path, sizeof(path), "%s/msgs/%s", st.dir, name);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         struct stat sb;
@@ -1841,172 +1829,206 @@ journal_recover(void)
             continue;
         }
         if (sb.st_size > 0) {
-            maps[i] = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE,
-                           fd, 0);
-            if (maps[i] == MAP_FAILED) {
-                maps[i] = NULL;
-            } else {
-                lens[i] = (size_t)sb.st_size;
-                madvise(maps[i], lens[i], MADV_SEQUENTIAL | MADV_WILLNEED);
+            void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ,
+                             MAP_PRIVATE, fd, 0);
+            if (map != MAP_FAILED) {
+                rc->maps[i] = map;
+                rc->lens[i] = (size_t)sb.st_size;
+                madvise(map, rc->lens[i], MADV_SEQUENTIAL | MADV_WILLNEED);
                 struct replay_report rep = {
                     .fault = recover_fault, .tx_cut = recover_tx_cut,
                     .arg = name,
                 };
-                replay_segment(&rp, (uint32_t)i, maps[i], lens[i], &rep);
-                bytes += lens[i];
-                seglens[i] = lens[i];
+                replay_segment(&rc->rp, (uint32_t)i, map, rc->lens[i], &rep);
+                rc->bytes += rc->lens[i];
+                seglens[i] = rc->lens[i];
             }
         }
         close(fd);
     }
-    st.base = nsegs ? segs[0] : 1;
+    st.base = rc->nsegs ? rc->segs[0] : 1;
     st.first_seg = st.base;
-    for (size_t i = 0; i < nsegs; i++) {
-        seg_of(segs[i])->written = seglens[i];
+    for (size_t i = 0; i < rc->nsegs; i++) {
+        seg_of(rc->segs[i])->written = seglens[i];
         st.disk_bytes += seglens[i];
     }
     free(seglens);
-    st.cur_seg = nsegs ? segs[nsegs - 1] + 1 : 1;
+    st.cur_seg = rc->nsegs ? rc->segs[rc->nsegs - 1] + 1 : 1;
     st.cur_len = 0;
-    st.stats.segments = nsegs + 1;
-    st.next_msg_id = rp.max_id + 1;
+    st.stats.segments = rc->nsegs + 1;
+    st.next_msg_id = rc->rp.max_id + 1;
     /* Queue ids the journal still names are not given out again, even
      * when the definitions no longer know them (a snapshot leaves out
      * deleted queues): a new queue would take their records. */
-    for (size_t i = 0; i < rp.nenqs; i++)
-        if (rp.enqs[i].qid >= st.next_qid)
-            st.next_qid = rp.enqs[i].qid + 1;
-    for (size_t i = 0; i < rp.nacks; i++)
-        if (rp.acks[i].qid >= st.next_qid)
-            st.next_qid = rp.acks[i].qid + 1;
+    for (size_t i = 0; i < rc->rp.nenqs; i++)
+        if (rc->rp.enqs[i].qid >= st.next_qid)
+            st.next_qid = rc->rp.enqs[i].qid + 1;
+    for (size_t i = 0; i < rc->rp.nacks; i++)
+        if (rc->rp.acks[i].qid >= st.next_qid)
+            st.next_qid = rc->rp.acks[i].qid + 1;
+}
 
-    replay_resolve(&rp);
+/* A live entry held by the delayed exchange 'hx': its expiry field is
+ * its due time. */
+static void
+restore_held(struct recovery *rc, struct exchange *hx,
+             const struct replay_entry *e)
+{
+    struct msg *m = e->msg ? restore_msg(&rc->rp, e->msg, rc->made,
+                                         rc->segs, rc->maps)
+                           : NULL;
+    if (m == NULL) {
+        log_warnx("store: delayed exchange '%s': message %" PRIu64
+                  " at position %" PRIu64 " is missing from the "
+                  "journal; dropped", hx->name, e->msg_id, e->seq);
+        return;
+    }
+    restore_holder(m, rc->segs[e->enq_seg]);
+    delayed_restore(hx, e->seq, e->expires_wall, m);
+    rc->nheld++;
+}
 
-    uint64_t nrec = 0, orphans = 0, now_wall = wall_ms(), now = now_ms();
-    struct queue *q = NULL;
+/* A live entry of its queue, in memory or (beyond the window) paged. */
+static void
+restore_entry(struct recovery *rc, const struct replay_entry *e)
+{
+    struct queue *q = e->queue;
+    uint64_t expires = 0;
+    if (e->expires_wall == 1)
+        expires = 1;
+    else if (e->expires_wall > 1)
+        expires = e->expires_wall > rc->now_wall
+                      ? rc->now + (e->expires_wall - rc->now_wall) : 1;
+    struct qentry qe = { 0 };
+    qe.seq = e->seq;
+    qe.expires_at = expires;
+    qe.deliveries = e->deliveries;
+    /* After a crash a delivery may have gone out before its record
+     * was synced: every message may have been delivered. */
+    qe.redelivered = e->deliveries > 0 || !rc->clean;
+    /* Beyond the window, an entry stays on disk: it reads its
+     * message from the oldest copy, which is never in a newer
+     * segment than the entry's enqueue record. */
+    /* One still waiting out a requeue delay waits in memory for
+     * what is left of it. */
+    uint64_t due = e->due_wall > rc->now_wall
+                       ? rc->now + (e->due_wall - rc->now_wall) : 0;
+    uint8_t prio;
+    if (e->msg && due == 0 && q->len >= (size_t)broker.cfg.paging_window &&
+        restore_paged(&rc->rp, e, rc->segs,
+                      (const uint8_t *const *)rc->maps, &qe, &prio)) {
+        queue_restore(q, &qe, prio, 0);
+        rc->nrec++;
+        return;
+    }
+    struct msg *m = e->msg ? restore_msg(&rc->rp, e->msg, rc->made, rc->segs,
+                                         rc->maps)
+                           : NULL;
+    if (m == NULL) {
+        log_warnx("store: queue '%s': message %" PRIu64 " at position %"
+                  PRIu64 " is missing from the journal; dropped", q->name,
+                  e->msg_id, e->seq);
+        return;
+    }
+    restore_holder(m, rc->segs[e->enq_seg]);
+    qe.m = m;
+    queue_restore(q, &qe, m->env->priority, due);
+    rc->nrec++;
+}
+
+/* Every live entry back in its queue or delayed exchange; returns how
+ * many queues the walk met. */
+static uint64_t
+restore_entries(struct recovery *rc)
+{
     struct exchange *hx = NULL;  /* the delayed exchange holding them */
-    uint32_t qid = 0, hx_qid = 0;
-    uint64_t nheld = 0;
-    struct holders by_sid = { .delayed_known = 0 };
+    uint32_t hx_qid = 0;
     struct replay_walk w;
     struct replay_entry e;
-    struct msg **made = xcalloc(rp.nmsgs + 1, sizeof(*made));
-    index_queues(&by_sid.queues);
-    index_delayed(&by_sid.delayed);
-    replay_walk_init(&w, &rp, find_queue, &by_sid);
     size_t walked = 0;
+
+    rc->made = xcalloc(rc->rp.nmsgs + 1, sizeof(*rc->made));
+    replay_walk_init(&w, &rc->rp, find_queue, &rc->by_sid);
     while (replay_next(&w, &e)) {
         if (++walked % 65536 == 0)
             progress("recovering: %zu of %zu queue entries restored",
-                     walked, rp.nenqs);
+                     walked, rc->rp.nenqs);
         if (e.fate == REPLAY_ORPHAN)
-            orphans++;
+            rc->orphans++;
         if (e.fate != REPLAY_LIVE)
             continue;
         if (hx_qid != e.qid) {
             hx_qid = e.qid;
-            hx = hmap_get(&by_sid.delayed, &e.qid, sizeof(e.qid));
+            hx = hmap_get(&rc->by_sid.delayed, &e.qid, sizeof(e.qid));
         }
-        if (hx) {
-            /* A delayed message: its expiry field is its due time. */
-            struct msg *m = e.msg ? restore_msg(&rp, e.msg, made, segs, maps)
-                                  : NULL;
-            if (m == NULL) {
-                log_warnx("store: delayed exchange '%s': message %" PRIu64
-                          " at position %" PRIu64 " is missing from the "
-                          "journal; dropped", hx->name, e.msg_id, e.seq);
-                continue;
-            }
-            restore_holder(m, segs[e.enq_seg]);
-            delayed_restore(hx, e.seq, e.expires_wall, m);
-            nheld++;
-            continue;
-        }
-        q = e.queue;
-        uint64_t expires = 0;
-        if (e.expires_wall == 1)
-            expires = 1;
-        else if (e.expires_wall > 1)
-            expires = e.expires_wall > now_wall
-                          ? now + (e.expires_wall - now_wall) : 1;
-        struct qentry qe = { 0 };
-        qe.seq = e.seq;
-        qe.expires_at = expires;
-        qe.deliveries = e.deliveries;
-        /* After a crash a delivery may have gone out before its record
-         * was synced: every message may have been delivered. */
-        qe.redelivered = e.deliveries > 0 || !clean;
-        /* Beyond the window, an entry stays on disk: it reads its
-         * message from the oldest copy, which is never in a newer
-         * segment than the entry's enqueue record. */
-        /* One still waiting out a requeue delay waits in memory for
-         * what is left of it. */
-        uint64_t due = e.due_wall > now_wall ? now + (e.due_wall - now_wall)
-                                             : 0;
-        uint8_t prio;
-        if (e.msg && due == 0 && q->len >= (size_t)broker.cfg.paging_window &&
-            restore_paged(&rp, &e, segs, (const uint8_t *const *)maps, &qe,
-                          &prio)) {
-            queue_restore(q, &qe, prio, 0);
-            nrec++;
-            continue;
-        }
-        struct msg *m = e.msg ? restore_msg(&rp, e.msg, made, segs, maps) : NULL;
-        if (m == NULL) {
-            log_warnx("store: queue '%s': message %" PRIu64 " at position %"
-                      PRIu64 " is missing from the journal; dropped", q->name,
-                      e.msg_id, e.seq);
-            continue;
-        }
-        restore_holder(m, segs[e.enq_seg]);
-        qe.m = m;
-        queue_restore(q, &qe, m->env->priority, due);
-        nrec++;
+        if (hx)
+            restore_held(rc, hx, &e);
+        else
+            restore_entry(rc, &e);
     }
-    /* Nor are positions: a queue that comes back empty (or short) would
-     * number new entries from where its restored ones end, and a settled
-     * record still on disk for an old entry at that position would settle
-     * the new one at the next recovery. */
-    for (size_t i = 0; i < rp.nenqs + rp.nacks + rp.ndels; i++) {
+    return w.queues;
+}
+
+/* Nor are positions given out again: a queue that comes back empty (or
+ * short) would number new entries from where its restored ones end, and
+ * a settled record still on disk for an old entry at that position would
+ * settle the new one at the next recovery. */
+static void
+keep_positions(struct recovery *rc)
+{
+    const struct replay *rp = &rc->rp;
+    struct queue *q = NULL;
+    struct exchange *hx = NULL;
+    uint32_t qid = 0;
+
+    for (size_t i = 0; i < rp->nenqs + rp->nacks + rp->ndels; i++) {
         uint32_t id;
         uint64_t seq;
-        if (i < rp.nenqs) {
-            id = rp.enqs[i].qid;
-            seq = rp.enqs[i].seq;
-        } else if (i < rp.nenqs + rp.nacks) {
-            id = rp.acks[i - rp.nenqs].qid;
-            seq = rp.acks[i - rp.nenqs].hi;
+        if (i < rp->nenqs) {
+            id = rp->enqs[i].qid;
+            seq = rp->enqs[i].seq;
+        } else if (i < rp->nenqs + rp->nacks) {
+            id = rp->acks[i - rp->nenqs].qid;
+            seq = rp->acks[i - rp->nenqs].hi;
         } else {
-            id = rp.dels[i - rp.nenqs - rp.nacks].qid;
-            seq = rp.dels[i - rp.nenqs - rp.nacks].seq;
+            id = rp->dels[i - rp->nenqs - rp->nacks].qid;
+            seq = rp->dels[i - rp->nenqs - rp->nacks].seq;
         }
         if (i == 0 || id != qid) {
             qid = id;
-            q = queue_by_sid(&by_sid.queues, qid);
-            hx = q ? NULL : hmap_get(&by_sid.delayed, &qid, sizeof(qid));
+            q = queue_by_sid(&rc->by_sid.queues, qid);
+            hx = q ? NULL : hmap_get(&rc->by_sid.delayed, &qid, sizeof(qid));
         }
         if (q && seq >= q->next_seq)
             q->next_seq = seq + 1;
         else if (hx)
             delayed_note_seq(hx, seq);
     }
-    hmap_destroy(&by_sid.queues);
-    hmap_destroy(&by_sid.delayed);
-    /* Each restored message holds itself once; the queues hold the rest. */
-    for (size_t i = 0; i < rp.nmsgs; i++)
-        msg_unref(made[i]);
-    free(made);
-    for (size_t i = 0; i < nsegs; i++)
-        if (maps[i])
-            munmap(maps[i], lens[i]);
-    free(maps);
-    free(lens);
-    free(segs);
-    uint64_t corrupt = rp.corrupt, torn = rp.torn;
-    replay_free(&rp);
-    defs_quiet(false);
-    collect_dead_segments();
-    /* The queues restored: expire what is due, arm timers. */
+}
+
+/* What recovery held, let go: each restored message holds itself once
+ * (the queues hold the rest), the maps, the replay. */
+static void
+recovery_free(struct recovery *rc)
+{
+    hmap_destroy(&rc->by_sid.queues);
+    hmap_destroy(&rc->by_sid.delayed);
+    for (size_t i = 0; i < rc->rp.nmsgs; i++)
+        msg_unref(rc->made[i]);
+    free(rc->made);
+    for (size_t i = 0; i < rc->nsegs; i++)
+        if (rc->maps[i])
+            munmap(rc->maps[i], rc->lens[i]);
+    free(rc->maps);
+    free(rc->lens);
+    free(rc->segs);
+    replay_free(&rc->rp);
+}
+
+/* The queues restored: expire what is due, arm timers. */
+static void
+arm_queues(void)
+{
     size_t pos = 0, qpos;
     struct hmap_slot *s, *qs;
     while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
@@ -2015,22 +2037,17 @@ journal_recover(void)
         while ((qs = hmap_next(&vh->queues, &qpos)) != NULL)
             queue_arm(qs->val);
     }
-    if (nheld)
-        log_info("store: recovered %" PRIu64 " delayed messages",
-                 nheld);
-    log_info("store: recovered %d definitions, %" PRIu64 " messages in %"
-             PRIu64 " durable queues from %zu segments (%" PRIu64 " bytes) "
-             "in %" PRIu64 " ms after %s stop; %" PRIu64 " orphan records "
-             "dropped, %" PRIu64 " corrupt records skipped, %" PRIu64
-             " torn tails cut", ndefs, nrec, w.queues - by_sid.delayed_known,
-             nsegs, bytes,
-             now_ms() - t0, clean ? "a clean" : "an unclean", orphans,
-             corrupt, torn);
+}
+
+/* The I/O and pager threads started on a journal that is all on disk
+ * and readable. */
+static int
+recovery_finish(void)
+{
     if (io_start(st.dir, st.seg_size, job_done) != 0) {
         log_warn("store: cannot start the I/O thread");
         return -1;
     }
-    /* Everything recovered is on disk, all of it readable. */
     st.rd_seg = st.cur_seg;
     st.rd_len = 0;
     st.compacting = UINT64_MAX;
@@ -2044,6 +2061,62 @@ journal_recover(void)
     queue_pager_kick(true);
     schedule();
     return 0;
+}
+
+static int
+journal_recover(void)
+{
+    uint64_t t0 = now_ms();
+    char path[4200];
+    struct recovery rc = { .by_sid = { .delayed_known = 0 } };
+    uint32_t max_qid = 0;
+
+    /* CLEAN says the last stop synced everything, deliveries included.
+     * It goes (durably) before anything else, so that a crash from now on
+     * is never taken for a clean stop. */
+    snprintf(path, sizeof(path), "%s/CLEAN", st.dir);
+    rc.clean = access(path, F_OK) == 0;
+    if (rc.clean && (unlink(path) != 0 || sync_dir(st.dir) != 0)) {
+        log_warn("store: cannot remove %s", path);
+        return -1;
+    }
+    defs_quiet(true);
+    int ndefs = recover_defs(&max_qid);
+    if (ndefs < 0) {
+        defs_quiet(false);
+        log_warn("store: cannot read the definitions in %s", st.dir);
+        return -1;
+    }
+    st.next_qid = max_qid + 1;
+    if (io_list_segments(st.dir, &rc.segs, &rc.nsegs) != 0) {
+        defs_quiet(false);
+        return -1;
+    }
+    read_segments(&rc);
+    replay_resolve(&rc.rp);
+    rc.now_wall = wall_ms();
+    rc.now = now_ms();
+    index_queues(&rc.by_sid.queues);
+    index_delayed(&rc.by_sid.delayed);
+    uint64_t nqueues = restore_entries(&rc);
+    keep_positions(&rc);
+    uint64_t corrupt = rc.rp.corrupt, torn = rc.rp.torn;
+    recovery_free(&rc);
+    defs_quiet(false);
+    collect_dead_segments();
+    arm_queues();
+    if (rc.nheld)
+        log_info("store: recovered %" PRIu64 " delayed messages",
+                 rc.nheld);
+    log_info("store: recovered %d definitions, %" PRIu64 " messages in %"
+             PRIu64 " durable queues from %zu segments (%" PRIu64 " bytes) "
+             "in %" PRIu64 " ms after %s stop; %" PRIu64 " orphan records "
+             "dropped, %" PRIu64 " corrupt records skipped, %" PRIu64
+             " torn tails cut", ndefs, rc.nrec,
+             nqueues - rc.by_sid.delayed_known, rc.nsegs, rc.bytes,
+             now_ms() - t0, rc.clean ? "a clean" : "an unclean", rc.orphans,
+             corrupt, torn);
+    return recovery_finish();
 }
 
 static void
