@@ -60,11 +60,11 @@ conn_send_start(struct conn *c)
     (void)table_put_str(&w, "cluster_name", broker_node_name());
     (void)table_put_str(&w, "roost_version", ROOST_VERSION);
     (void)table_put_str(&w, "platform", "C/libevent");
-    (void)table_put_str(&w, "copyright", "Copyright (c) the Roost developers");
+    (void)table_put_str(&w, "copyright", "Copyright (c) the Roost maintainers");
     (void)table_put_str(&w, "information",
                         "Roost " ROOST_VERSION ", an AMQP 0-9-1 broker "
-                        "compatible with RabbitMQ. Licensed under the MIT "
-                        "license");
+                        "compatible with RabbitMQ. Licensed under the Apache "
+                        "License 2.0");
     table_end(&w, outer);
     if (wire_wr_overflowed(&w))
         fatalx("server properties do not fit in %zu bytes", sizeof(buf));
