@@ -97,6 +97,14 @@ roff_request(FILE *fp, const char *request, const char *arg)
 }
 
 void
+roff_path(FILE *fp, const char *path)
+{
+    fputs(".nf\n", fp);
+    roff_request(fp, "I", path);
+    fputs(".fi\n", fp);
+}
+
+void
 roff_header(FILE *fp, const char *name, const char *section,
             const char *manual, const char *summary)
 {

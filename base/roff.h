@@ -31,4 +31,10 @@ void roff_option(FILE *fp, char letter, const char *name, const char *arg);
 /* A request with one escaped argument: ".SH NAME", ".B text", ... */
 void roff_request(FILE *fp, const char *request, const char *arg);
 
+/* A file's path in italics on a line of its own, in no-fill mode: a
+ * path holds no break point, and one longer than the line (an installed
+ * path under a long configure prefix) is "can't break line" in fill
+ * mode. Also right as the tag line of a .TP. */
+void roff_path(FILE *fp, const char *path);
+
 #endif

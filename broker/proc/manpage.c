@@ -84,11 +84,12 @@ roostd_page(FILE *fp)
         "command failed; 2 for a bad command line or configuration.");
 
     fputs(".SH FILES\n.TP\n", fp);
-    roff_request(fp, "I", ROOST_SYSCONFDIR "/roost/roost.conf");
+    roff_path(fp, ROOST_SYSCONFDIR "/roost/roost.conf");
     roff_line(fp,
         "The configuration file the service reads (roostd itself reads "
         "only the file given with -c).");
-    fputs(".TP\n.I /var/lib/roost\n", fp);
+    fputs(".TP\n", fp);
+    roff_path(fp, "/var/lib/roost");
     roff_line(fp,
         "The data directory of the packaged service (roost.service); "
         "roostd's own default is ./data.");
@@ -131,7 +132,7 @@ conf_page(FILE *fp)
     roff_header(fp, "roost.conf", "5", "File Formats",
                 "configuration file of roostd");
     fputs(".SH SYNOPSIS\n", fp);
-    roff_request(fp, "I", ROOST_SYSCONFDIR "/roost/roost.conf");
+    roff_path(fp, ROOST_SYSCONFDIR "/roost/roost.conf");
     fputs(".SH DESCRIPTION\n", fp);
     roff_line(fp,
         "The file that roostd -c FILE reads: one \"key = value\" setting a "

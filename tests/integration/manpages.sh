@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The man pages the build writes (man/roostd.8, man/roost.conf.5,
 # man/roostctl.8, man/roost-perf.1): each is well-formed roff (groff -ww
-# gives no warning, man -l renders it), and each names every entry of the
+# gives no warning, man -l renders it), also with the configuration
+# file's path under a long prefix, and each names every entry of the
 # table it is made from: every key roostd --dump-config prints, every
 # option of roostd's, roostctl's and roost-perf's getopt tables (read from
 # the sources), every roostctl command. Prints "manpages: N passed, M failed".
@@ -37,6 +38,26 @@ for page in roostd.8 roost.conf.5 roostctl.8 roost-perf.1; do
         [[ $out == *NAME* && $out == *"$name"* ]] && ok "$page-man-l" ||
             bad "$page-man-l" "$(echo "$out" | head -5)"
     fi
+done
+
+# Under any prefix: roostd.8 and roost.conf.5 name the installed
+# configuration file, and one under a long configure prefix (a distcheck
+# in a deep directory) must still render clean and whole. Each page with
+# that path put under a prefix of over 120 characters (roff-escaped, as
+# roff_request writes it).
+long=/tmp/roost-long-prefix-$(printf 'p%.0s' {1..60})/and-$(printf 'q%.0s' {1..40})/etc
+for page in roostd.8 roost.conf.5; do
+    "$roostd" --man-page "$page" |
+        LONGCONF="${long//-/\\-}/roost/roost.conf" awk '
+            index($0, ".I \"") == 1 && /\/roost\/roost\.conf"$/ {
+                print ".I \"" ENVIRON["LONGCONF"] "\""; n++; next }
+            { print }
+            END { exit n == 0 }' > "$tmp/long-$page" ||
+        { bad "$page-long-prefix" "no .I line naming .../roost/roost.conf"; continue; }
+    warn=$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z "$tmp/long-$page" 2>&1)
+    out=$(MANWIDTH=80 LC_ALL=C.UTF-8 man -l "$tmp/long-$page" 2>&1)
+    [ -z "$warn" ] && [[ $out == *"$long/roost/roost.conf"* ]] &&
+        ok "$page-long-prefix(${#long})" || bad "$page-long-prefix" "${warn:-the path is not whole in man -l}"
 done
 
 # missing NAME FILE PATTERN...: the patterns that FILE lacks (fixed
