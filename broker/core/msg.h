@@ -12,7 +12,7 @@
  * message's envelope (struct msg_env). A publisher that sends the same
  * envelope twice in a row shares one between its messages (struct
  * msg_env_cache); any other message carries its own, inside its
- * allocation. The struct is 40 bytes, the envelope header 32; a body
+ * allocation. The struct is 48 bytes, the envelope header 32; a body
  * outside the message costs a struct msg_ext more.
  */
 #ifndef ROOST_BROKER_MSG_H
