@@ -39,13 +39,6 @@ struct msg;
 /* The longest delay held, as the plugin's (an Erlang timer's limit). */
 #define DELAYED_MAX_MS UINT64_C(4294967295)
 
-/*
- * Check an x-delayed-message exchange's declare arguments: 0, or the
- * reply code (406 PRECONDITION_FAILED, soft; 503 COMMAND_INVALID, hard)
- * with RabbitMQ's text in 'err'.
- */
-int delayed_check_args(struct amqp_table args, char *err, size_t errlen);
-
 /* The delay 'm' asks for in ms, as the plugin reads x-delay: an integer
  * of any width, a float or decimal truncated, a longstr holding an
  * integer. 0 if it is to route at once (none, 0 or less, over
@@ -58,10 +51,6 @@ uint64_t delayed_delay(const struct msg *m);
  * store_open_batch()), 0 if it is held in memory only.
  */
 int delayed_hold(struct exchange *x, struct msg *m, uint64_t delay);
-
-/* Messages held by 'x', and by every exchange. */
-size_t delayed_count(const struct exchange *x);
-uint64_t delayed_total(void);
 
 /* Recovery (store.c): entry 'seq' of 'x', due at 'due_wall' (wall-clock
  * ms; in the past: due at once, in due order), held again with 'm'

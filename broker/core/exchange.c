@@ -333,14 +333,9 @@ route_into(struct route_ctx *rc, struct exchange *x)
     rc->depth--;
 }
 
-void
-exchange_route(struct exchange *x, const struct msg *m,
-               struct route_result *out)
-{
-    exchange_route_keys(x, m, NULL, 0, out);
-}
-
-void
+/* exchange_route by the message's routing key and by each of 'extra'
+ * (CC and BCC): each queue once in 'out'. */
+static void
 exchange_route_keys(struct exchange *x, const struct msg *m,
                     const struct amqp_bytes *extra, size_t nextra,
                     struct route_result *out)
@@ -356,6 +351,13 @@ exchange_route_keys(struct exchange *x, const struct msg *m,
         rc.xepoch = ++x->vh->route_epoch;
         route_into(&rc, x);
     }
+}
+
+void
+exchange_route(struct exchange *x, const struct msg *m,
+               struct route_result *out)
+{
+    exchange_route_keys(x, m, NULL, 0, out);
 }
 
 /* ---- sender-selected distribution (CC, BCC) ---- */

@@ -163,12 +163,6 @@ void route_result_free(struct route_result *r);
 void exchange_route(struct exchange *x, const struct msg *m,
                     struct route_result *out);
 
-/* The same by its routing key and by each of 'extra' (CC and BCC): each
- * queue once in 'out'. */
-void exchange_route_keys(struct exchange *x, const struct msg *m,
-                         const struct amqp_bytes *extra, size_t nextra,
-                         struct route_result *out);
-
 /*
  * Route 'm' through 'x' by its routing key and the keys its CC and BCC
  * headers list (their longstr entries, as RabbitMQ takes them), each

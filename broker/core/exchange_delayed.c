@@ -63,7 +63,12 @@ static bool bound_logged;       /* since the bound was last reached */
 
 /* ---- arguments and the x-delay header ---- */
 
-int
+/*
+ * Check an x-delayed-message exchange's declare arguments: 0, or the
+ * reply code (406 PRECONDITION_FAILED, soft; 503 COMMAND_INVALID, hard)
+ * with RabbitMQ's text in 'err'.
+ */
+static int
 delayed_check_args(struct amqp_table args, char *err, size_t errlen)
 {
     struct amqp_field v;
@@ -395,19 +400,6 @@ delayed_note_seq(struct exchange *x, uint64_t seq)
 
     if (x->ops == &exchange_delayed_ops && seq >= d->next_seq)
         d->next_seq = seq + 1;
-}
-
-size_t
-delayed_count(const struct exchange *x)
-{
-    return x->ops == &exchange_delayed_ops
-               ? ((const struct delayed *)x->index)->n : 0;
-}
-
-uint64_t
-delayed_total(void)
-{
-    return total;
 }
 
 void

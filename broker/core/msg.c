@@ -314,7 +314,9 @@ msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
     return m;
 }
 
-void
+/* The whole body is at 'body' inside input block 'b': point at it and
+ * hold 'b' (no copy). */
+static void
 msg_borrow_body(struct msg *m, struct inblock *b, const uint8_t *body)
 {
     struct msg_ext *x = ext_of(m);
@@ -326,7 +328,8 @@ msg_borrow_body(struct msg *m, struct inblock *b, const uint8_t *body)
     b->pinned += m->body_len;
 }
 
-void
+/* Room for the body in its own allocation (body_later, body not lent). */
+static void
 msg_body_alloc(struct msg *m)
 {
     ext_of(m)->body = xmalloc(m->body_len ? m->body_len : 1);

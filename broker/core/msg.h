@@ -187,13 +187,6 @@ struct msg *msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
                     const struct content_header *ch, bool body_later,
                     struct msg_env_cache *cache);
 
-/* The whole body is at 'body' inside input block 'b': point at it and
- * hold 'b' (no copy). */
-void msg_borrow_body(struct msg *m, struct inblock *b, const uint8_t *body);
-
-/* Room for the body in its own allocation (body_later, body not lent). */
-void msg_body_alloc(struct msg *m);
-
 /*
  * One body frame of 'n' bytes at 'data', which lies in input block 'b',
  * the 'filled' bytes before it already given: the whole body in one

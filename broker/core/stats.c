@@ -57,12 +57,6 @@ const uint32_t hist_bounds_ms[HIST_BUCKETS - 1] = {
     300000,
 };
 
-const char *const hist_names[HIST_KINDS] = {
-    [HIST_IN_QUEUE] = "time_in_queue",
-    [HIST_PROCESSING] = "processing_time",
-    [HIST_CONFIRM] = "confirm_latency",
-};
-
 struct stats_churn stats_churn;
 
 static struct event *tick_ev;
@@ -212,10 +206,4 @@ double
 stats_interval(void)
 {
     return interval_s;
-}
-
-uint64_t
-stats_ticks(void)
-{
-    return ticks;
 }

@@ -112,7 +112,6 @@ hist_add(struct hist *to, const struct hist *from)
 /* A queue's three: publish to first delivery, delivery to ack, publish
  * to the publisher's confirm. */
 enum { HIST_IN_QUEUE, HIST_PROCESSING, HIST_CONFIRM, HIST_KINDS };
-extern const char *const hist_names[HIST_KINDS];
 
 /*
  * The rate of change of up to STATS_SERIES_MAX values of one object
@@ -147,9 +146,8 @@ enum rates_mode { RATES_BASIC, RATES_DETAILED, RATES_NONE };
 /* Start the tick (collect_statistics_interval ms). */
 void stats_start(void);
 void stats_stop(void);
-/* The tick's interval in seconds, and how many have run. */
+/* The tick's interval in seconds. */
 double stats_interval(void);
-uint64_t stats_ticks(void);
 enum rates_mode stats_rates_mode(void);
 
 /* The broker's message_stats: every channel's, open or closed, and

@@ -255,12 +255,6 @@ vhost_sample_all(void)
     vhost_foreach(sample_vhost, NULL);
 }
 
-size_t
-vhost_count(void)
-{
-    return broker.vhosts.count;
-}
-
 bool
 vhost_aliveness_test(struct vhost *vh)
 {

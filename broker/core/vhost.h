@@ -99,9 +99,6 @@ void vhost_channel_gone(struct vhost *vh, const struct msg_stats *ms);
 /* The stats tick (stats.c): every vhost's queues and exchanges. */
 void vhost_sample_all(void);
 
-/* How many vhosts there are. */
-size_t vhost_count(void);
-
 /*
  * RabbitMQ's aliveness test: the queue "aliveness-test" declared in 'vh'
  * (non-durable) if it is not there, a message "test_message" put in it

@@ -405,7 +405,9 @@ copy_out(char *out, size_t len, const char *p, size_t n)
     out[n] = '\0';
 }
 
-bool
+/* config_list_next with the entry's NAME too (into 'name', at most
+ * 'nlen' bytes; NULL: not wanted). */
+static bool
 config_list_entry(const char *list, size_t *pos, char *name, size_t nlen,
                   char *value, size_t vlen)
 {

@@ -206,11 +206,6 @@ int config_load_file(struct config *c, const char *path, int flags,
  */
 bool config_list_next(const char *list, size_t *pos, char *value, size_t len);
 
-/* The same with the entry's NAME too (into 'name', at most 'nlen' bytes;
- * NULL: not wanted). */
-bool config_list_entry(const char *list, size_t *pos, char *name, size_t nlen,
-                       char *value, size_t vlen);
-
 /* The value of entry 'name' of an OPT_LIST, into 'value'; false if it
  * has none. */
 bool config_list_get(const char *list, const char *name, char *value,

@@ -326,7 +326,8 @@ mgmt_rss_bytes(void)
     return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-json_t *
+/* The node, as /api/nodes/NAME shows it (with its memory by kind). */
+static json_t *
 mgmt_node_json(bool memory)
 {
     struct rlimit rl = { 0, 0 };

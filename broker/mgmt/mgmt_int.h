@@ -282,8 +282,6 @@ void mgmt_set_addr(json_t *o, const char *hkey, const char *pkey,
                    const char *addr);
 /* The exchange types, as RabbitMQ describes them. */
 json_t *mgmt_exchange_types_json(void);
-/* The node, as /api/nodes/NAME shows it (with its memory by kind). */
-json_t *mgmt_node_json(bool memory);
 /* The process's resident memory (from /proc/self), for the node and
  * /metrics; its open descriptors: stats_open_fds. */
 uint64_t mgmt_rss_bytes(void);

@@ -449,24 +449,6 @@ static LIST_HEAD(, scrape) scrapes = LIST_HEAD_INITIALIZER(scrapes);
 static uint64_t slice_max_us, slice_max_cpu_us, scrape_max_us;
 static bool omitted_logged;
 
-uint64_t
-prom_slice_max_us(void)
-{
-    return slice_max_us;
-}
-
-uint64_t
-prom_slice_max_cpu_us(void)
-{
-    return slice_max_cpu_us;
-}
-
-uint64_t
-prom_scrape_max_us(void)
-{
-    return scrape_max_us;
-}
-
 /* "# HELP" and "# TYPE" of a family, if its group is shown. */
 static bool
 fam(struct scrape *s, unsigned group, const char *name, const char *type,

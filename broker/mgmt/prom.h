@@ -28,11 +28,4 @@ int prom_start(void);
  * connection. Safe to call twice, and when nothing was started. */
 void prom_stop(void);
 
-/* The longest a scrape held the event loop in one slice (by the clock,
- * and in CPU time), and the longest a whole scrape took (request to
- * last byte handed over), in microseconds. */
-uint64_t prom_slice_max_us(void);
-uint64_t prom_slice_max_cpu_us(void);
-uint64_t prom_scrape_max_us(void);
-
 #endif

@@ -101,6 +101,12 @@ channel_shutdown(struct channel *ch)
 
 static struct pend_confirm *pend_at(const struct channel *ch, size_t i);
 
+/* A log line about 'ch' ("conn=ID PEER channel N: ..."), and in JSON
+ * also about the queue and message of 'about' (NULL: none). */
+static void channel_log(struct channel *ch, enum log_level level,
+                        const struct log_ids *about, const char *fmt, ...)
+    LOG_PRINTF(4, 5);
+
 void
 channel_free(struct channel *ch)
 {
@@ -165,7 +171,9 @@ channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
     channel_release(ch);
 }
 
-void
+/* The ids of a log line about 'ch' (log.h): its connection's (its name
+ * in 'name', as conn_log_ids) and its number. */
+static void
 channel_log_ids(struct channel *ch, struct log_ids *ids, char *name,
                 size_t len)
 {
@@ -173,7 +181,7 @@ channel_log_ids(struct channel *ch, struct log_ids *ids, char *name,
     ids->channel = ch->number;
 }
 
-void
+static void
 channel_log(struct channel *ch, enum log_level level,
             const struct log_ids *about, const char *fmt, ...)
 {
@@ -578,13 +586,10 @@ channel_requeue_all(struct channel *ch)
     settle_done(ch, &touched);
 }
 
-bool
-channel_can_deliver(const struct channel *ch, const struct consumer *c)
-{
-    return !ch->conn->congested && channel_has_credit(ch, c);
-}
-
-bool
+/* Whether the consumer's channel could take another delivery, leaving
+ * out whether its connection's output is congested: open, not stopped by
+ * channel.flow, under its prefetch limits. */
+static bool
 channel_has_credit(const struct channel *ch, const struct consumer *c)
 {
     if (ch->state != CH_OPEN || !ch->flow_active ||
@@ -597,6 +602,13 @@ channel_has_credit(const struct channel *ch, const struct consumer *c)
     if (ch->prefetch_channel && ch->ua_live >= ch->prefetch_channel)
         return false;
     return true;
+}
+
+/* Whether the consumer's channel can take another delivery now. */
+static bool
+channel_can_deliver(const struct channel *ch, const struct consumer *c)
+{
+    return !ch->conn->congested && channel_has_credit(ch, c);
 }
 
 static void
@@ -717,7 +729,9 @@ channel_count_delivery(struct channel *ch, struct queue *q,
     count_delivery(ch, q, e, kind, now);
 }
 
-void
+/* Deliver 'e' from 'q' to consumer 'c' (basic.deliver). Takes over the
+ * entry's message reference. */
+static void
 channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
                 struct qentry e)
 {
@@ -767,6 +781,9 @@ consumer_deliver(struct consumer *c, struct queue *q, struct qentry e)
     channel_deliver(c->ch, c, q, e);
 }
 
+static void channel_consumer_cancelled(struct channel *ch,
+                                       struct consumer *c);
+
 static void
 consumer_cancelled(struct consumer *c)
 {
@@ -804,7 +821,9 @@ channel_info(const struct channel *ch, struct channel_info *out)
     out->series = ch->series;
 }
 
-void
+/* Tell the client its consumer was cancelled by the broker (queue deleted)
+ * when it announced consumer_cancel_notify. Forgets the consumer. */
+static void
 channel_consumer_cancelled(struct channel *ch, struct consumer *c)
 {
     if (hmap_del(&ch->consumers, c->tag, c->tag_len) == NULL)
@@ -1068,7 +1087,9 @@ channel_flush_confirms(struct channel *ch)
     ack_run(ch, ch->pend_len ? pend_at(ch, 0)->seq - 1 : ch->confirmed);
 }
 
-void
+/* The publish that just completed its content: held by an open
+ * transaction, or routed now (and confirmed in confirm mode). */
+static void
 channel_publish(struct channel *ch, struct msg *msg, bool mandatory)
 {
     if (!ch->tx) {

@@ -155,15 +155,8 @@ void channel_frame(struct channel *ch, const struct frame *f);
 void channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* Whether the consumer's channel can take another delivery now. */
 /* What a queue calls on a consumer of this channel (queue.h). */
 extern const struct consumer_ops channel_consumer_ops;
-
-bool channel_can_deliver(const struct channel *ch, const struct consumer *c);
-
-/* The same, leaving out whether its connection's output is congested:
- * open, not stopped by channel.flow, under its prefetch limits. */
-bool channel_has_credit(const struct channel *ch, const struct consumer *c);
 
 /* ---- read functions (the management API's) ---- */
 
@@ -181,15 +174,6 @@ struct channel_info {
 };
 void channel_info(const struct channel *ch, struct channel_info *out);
 
-/* Deliver 'e' from 'q' to consumer 'c' (basic.deliver). Takes over the
- * entry's message reference. */
-void channel_deliver(struct channel *ch, struct consumer *c, struct queue *q,
-                     struct qentry e);
-
-/* Tell the client its consumer was cancelled by the broker (queue deleted)
- * when it announced consumer_cancel_notify. Forgets the consumer. */
-void channel_consumer_cancelled(struct channel *ch, struct consumer *c);
-
 /* Send the publisher confirms that became due (end of a read). */
 void channel_flush_confirms(struct channel *ch);
 
@@ -197,17 +181,6 @@ void channel_flush_confirms(struct channel *ch);
 void channel_foreach_unacked(struct channel *ch,
                              void (*fn)(struct queue *q, struct qentry *e,
                                         void *arg), void *arg);
-
-/* The ids of a log line about 'ch' (log.h): its connection's (its name
- * in 'name', as conn_log_ids) and its number. */
-void channel_log_ids(struct channel *ch, struct log_ids *ids, char *name,
-                     size_t len);
-
-/* A log line about 'ch' ("conn=ID PEER channel N: ..."), and in JSON
- * also about the queue and message of 'about' (NULL: none). */
-void channel_log(struct channel *ch, enum log_level level,
-                 const struct log_ids *about, const char *fmt, ...)
-    LOG_PRINTF(4, 5);
 
 /* Output drained below the low watermark: retry dispatch for this
  * channel's consumers. */

@@ -61,7 +61,8 @@ static const char *const state_names[] = {
 #undef CONN_AS_NAME
 };
 
-const char *
+/* The connection's state name for logs. */
+static const char *
 conn_state_name(enum conn_state s)
 {
     return state_names[s];
@@ -250,7 +251,8 @@ sample_channel(struct channel *ch, void *arg)
     stats_sample(&ch->series, ch->ms.n, MS_COUNT);
 }
 
-void
+/* The stats tick (stats.c): every connection and channel. */
+static void
 conn_sample_all(void)
 {
     struct conn *c;
@@ -293,6 +295,8 @@ static TAILQ_HEAD(, conn) flow_paused = TAILQ_HEAD_INITIALIZER(flow_paused);
 static struct event *flow_timer;
 #define FLOW_MAX_PAUSE_MS 250
 static void flow_resume_all(void);
+/* Start or stop reading the socket (flow control, alarms, closing). */
+static void conn_reading(struct conn *c, bool on);
 
 /* Take 'c' off the paused list (its reading is the caller's business). */
 static void
@@ -472,7 +476,8 @@ conn_own_queue(struct conn *c, struct queue *q)
     c->excl[c->nexcl++] = q;
 }
 
-void
+/* The end of 'c's exclusive ownership of 'q' (conn_own_queue). */
+static void
 conn_disown_queue(struct conn *c, struct queue *q)
 {
     for (size_t i = 0; i < c->nexcl; i++)
@@ -684,13 +689,16 @@ conn_close_all(const char *reason)
     close_where(NULL, NULL, reason);
 }
 
-void
+/* Close (320 CONNECTION_FORCED, 'reason') the connections open on 'vh',
+ * and let go of it: their channels are shut at once. */
+static void
 conn_close_vhost(struct vhost *vh, const char *reason)
 {
     close_where(vh, NULL, reason);
 }
 
-void
+/* The same for the connections of 'user' (it was deleted). */
+static void
 conn_close_user(const char *user, const char *reason)
 {
     close_where(NULL, user, reason);
@@ -763,7 +771,9 @@ conn_release_input(struct conn *c)
     process_input(c);
 }
 
-void
+/* Every alarm cleared: read blocked connections again and send
+ * connection.unblocked. */
+static void
 conn_unblock_all(void)
 {
     struct conn *c, *next;
@@ -788,7 +798,9 @@ conn_unblock_all(void)
     }
 }
 
-uint64_t
+/* Bytes in every connection's output (inbuf_bytes_in_use() counts the
+ * input). */
+static uint64_t
 conn_buffer_bytes(void)
 {
     uint64_t n = 0;
@@ -798,7 +810,9 @@ conn_buffer_bytes(void)
     return n;
 }
 
-void
+/* Call 'fn' for every delivery any channel holds unacked (the store's
+ * compaction finds the live entries that way). */
+static void
 conn_foreach_unacked(void (*fn)(struct queue *q, struct qentry *e, void *arg),
                      void *arg)
 {
@@ -1167,7 +1181,7 @@ read_ready(void *arg)
     process_input(c);
 }
 
-void
+static void
 conn_reading(struct conn *c, bool on)
 {
     transport_want_read(c->tp, on);

@@ -180,15 +180,10 @@ void reply_format(char *out, size_t outlen, uint16_t code, const char *fmt,
 
 /* Close every connection with 320 CONNECTION_FORCED (shutdown). */
 void conn_close_all(const char *reason);
-/* Close (320 CONNECTION_FORCED, 'reason') the connections open on 'vh',
- * and let go of it: their channels are shut at once. */
 /* Give the core its hooks into the session (broker/core/hooks.h): once,
  * at start, before anything can call them. */
 void conn_install_hooks(void);
 
-void conn_close_vhost(struct vhost *vh, const char *reason);
-/* The same for the connections of 'user' (it was deleted). */
-void conn_close_user(const char *user, const char *reason);
 size_t conn_count(void);
 
 /* Connections past connection.open. */
@@ -248,22 +243,12 @@ struct conn_info {
 enum { CS_RECV_OCT, CS_SEND_OCT, CS_COUNT };
 void conn_info(const struct conn *c, struct conn_info *out);
 
-/* The stats tick (stats.c): every connection and channel. */
-void conn_sample_all(void);
 /* How many are open on 'vh' (walks them all: for connection.open). */
 size_t conn_open_in(const struct vhost *vh);
 
 /* A publish arrived during a resource alarm: stop reading this
  * connection and tell the client (connection.blocked) if it asked. */
 void conn_block(struct conn *c, const char *reason);
-
-/* Every alarm cleared: read blocked connections again and send
- * connection.unblocked. */
-void conn_unblock_all(void);
-
-/* Bytes in every connection's output (inbuf_bytes_in_use() counts the
- * input). */
-uint64_t conn_buffer_bytes(void);
 
 /* At exit: drop every connection and free them all. */
 void conn_free_all(void);
@@ -287,18 +272,11 @@ void conn_hold_for_store(struct conn *c);
 void conn_hold_input(struct conn *c);
 void conn_release_input(struct conn *c);
 
-/* Call 'fn' for every delivery any channel holds unacked (the store's
- * compaction finds the live entries that way). */
-struct qentry;
-void conn_foreach_unacked(void (*fn)(struct queue *q, struct qentry *e,
-                                     void *arg), void *arg);
-
 /* Queue a channel's confirms for the end of the current read. */
 void conn_confirm_dirty(struct conn *c, uint16_t number);
 
 /* Exclusive queue ownership. */
 void conn_own_queue(struct conn *c, struct queue *q);
-void conn_disown_queue(struct conn *c, struct queue *q);
 
 /* Send connection.start (handle_connection.c). */
 void conn_send_start(struct conn *c);
@@ -311,9 +289,6 @@ void conn_set_state(struct conn *c, enum conn_state next);
 
 /* After tune-ok: apply the negotiated limits to the socket. */
 void conn_tuned(struct conn *c);
-
-/* Start or stop reading the socket (flow control, alarms, closing). */
-void conn_reading(struct conn *c, bool on);
 
 /* A congested connection whose socket took nothing for this long is
  * stuck, not slow: flow control does not wait for it. */
@@ -343,8 +318,5 @@ void conn_log_ids(struct conn *c, struct log_ids *ids, char *name,
  * connection, vhost and user in JSON. */
 void conn_log(struct conn *c, enum log_level level, const char *fmt, ...)
     LOG_PRINTF(3, 4);
-
-/* The connection's state name for logs. */
-const char *conn_state_name(enum conn_state s);
 
 #endif

@@ -85,10 +85,6 @@ uint64_t channel_track(struct channel *ch, struct queue *q,
 void channel_count_delivery(struct channel *ch, struct queue *q,
                             const struct qentry *e, int kind, uint64_t now);
 
-/* The publish that just completed its content: held by an open
- * transaction, or routed now (and confirmed in confirm mode). */
-void channel_publish(struct channel *ch, struct msg *msg, bool mandatory);
-
 /* Whether the CC and BCC headers, if any, are arrays (RabbitMQ's rule);
  * otherwise the channel is closed with 406. */
 bool channel_check_cc_bcc(struct channel *ch, struct amqp_table headers);

@@ -1505,7 +1505,8 @@ store_lock_dir(const char *dir, char *err, size_t errlen)
     return fd;
 }
 
-int
+/* Check the format version of 'dir' (writing it if new). */
+static int
 store_check_format(const char *dir, char *err, size_t errlen)
 {
     char path[4200];

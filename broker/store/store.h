@@ -35,10 +35,9 @@ extern const struct store_ops store_journal_ops;
 int store_open(const char *dir, const struct config *cfg, char *err,
                size_t errlen);
 
-/* The pieces of store_open, for offline tools: lock 'dir' (returns the
- * lock's fd) and check its format version (writing it if new). */
+/* A piece of store_open, for offline tools: lock 'dir' (returns the
+ * lock's fd). */
 int store_lock_dir(const char *dir, char *err, size_t errlen);
-int store_check_format(const char *dir, char *err, size_t errlen);
 
 /* Called now and then while store_recover runs (each segment read, each
  * 64 Ki entries restored) with where it is: roostd tells systemd the

@@ -74,7 +74,7 @@ field_equal(const struct amqp_field *a, const struct amqp_field *b)
     return false;
 }
 
-void
+static void
 walk_value(const struct amqp_field *v, unsigned depth)
 {
     CHECK(field_kind_is_valid((uint8_t)v->kind));
@@ -148,7 +148,7 @@ walk_array(struct amqp_array a, unsigned depth)
 }
 
 /* As codec.c reads it: CODEC_ALL, or bit (15 - i) of the property flags. */
-bool
+static bool
 is_present(uint32_t present, size_t i)
 {
     return present == CODEC_ALL || (present >> (15 - i) & 1);

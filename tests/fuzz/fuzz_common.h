@@ -33,10 +33,8 @@ void check_failed(const char *what, const char *file, int line)
 void *fuzz_xmalloc(size_t n);
 bool bytes_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
 bool field_equal(const struct amqp_field *a, const struct amqp_field *b);
-void walk_value(const struct amqp_field *v, unsigned depth);
 void walk_table(struct amqp_table t, unsigned depth);
 void walk_array(struct amqp_array a, unsigned depth);
-bool is_present(uint32_t present, size_t i);
 bool fields_equal(const struct codec_field *f, size_t n, uint32_t present, const void *a, const void *b);
 bool method_canon(const struct method_info *mi, const struct amqp_method *m, uint8_t *buf, size_t len);
 uint8_t * header_canon(const uint8_t *in, size_t len, size_t *outlen);

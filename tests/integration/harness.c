@@ -94,6 +94,8 @@ h_non_loopback_ipv4(char *out, size_t len)
 
 /* ---- the broker process ---- */
 
+static void harness_dump(const struct harness *h);
+
 bool
 harness_is_remote(void)
 {
@@ -220,7 +222,8 @@ print_tail(const char *path, int lines)
     free(buf);
 }
 
-void
+/* Print the last lines of roostd's log and stderr to stderr. */
+static void
 harness_dump(const struct harness *h)
 {
     if (h->remote)
@@ -511,14 +514,15 @@ harness_rss_kb(const struct harness *h)
     return kb;
 }
 
-void
+/* Checked fixture: start H without arguments / stop it. */
+static void
 harness_setup(void)
 {
     signal(SIGPIPE, SIG_IGN);
     harness_start(H, NULL);
 }
 
-void
+static void
 harness_teardown(void)
 {
     harness_stop(H);

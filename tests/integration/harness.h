@@ -106,13 +106,6 @@ long harness_rss_kb(const struct harness *h);
 /* Whether roostd's log contains 'needle' now. */
 bool harness_log_contains(const struct harness *h, const char *needle);
 
-/* Print the last lines of roostd's log and stderr to stderr. */
-void harness_dump(const struct harness *h);
-
-/* Checked fixture: start H without arguments / stop it. */
-void harness_setup(void);
-void harness_teardown(void);
-
 /* Skip the rest of a test in remote mode, with a note. */
 #define SKIP_IF_REMOTE(why)                                                    \
     do {                                                                       \

@@ -122,7 +122,8 @@ rb_patch32(struct rs_buf *b, size_t mark)
     b->p[mark + 3] = (uint8_t)n;
 }
 
-void
+/* Table entries: key, type octet, value. */
+static void
 rb_field_str(struct rs_buf *b, const char *key, const char *value)
 {
     rb_shortstr(b, key);
@@ -130,7 +131,7 @@ rb_field_str(struct rs_buf *b, const char *key, const char *value)
     rb_longstr(b, value, strlen(value));
 }
 
-void
+static void
 rb_field_bool(struct rs_buf *b, const char *key, bool value)
 {
     rb_shortstr(b, key);
@@ -596,9 +597,8 @@ rs_open(struct rawsock *rs, const char *host, int port,
     return rs_handshake(rs, o);
 }
 
-static int
-expect_close(struct rawsock *rs, uint16_t channel, uint32_t method,
-             uint32_t ok_method, int timeout_ms)
+int
+rs_expect_close(struct rawsock *rs, int timeout_ms)
 {
     uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
     struct rs_frame f;
@@ -611,28 +611,14 @@ expect_close(struct rawsock *rs, uint16_t channel, uint32_t method,
             return 0;
         if (r < 0)
             return -1;
-        if (f.method == method && f.channel == channel) {
+        if (f.method == RS_CONNECTION_CLOSE && f.channel == 0) {
             record_close(rs, &f);
             rs_frame_free(&f);
-            (void)rs_send_method(rs, channel, ok_method, NULL, 0);
+            (void)rs_send_method(rs, 0, RS_CONNECTION_CLOSE_OK, NULL, 0);
             return rs->close_code;
         }
         rs_frame_free(&f);
     }
-}
-
-int
-rs_expect_close(struct rawsock *rs, int timeout_ms)
-{
-    return expect_close(rs, 0, RS_CONNECTION_CLOSE, RS_CONNECTION_CLOSE_OK,
-                        timeout_ms);
-}
-
-int
-rs_expect_channel_close(struct rawsock *rs, uint16_t channel, int timeout_ms)
-{
-    return expect_close(rs, channel, RS_CHANNEL_CLOSE, RS_CHANNEL_CLOSE_OK,
-                        timeout_ms);
 }
 
 /* ---- methods ---- */

@@ -71,9 +71,6 @@ void rb_longstr(struct rs_buf *b, const void *p, size_t n);
  * (for tables and long strings built in place). */
 size_t rb_mark32(struct rs_buf *b);
 void rb_patch32(struct rs_buf *b, size_t mark);
-/* Table entries: key, type octet, value. */
-void rb_field_str(struct rs_buf *b, const char *key, const char *value);
-void rb_field_bool(struct rs_buf *b, const char *key, bool value);
 
 /* ---- the socket ---- */
 
@@ -182,10 +179,6 @@ int rs_open(struct rawsock *rs, const char *host, int port,
  * answer close-ok. Returns its reply code, 0 on EOF first, -1 on timeout.
  */
 int rs_expect_close(struct rawsock *rs, int timeout_ms);
-
-/* The same for channel.close on 'channel' (answers channel.close-ok). */
-int rs_expect_channel_close(struct rawsock *rs, uint16_t channel,
-                            int timeout_ms);
 
 /* ---- a few methods, encoded by hand ---- */
 

@@ -234,7 +234,8 @@ settle(struct confirms *t, uint64_t tag, bool nack)
         t->acks++;
 }
 
-void
+/* Note one more publish. */
+static void
 conf_published(struct confirms *t)
 {
     if (t->n + 2 > t->cap) {

@@ -107,9 +107,6 @@ struct confirms {
 
 void conf_free(struct confirms *t);
 
-/* Note one more publish. */
-void conf_published(struct confirms *t);
-
 /*
  * Read one method within 'ms': a confirm is applied to 't' (it must name
  * an open tag, or with multiple=true settle those up to it),
