@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * One loop to read and one to write any list of fields described by
  * codec_field. Bits: a run of consecutive bit fields shares octets, the
  * first bit in the lowest position, eight to an octet (§4.2.5.2).

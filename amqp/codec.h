@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The table-driven engine behind methods and content properties: each
  * method's arguments (and each property) is described by a codec_field
  * generated from the specification, and one loop reads or writes them,

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Frame splitting and framing. The checks follow the order RabbitMQ applies
  * them, so that the same bad input gets the same reply code from both.
  */

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The protocol header and the general frame format of AMQP 0-9-1 (§4.2.2,
  * §4.2.3): type octet, channel short, size long, payload, 0xCE.
  *

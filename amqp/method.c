@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Method lookup, decoding and encoding on top of the generated tables.
  */
 #include "amqp/method.h"

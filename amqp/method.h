@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Methods of every class in the 0-9-1 specification with RabbitMQ's
  * extensions, as C structs with named fields (spec_gen.h), and their
  * encoding and decoding. A method frame's payload is class id, method id,

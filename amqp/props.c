@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Content header decoding and encoding.
  */
 #include "amqp/props.h"

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The content header frame (§4.2.6.1): class id, weight (always 0), body
  * size, property flags and the properties they announce. Only class basic
  * carries content in 0-9-1, so its 14 properties are the only ones.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Reply code lookups over the generated reply_infos table.
  */
 #include "amqp/reply.h"

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * AMQP reply codes (§1.2 of the 0-9-1 XML) and whether each is a soft
  * error, which closes a channel, or a hard one, which closes the
  * connection.

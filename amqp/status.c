@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Names, texts and reply codes of the codec's statuses, all from the one
  * AMQP_STATUSES list in status.h.
  */

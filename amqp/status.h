@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Results of the codec. Every malformed input has its own status so that
  * a log line can say exactly what was wrong; status_reply_code() maps each
  * one to the AMQP reply code the broker answers with.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Field tables and arrays: validation when read, borrowing iteration after,
  * and writing. Validation and iteration share value_read(), so what was
  * accepted is exactly what the iterator walks.

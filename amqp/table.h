@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Field tables and field arrays (§4.2.5.5), with the value types RabbitMQ
  * and its clients put on the wire. RabbitMQ's list differs from the 0-9-1
  * PDF ('s' is a signed short, 'u' unsigned; 'I' signed and 'i' unsigned

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Wire primitives of AMQP 0-9-1 (§4.2.5): big-endian integers, short and
  * long strings, and the packing of consecutive bits into shared octets.
  *

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * roff output for the generated man pages (roff.h). The escaping is the
  * part that matters: help strings hold '-', '\', quotes and leading dots,
  * and groff -ww warns (or drops text) on each of them unescaped.

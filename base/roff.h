@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Writing man pages: the few roff requests the generated pages use, with
  * text escaped so that no table string can be taken for a request. Shared
  * by roostd (broker/proc/manpage.c) and roostctl; no broker state.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The transport seam: everything a connection does with its socket goes
  * through a struct transport, so that conn.c never knows whether it
  * speaks plain TCP (transport_tcp.c) or TLS (tls/). A transport owns the

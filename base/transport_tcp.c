@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Plain TCP behind the transport seam (transport.h): read(2), evbuffer's
  * writev, and one event each for readable and writable.
  */

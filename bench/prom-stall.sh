@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # How long a /metrics scrape holds roostd's event loop with many queues
 # (issue 12, point 3): roostd (BUILD/broker/roostd; default build-opt)
 # with N queues (default 100,000, declared by declare_queues.py, 3

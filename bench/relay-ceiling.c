@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * relay-ceiling: how many messages of a given size a store-and-forward
  * broker could possibly move on this machine. Three processes, as in a
  * roost-perf run: a producer writes SIZE-byte messages over loopback TCP

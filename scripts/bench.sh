@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One command for the side-by-side benchmark: install what is missing,
 # build roostd and roost-perf without sanitizers in build-bench/, and run
 # bench/compare against RabbitMQ (which it installs from Debian when

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configure and build Roost in a build directory (default: build/).
 #   scripts/build.sh [BUILD_DIR [configure options...]]
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The crash loop of tests/integration/check_store.c for many rounds, not
 # in CI: roostd is killed with SIGKILL at a random moment while producers
 # publish persistent messages with confirms and a consumer acks, then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Install what Roost needs to build and test, from Debian's packages, and
 # only what is missing. Run as root (or with sudo available).
 #   scripts/deps.sh            build and test dependencies

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 #
 # Build the libFuzzer targets of tests/fuzz/ with clang and run each one for
 # a while, one after the other. Usable from CI: exits non-zero if a target

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build Roost's Debian package (debian/) from a clean copy of the tree and
 # print the .deb's path on the last line.
 #   scripts/package.sh [OUT_DIR]     (default: build-deb in the tree)

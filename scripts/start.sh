@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Install the build dependencies, build Roost, and run roostd in the
 # foreground on port 5672 with the embedded defaults (guest/guest from
 # loopback, data under ./data). Extra arguments go to roostd.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Add up the results of a `make check` run in BUILD_DIR: check programs
 # count their checks (from check's "N%: Checks: X, Failures: Y, Errors: Z"
 # lines), scripts that print "N passed, N failed" count those, and any

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Install the dependencies, build Roost with AddressSanitizer and
 # UndefinedBehaviorSanitizer and -Werror, run the whole test suite
 # (make check), check that the distribution builds and passes (make

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * OpenSSL's digests, random bytes and base64 for tls/hash.h.
  */
 #include "tls/hash.h"

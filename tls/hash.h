@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Digests and random bytes from OpenSSL, for RabbitMQ's password hashes
  * (broker/core/auth.c): the only reason code outside tls/ needs them, and
  * tls/ is where OpenSSL is included.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * TLS with OpenSSL: the server context (tls_ctx_new, tls_ctx_swap) and
  * the TLS transport.
  *

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * TLS for AMQP listeners: a server context made from RabbitMQ's
  * ssl_options, reloaded on SIGHUP, and a transport (base/transport.h)
  * that speaks TLS on an accepted socket; and TLS bufferevents for the

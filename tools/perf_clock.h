@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The clock of the load generators (roost-perf, bench/relay-ceiling):
  * nanoseconds on the monotonic clock, and an absolute sleep until one.
  */

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Roost's web page: one page, plain JavaScript, served by roostd from the
  * management listener (www/, built into roostd). Hash routes:
  *   #/                    overview: rates, queued messages, memory, alarms

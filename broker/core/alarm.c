@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Resource alarms. Memory is checked on every publish (cheap: the message
  * byte counter plus the last buffer total) and recomputed every 100 ms
  * with the connections' buffers; disk every second with statvfs().

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Resource alarms, as RabbitMQ has them: a memory high watermark over the
  * broker's own accounting (message bytes plus connection buffers) and a
  * free-disk low watermark on the data directory's filesystem. While an

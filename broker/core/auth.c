@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * SASL PLAIN, AMQPLAIN and EXTERNAL against the in-memory users.
  */
 #include "broker/core/auth.h"

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Users and SASL: PLAIN ("\0user\0password"), AMQPLAIN (a field table
  * without its length prefix, with LOGIN and PASSWORD) and EXTERNAL (the
  * name a verified TLS client certificate gives; the response is

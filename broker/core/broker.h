@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The broker's process-wide state: the event loop, the configuration in
  * force, the virtual hosts and the users. roostd has exactly one broker;
  * everything here is owned by the event-loop thread.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Building the dead-lettered copy of a message: its content header
  * through reheader (reheader.h) with x-death updated; the body is
  * copied. Dead-lettering is rare, so clarity wins over avoiding the

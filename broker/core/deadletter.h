@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Dead-lettering: the copy of a message that a queue republishes to its
  * dead-letter exchange, with RabbitMQ's x-death header (an array of
  * tables, newest first, one per queue and reason with a count) and the

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Definitions announce every change from one place: a vhost, exchange,
  * queue, binding, user, permission or policy was added (or replaced) or
  * removed, as one typed event (enum defs_event and the object) to every

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Delayed messages: the exchange type x-delayed-message, as the RabbitMQ
  * plugin rabbitmq-delayed-message-exchange has it (docs/compatibility.md,
  * "Delayed messages"). The exchange routes as its x-delayed-type (its

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Replays of dead letters (dlreplay.h): one timer per running replay.
  * Each tick moves what the rate allows since the replay began (at most
  * MOVES_PER_TURN, so that a fast replay leaves the loop to others),

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Replays of dead letters: messages moved out of a queue (usually a
  * dead-letter queue) back to the exchange and routing key of their first
  * x-death entry, or to an exchange and routing key chosen, in delivery

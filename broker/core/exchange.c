@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Exchanges and bindings common to every type, and the routing walk that
  * follows exchange-to-exchange bindings and alternate exchanges.
  */

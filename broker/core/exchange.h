@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Exchanges and bindings. An exchange owns its bindings (as source) and a
  * type-specific index over them that answers "which bindings match this
  * message" without scanning every binding where the type allows: a hash

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The x-delayed-message exchange (delayed.h has the behaviour): its
  * index is its inner type's index, beside which it holds its delayed
  * messages in a heap by due time with one timer armed for the first.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The direct exchange: a binding matches when its key equals the routing
  * key. The index hashes binding keys to the list of bindings with that key.
  */

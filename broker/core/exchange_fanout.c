@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The fanout exchange: every binding matches. The index is the exchange's
  * own binding list, so it keeps nothing of its own.
  */

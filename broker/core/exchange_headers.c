@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The headers exchange: a binding's arguments are matched against the
  * message's headers table. x-match is "all" (the default: every argument
  * must match), "any" (one is enough), or "all-with-x"/"any-with-x", which

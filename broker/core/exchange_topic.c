@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The topic exchange: binding keys are dot-separated words where '*'
  * matches exactly one word and '#' zero or more. The index is a trie over
  * binding-key words, so routing walks only the branches the routing key

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Input blocks: allocation, reuse, retirement, and the compaction of
  * retired blocks that kept messages hold on to.
  */

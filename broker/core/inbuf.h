@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * A connection's input: bytes read from the socket and not yet split into
  * frames, held contiguously in a reference-counted block, so every frame
  * is decoded in place.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Messages live in one allocation: the struct, the envelope (exchange
  * name, routing key, content header) unless it is shared, and, unless it
  * is lent by an input block or too large for one frame, the body.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * A published message: immutable once complete, reference-counted, shared
  * by every queue it reaches. It keeps the content header exactly as the
  * publisher encoded it and the body bytes as they arrived, so delivery

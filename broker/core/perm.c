@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Permissions: a map from "vhost\0user" to its three compiled patterns.
  */
 #include "broker/core/perm.h"

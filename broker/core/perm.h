@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Permissions as RabbitMQ has them: per user and vhost, three regular
  * expressions (configure, write, read) matched, unanchored, against a
  * resource's name; an empty pattern means "^$". Patterns are PCRE

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Policies: each vhost's table of policies and operator policies (in the
  * order they were set), their validation with RabbitMQ's texts, and what
  * applies to a queue or exchange (policy.h says the rules).

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Policies and operator policies, as RabbitMQ 3.10 has them: per vhost,
  * a name, a pattern (PCRE, unanchored, matched against a queue's or an
  * exchange's name), what it applies to (queues, exchanges, all), a

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Queue arguments: types and bounds as RabbitMQ checks them, with its
  * texts ("invalid arg 'x-message-ttl' for queue 'q' in vhost '/':
  * {value_negative,-1}").

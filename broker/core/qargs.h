@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The queue arguments Roost implements, parsed and validated once at
  * declare: x-message-ttl, x-expires, x-max-length, x-max-length-bytes,
  * x-overflow (drop-head, reject-publish, reject-publish-dlx),

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Queues: the message rings (one per priority level), requeue to the
  * original position, consumers and round-robin dispatch.
  */

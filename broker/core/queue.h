@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * A queue: an ordered store of message references, its consumers, and the
  * dispatcher that hands messages round-robin to the consumers that have
  * credit. Every message entry carries the sequence number it was enqueued

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Re-encoding a content header: two growing buffers, one for the new
  * headers table and one for the header, each written once more when
  * the first pass says how much room it needs.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The one slow path that changes a message's content header: its
  * properties decoded, its headers table rewritten, the header encoded
  * again. Dead-lettering (x-death), x-delivery-count on deliveries from

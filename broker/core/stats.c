@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The stats tick: every collect_statistics_interval, each queue,
  * exchange, connection and channel samples its counters into the rate of
  * the last interval (stats.h).

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Counters, rates and latency histograms (docs/operations.md). Each
  * module counts its own events in a struct it owns (a queue's, a
  * channel's, an exchange's message counters; a connection's bytes): one

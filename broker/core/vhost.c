@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Virtual hosts and the exchanges every vhost starts with.
  */
 #include "broker/core/vhost.h"

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * A virtual host: its exchanges (including the default exchange and the
  * predeclared amq.* ones) and its queues, by name.
  */

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Definitions files (defs_json.h), through jansson.
  *
  * Import is two passes. The first checks every item of the file and

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * RabbitMQ's definitions file: the JSON that `rabbitmqctl
  * export_definitions` and the management API's /api/definitions write,
  * and that RabbitMQ's `load_definitions` reads at start. Import reads one

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Poisoning for memory that Roost keeps for reuse instead of freeing
  * (msg.c's pool, inbuf.c's spare blocks), so that AddressSanitizer still
  * catches a use after "free"; nothing without it.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The option table and the configuration file parser. conf/roost.conf
  * documents every option; a test keeps the two in step.
  */

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * roostd's configuration: one table of options (name, type, default,
  * bounds, reloadable, help), a file of `key = value` lines in the style of
  * rabbitmq.conf, and `--set key=value` overrides. The whole input is parsed

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Open-addressing hash map. The load factor stays below 3/4.
  */
 #include "broker/lib/hmap.h"

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * A hash map from byte-string keys to pointers: open addressing, linear
  * probing, backward-shift deletion (no tombstones). The map owns copies of
  * its keys, never its values. Used for the names of vhosts, exchanges,

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Logging. Lines look like
  *   2026-11-29T20:30:01.123Z info  listening on [::]:5672
  * or, in JSON (RabbitMQ's rabbit_logger_json_fmt keys, its default

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The broker's log: levels, timestamps, one line per event, to stderr or a
  * file that SIGHUP reopens. libevent's own messages are routed here.
  * Client-supplied strings must go through log_escape() before they reach a

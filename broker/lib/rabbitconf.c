@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The table of RabbitMQ keys Roost does not implement (docs/
  * configuration.md lists it for operators). A rule is a key pattern,
  * optionally the values for which it applies, a verdict and a reason;

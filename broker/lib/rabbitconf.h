@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * RabbitMQ's configuration keys that Roost does not implement: whether a
  * key is RabbitMQ's at all (its 3.10 schemas, rabbitconf_keys.inc), and
  * for one that is, whether skipping it changes nothing a single node

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Allocation wrappers, the clock and hashing.
  */
 #include "broker/lib/util.h"

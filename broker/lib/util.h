@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Small helpers used everywhere in the broker: allocation that aborts on
  * exhaustion (for small metadata only; anything a client can make large is
  * checked and counted before it is allocated), a monotonic clock, and a

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The version Roost reports on the command line and in connection.start,
  * and the RabbitMQ release whose observable behaviour Roost follows (and
  * announces when server_properties.rabbitmq is true).

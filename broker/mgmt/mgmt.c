@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The management API's server: the HTTP and HTTPS listeners (evhttp on
  * the broker's event loop), the route table, basic auth with RabbitMQ's
  * tag rules, and JSON answers in RabbitMQ's shapes. The resources

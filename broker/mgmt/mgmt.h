@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The management HTTP API: RabbitMQ's /api/... (users, vhosts,
  * permissions, vhost limits, definitions, overview, health checks) on
  * libevent's evhttp, over HTTP (management.tcp.*) and HTTPS

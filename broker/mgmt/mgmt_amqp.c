@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The management API's AMQP session (mgmt_amqp.h): a direct connection
  * behind a transport of its own, whose write takes the broker's output
  * into 'got', where it is split into frames (amqp/frame.h) and decoded.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The management API's AMQP session: what RabbitMQ's management plugin
  * does over a direct connection (declare, delete, bind, unbind, purge,
  * publish, get), Roost does the same way, on a connection inside the

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Connections, channels and the node in the management API, as RabbitMQ
  * 3.10's rabbit_mgmt_wm_connection*.erl, _channel*.erl, _node*.erl and
  * the health checks (rabbit_mgmt_wm_health_check_*.erl) answer them,

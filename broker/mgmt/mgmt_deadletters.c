@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Roost's dead-letter tools in the management API (docs/dead-letters.md):
  *
  *   GET    /api/queues/V/Q/browse        ready messages, not consumed

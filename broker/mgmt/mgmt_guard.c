@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * What keeps a browser from being turned against the management listener
  * (the API and the web page alike): checked for every request before its
  * path is looked at.

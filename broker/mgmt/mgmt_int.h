@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Inside the management API: what mgmt.c (the server, routing, auth and
  * replies) gives the files that answer each family of resources
  * (mgmt_users.c, mgmt_vhosts.c, mgmt_overview.c, mgmt_policies.c,

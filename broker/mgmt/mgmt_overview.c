@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The broker as a whole in the management API: /api/overview,
  * /api/health/checks/alarms and definitions (/api/definitions[/VHOST]),
  * as RabbitMQ 3.10's rabbit_mgmt_wm_overview.erl,

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Policies and operator policies in the management API:
  * /api/policies[/VHOST[/NAME]] and /api/operator-policies[/VHOST[/NAME]],
  * as RabbitMQ 3.10's rabbit_mgmt_wm_policies.erl, _policy.erl and their

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Queues, exchanges and bindings in the management API, as RabbitMQ
  * 3.10's rabbit_mgmt_wm_queue*.erl, _exchange*.erl and _binding*.erl
  * answer them: lists and objects in its JSON shapes, read through the

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Users and permissions in the management API: /api/users[/NAME
  * [/permissions]], /api/permissions[/VHOST/USER], as RabbitMQ 3.10's
  * rabbit_mgmt_wm_user*.erl and _permission*.erl answer them. Users are

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Virtual hosts in the management API: /api/vhosts[/NAME], their limits
  * (/api/vhost-limits[/VHOST[/NAME]]) and /api/aliveness-test/VHOST, as
  * RabbitMQ 3.10's rabbit_mgmt_wm_vhost*.erl, _limit*.erl and

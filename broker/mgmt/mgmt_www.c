@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The web page's static files (www/, built into roostd as www_files.c)
  * on the management listener: every path outside /api/ is one of them or
  * 404. They need no login: the page asks for the user's name and

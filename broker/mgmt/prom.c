@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Prometheus metrics (prom.h): the listener, the three endpoints and the
  * text exposition format 0.0.4. Family names, types and help texts are
  * rabbitmq_prometheus 3.10's (prometheus_rabbitmq_core_metrics_collector,

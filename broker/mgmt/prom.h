@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Prometheus metrics: rabbitmq_prometheus' endpoints on their own
  * listener (prometheus.tcp.*, loopback by default, unauthenticated as in
  * RabbitMQ): PATH (aggregated), PATH/per-object (per queue and vhost,

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The web page's files, built into roostd: www/embed.sh turns the files
  * of www/ into broker/mgmt/www_files.c (in the build directory) at build
  * time, and mgmt_www.c serves them. The table and its bytes are

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The table of roostd's options (cmdline.h) and the three things made
  * from it: --help, getopt_long's tables, and (in manpage.c) roostd(8).
  */

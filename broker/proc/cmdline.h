@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * roostd's command-line options: one table (long name, short letter,
  * argument, help) that makes --help, getopt_long's tables and the
  * OPTIONS of roostd(8), so the three cannot drift apart. What each option

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * roostd: command line, configuration, the event loop, signals, and an
  * orderly shutdown (every connection closed with 320 CONNECTION_FORCED).
  * Also the offline commands that work on a stopped broker's data

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The two man pages of roostd (manpage.h). The prose around the tables
  * is here; each option's and key's own words are its help in the table.
  */

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * roostd(8) and roost.conf(5), written from the tables they document
  * (cmdline_opts[] and config_opts[]) so that neither page can drift from
  * the program. `roostd --man-page PAGE` prints one; the build installs

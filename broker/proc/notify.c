@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * systemd's service notification protocol (sd_notify(3)), for a unit of
  * Type=notify: one datagram of "KEY=VALUE" lines to the socket that
  * $NOTIFY_SOCKET names. With libsystemd (configure found it) its

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Telling systemd how roostd is doing (a unit of Type=notify): READY=1
  * once recovery is done and the listeners are up, RELOADING=1 and
  * READY=1 around a SIGHUP reload, STOPPING=1 at shutdown,

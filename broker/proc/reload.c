@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * SIGHUP: the configuration read again, as at start (the defaults, the
  * file roostd was started with, then the same command-line settings over
  * it), with the certificates it names. Everything is read and checked

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Reloading the configuration on SIGHUP (reload.c): all of it read and
  * checked, with the certificates, before any of it is applied; what
  * cannot change while running is logged as needing a restart.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The permission table: for each method, which permission it needs on
  * which of its arguments, in the order RabbitMQ checks them.
  */

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * What each method needs of the user's permissions (DESIGN.md, "Seams"):
  * one table beside the handlers (access.c), consulted before a handler
  * runs, so that the handlers hold no permission checks of their own

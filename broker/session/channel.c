@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Channels: the frame state machine (methods, content header, bodies),
  * channel-class methods, deliveries and their acknowledgement, and channel
  * exceptions.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * A channel: method dispatch by class, content assembly for publishes,
  * delivery tags and the unacknowledged messages they name, consumers,
  * prefetch limits (basic.qos with RabbitMQ's meaning of 'global') and the

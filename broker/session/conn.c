@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Connections: reading and splitting frames, routing them to channel 0 or
  * a channel, output and its watermarks, timers (handshake, heartbeat,
  * close), and teardown through the reaper.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * A client connection: the handshake state machine, frame reading,
  * heartbeats, output with watermarks, and the close handshake. A
  * connection owns its channels. Never freed from inside its own callbacks:

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Methods of class basic: qos, consume, cancel, publish (and routing the
  * completed message), get, ack, nack, reject, recover. Reply codes and
  * texts follow RabbitMQ 3.x.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Methods of class confirm: select. From then on every publish on the
  * channel gets a sequence number (1, 2, ...) and a basic.ack once every
  * queue it reached has taken it: transient messages right after routing,

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Methods of class connection, on channel 0: the handshake (start-ok,
  * tune-ok, open) and the close handshake started by the client.
  */

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Methods of class queue: declare, bind, unbind, purge, delete. Reply
  * codes and texts follow RabbitMQ 3.x.
  */

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Methods of class tx: select, commit, rollback, with RabbitMQ's
  * semantics. While a channel is transactional its publishes and its acks,
  * nacks and rejects are held; commit applies them in order (publishes,

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The method handlers, one file per AMQP class (handle_exchange.c,
  * handle_queue.c, handle_basic.c), and what they share. Private to the
  * broker's channel code.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Listening sockets. With no bind address we open one IPv6 socket with
  * IPV6_V6ONLY off, which takes IPv4 too; where IPv6 is unavailable we
  * fall back to IPv4 alone.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The AMQP listeners: sockets on the configured addresses and ports (all
  * IPv4 and IPv6 addresses by default), plain or TLS, handing accepted
  * sockets to conn_accept().

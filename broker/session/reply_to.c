@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Direct reply-to: addresses are "amq.rabbitmq.reply-to." and 22 random
  * base64url characters, a map from them to the channel that consumes
  * its replies. The channel keeps its reply consumer's tag and address.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Direct reply-to, as RabbitMQ has it: a requester consumes (no-ack)
  * from the pseudo-queue "amq.rabbitmq.reply-to" and publishes requests
  * with reply_to set to that name; the broker rewrites it into an

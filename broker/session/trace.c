@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The firehose. A trace copy is made on the slow path that re-encodes a
  * content header (reheader.h): the traced message's header is decoded,
  * the writer below turns its properties into the copy's headers table

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * RabbitMQ's firehose (rabbit_trace.erl): while tracing is on in a vhost,
  * every publish into it and every delivery from it (basic.deliver and
  * basic.get-ok) is copied to its topic exchange amq.rabbitmq.trace, with

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The offline check of a data directory (check.h). It reads every file
  * itself, so that it can account for each record and report each bad
  * one, with the code recovery runs, so that the totals are what a start

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * `roostd --check-data DIR`: verify a data directory offline and say
  * what it holds, without changing it (docs/storage.md has the format).
  */

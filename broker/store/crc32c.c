@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * CRC32C: reflected polynomial 0x82F63B78, initial and final value
  * inverted, as iSCSI and ext4 use it.
  */

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * CRC32C (Castagnoli), the checksum of every record on disk. Neither
  * OpenSSL nor any library Debian packages for C provides it, so it is
  * here: the SSE4.2 instruction where the CPU has it, a table otherwise.

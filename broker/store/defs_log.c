@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Definition records: their encoding, their replay into the broker's
  * vhosts, and snapshots of everything kept. Replay is by name and
  * idempotent (an add replaces, a delete of what is absent is nothing),

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The I/O thread. Every file it creates, renames or deletes has its
  * directory synced before the job counts as done, so that a power cut
  * never loses a file whose data was reported durable.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The store's I/O thread: the only code that writes, syncs, creates,
  * renames or deletes files in the data directory while roostd runs, so
  * that the event loop never waits for the disk. It takes one job at a

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The record types of the journal (dir/msgs/NNNNNNNNNN.seg), shared by
  * the store (store.c writes and recovers them) and the offline checker
  * (check.c). The payloads, little-endian as record.h frames them:

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The pager thread (pager.h). It opens a segment for each run of reads
  * in it and closes it after, so that it never keeps a deleted segment's
  * space alive.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The pager thread: reads paged message records back from the journal
  * (dir/msgs) and the scratch area (dir/scratch), and writes transient
  * messages to the scratch area, so that the event loop never waits for

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Record framing and the buffers records are built in and read from.
  */
 #define _GNU_SOURCE

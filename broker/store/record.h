@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Records on disk, as the journal and the definitions log frame them
  * (docs/storage.md): a 16-byte header (magic "RSR1", payload length, type,
  * three zero bytes, CRC32C of the first twelve header bytes and the

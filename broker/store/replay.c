@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Journal replay (replay.h): reading segments into arrays, sorting them,
  * and the rules that decide which entries are live:
  *

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Journal replay: the records of the journal's segments (journal.h)
  * collected, and resolved into the queue entries they leave live, by the
  * rules recovery applies (docs/storage.md). Recovery (store.c) rebuilds

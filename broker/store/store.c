@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The store's loop side: the open batch, handing batches to the I/O
  * thread, waiters, segment accounting, and recovery.
  *

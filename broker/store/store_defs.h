@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The definitions log, inside the store: durable vhosts, exchanges,
  * queues, bindings, users, permissions and policies as records in defs.log, compacted from time to
  * time into defs.snap (docs/storage.md). store.c owns the files' I/O;

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * What the four fuzz targets share: the check that aborts, comparisons of
  * decoded values and structs, walking tables and arrays to the bottom, and
  * the canonical re-encodings that a decode-encode round trip must give.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Helpers shared by the fuzz targets (fuzz_common.c). A failed CHECK
  * prints the file and line and aborts, which libFuzzer and the replay
  * driver report as a crash.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * libFuzzer target: the configuration file parser (broker/lib/config.c with
  * broker/lib/rabbitconf.c). The input is a whole file. It is loaded onto the
  * defaults twice, without and with CONFIG_IGNORE_UNSUPPORTED, and

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * libFuzzer target: the bytes a client sends, read as the broker reads
  * them. The input is
  *

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * libFuzzer target: method_decode() on the input, taken as a method
  * frame's payload (class id, method id, arguments).
  *

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * libFuzzer target: content_header_decode() on the input, taken as a
  * content header frame's payload (class, weight, body size, property
  * flags, properties).

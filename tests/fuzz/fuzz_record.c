@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * libFuzzer target: the store's record reader (broker/store/record.c),
  * which recovery runs over data files that a crash, a power cut or a
  * failing disk may have left in any state. The input is read as a file:

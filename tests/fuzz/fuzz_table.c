@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * libFuzzer target: field tables and arrays. The input is
  *
  *   key length k (1 octet), k octets of key, body

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Write the seed corpus of the fuzz targets in tests/fuzz/.
 
 Each target gets a small set of meaningful inputs: the frames a real client

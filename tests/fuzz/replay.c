@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Runs a libFuzzer target over files without libFuzzer: every file named
  * on the command line, or, with no arguments, every file of the target's
  * committed corpus ($srcdir/tests/fuzz/corpus/<target>/). `make check`

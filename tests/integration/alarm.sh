@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Start roostd with a 5 MB memory high watermark and run alarm_test.py
 # (pika, Debian's python3) against it: publishing with confirms until the
 # alarm blocks the publisher, draining, unblocking, nothing confirmed lost.

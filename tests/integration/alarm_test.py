@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The memory alarm end to end, with pika and publisher confirms.
 
 A publisher confirms 1 KiB messages into a queue until roostd's memory

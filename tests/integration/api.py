@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The management API's queues, exchanges, bindings, consumers,
 connections, channels, nodes and health checks (issue 12, point 8), seen
 after a scenario made with pika: an exchange, a queue bound to it,

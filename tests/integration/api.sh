@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The management API's queues, exchanges, bindings, consumers,
 # connections, channels, nodes and health checks (issue 12, point 8):
 # api.py runs a pika scenario and reads every endpoint, first against

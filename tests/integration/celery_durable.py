@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Celery tasks survive kill -9 of roostd (the durable store, end to end).
 
 Run by celery_durable.sh with Debian's python3 (python3-celery,

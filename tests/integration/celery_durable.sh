@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Run celery_durable.py (Debian's python3, python3-celery): confirmed,
 # persistent Celery tasks survive kill -9 of roostd, before any worker ran
 # and while a worker holds acks_late tasks; roostd exits 0 on SIGTERM.

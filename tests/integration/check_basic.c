@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Class basic against a real roostd: publish (every exchange type,
  * properties kept, mandatory and basic.return, immediate, bodies split
  * over many frames, the maximum message size), consume (tags, exclusive

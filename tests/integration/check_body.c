@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Message bodies on their way through the broker (broker/core/inbuf.h): a
  * large body that arrives in one frame is lent by the input block it was
  * read into instead of copied; a body in several frames gets its own

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Channels against a real roostd: open, close and close-ok in both
  * directions, channel_max, methods on channels that are not open (504),
  * content frames out of order (505), what a channel error does to the

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Publisher confirms, transactions and the disk alarm against a real
  * roostd, with RabbitMQ 3.10 as the reference (issue 5):
  *

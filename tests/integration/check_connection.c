@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Connections against a real roostd: protocol header negotiation,
  * connection.start (server properties and capabilities), PLAIN and
  * AMQPLAIN logins and their failures, tune negotiation, heartbeats,

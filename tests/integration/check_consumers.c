@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Consumer priorities (x-priority on basic.consume) and single active
  * consumer (x-single-active-consumer on queue.declare), against a real
  * roostd or, with ROOST_TEST_REMOTE, a RabbitMQ: higher priorities

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Delayed messages (x-delayed-message, broker/core/delayed.h), with rabbitmq-c
  * against a real roostd. The reference RabbitMQ (3.10.8) runs without
  * the rabbitmq_delayed_message_exchange plugin, so these expectations

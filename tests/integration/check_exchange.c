@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Exchanges against a real roostd: routing by each type (direct, fanout,
  * topic with its edge cases, headers with every x-match mode), the default
  * exchange, the predeclared amq.* exchanges and the reserved prefix,

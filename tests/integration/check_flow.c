@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Flow control (docs/architecture.md, "Backpressure and limits"): a
  * publisher that feeds a queue faster than its consumer's socket drains is
  * paced to the consumer, so the queue does not grow without bound; a queue

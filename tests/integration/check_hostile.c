@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Hostile input against a real roostd, over raw sockets: garbage, frames
  * that are too large, badly terminated, of unknown types or on the wrong
  * channel, undecodable or unknown methods, hostile field tables, content

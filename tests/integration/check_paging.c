@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Paging (docs/storage.md, "Paging") against a real roostd, over real
  * sockets: a queue keeps its first paging.window entries in memory (16
  * here, the least it takes); beyond them a persistent message in a

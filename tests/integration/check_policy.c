@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Policies seen from AMQP, with rabbitmq-c against a real roostd whose
  * management API (on a free port) sets them with curl:
  * - a policy's max-length applies to a queue it matches, declared

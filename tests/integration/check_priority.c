@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Priority queues (x-max-priority), with rabbitmq-c, against a real
  * roostd or (ROOST_TEST_REMOTE) the reference RabbitMQ, whose answers
  * these expectations were recorded from:

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Queues against a real roostd: server-generated names, the reserved
  * prefix, passive declare, the durable and auto-delete flags and their
  * equivalence, exclusive queues (locked for other connections, deleted

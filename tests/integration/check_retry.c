@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Retry back-off, Roost's own (x-requeue-delay, x-requeue-delay-max),
  * with rabbitmq-c against a real roostd: a message a nack or reject
  * returns with requeue waits before it is delivered again, for

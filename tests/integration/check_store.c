@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The durable store against a real roostd (broker/store/): what a client
  * sees of persistent messages and durable definitions across restarts,
  * crashes, lost writes, corrupt records and a failing disk.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The consumer timeout (consumer_timeout, x-consumer-timeout), against
  * a real roostd started with a short consumer_timeout: a delivery left
  * unacknowledged closes its channel with 406 and RabbitMQ's text, its

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * AMQP over TLS with rabbitmq-c (its OpenSSL socket), against certificates
  * made for the test by tests/integration/tls-certs.sh: with and without
  * verifying the server, with a client certificate that verify_peer and

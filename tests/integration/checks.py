@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the Python check scripts share (poison.py, vhosts.py, policy.py):
 one "PASS name" or "FAIL name: why" line per check, for lib.sh's
 run_checks, the exit status they add up to, and a client of the

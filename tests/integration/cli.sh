@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # roostd's command line and process behaviour: --version, --help, -t,
 # configuration errors naming file and line, unknown options, --set,
 # a config file applied, SIGHUP reopening the log file, SIGTERM exiting 0.

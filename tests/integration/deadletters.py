@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Roost's dead-letter tools (deadletters.sh): browse, search, the
 dead-letters listing, replays, their bad input, and roostctl's
 list_dead_letters and replay_dead_letters, against a roostd with a small

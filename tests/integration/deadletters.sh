@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Roost's dead-letter tools (deadletters.py, pika and the management
 # API): browse without touching a queue (redelivered, delivery counts and
 # ready counts unchanged, a quorum queue's x-delivery-count too), offset

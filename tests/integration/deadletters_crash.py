@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A replay of dead letters killed midway (deadletters_crash.sh): 5,000
 persistent messages with unique ids dead-lettered into a durable queue
 (expired at once in a queue with x-message-ttl 0), replayed to a durable

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A replay of dead letters killed midway (deadletters_crash.py): 5,000
 # persistent dead letters replayed at a rate into a durable target,
 # roostd killed with SIGKILL at random moments (three rounds): after each

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Declare N queues fast over one raw AMQP 0-9-1 connection (queue.declare
 with no-wait, written in batches), for tests/integration/prometheus.sh and bench/prom-stall.sh.
 Usage: declare_queues.py PORT N [PREFIX] [--messages M] [--vhost V]

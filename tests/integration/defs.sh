@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # RabbitMQ definitions files and the offline commands on a data directory:
 # --import-definitions at start (objects exist, their arguments apply,
 # routing goes through the imported bindings, permissions and policies

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The integration-test harness (see harness.h): roostd as a child process
  * on a free port, and assertions over rabbitmq-c. Each started roostd is
  * remembered so that an exit handler can kill it when a test fails before

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The integration-test harness: start a real roostd on a free port with a
  * fresh data directory and log file, wait for it by polling its log, stop
  * it with SIGTERM and insist on exit status 0 (under ASan a leak turns it

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make install into a DESTDIR, from the build directory: every file in
 # its place (programs, roost.conf, man pages, the systemd unit, which
 # systemd-analyze verify accepts), a changed roost.conf kept by a second

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the shell integration tests (sourced): where roostd and
 # Debian's python3 are, a temporary directory removed at exit with any
 # roostd still running, PASS/FAIL counting, and starting and stopping

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The man pages the build writes (man/roostd.8, man/roost.conf.5,
 # man/roostctl.8, man/roost-perf.1): each is well-formed roff (groff -ww
 # gives no warning, man -l renders it), also with the configuration

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The management HTTP API (broker/mgmt/, RabbitMQ's /api/...), with curl
 # and RabbitMQ's own rabbitmqadmin unmodified: every endpoint's status
 # codes and key JSON fields; basic auth (none, a bad password, a blank

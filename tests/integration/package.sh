@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian package: scripts/package.sh builds it from a clean copy of
 # the tree; its files (dpkg-deb -c), control fields and conffiles
 # (dpkg-deb -I), the unit and the maintainer scripts in it (sh -n, what

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The permission matrix: roostd loads perm_matrix.py's definitions (users
 # with SHA-256 password hashes, vhosts pm-a and pm-b, permissions) with
 # load_definitions, perm_matrix.py runs every operation as every user, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Permission matrix: the same AMQP operations, as the same users, with one
 line of output per case, so that the answers of the reference RabbitMQ
 (tests/integration/perm_matrix.expected) and of roostd can be compared.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Poison messages: x-delivery-limit with the semantics of RabbitMQ's
 quorum queues, on Roost's classic queues, and retry back-off
 (x-requeue-delay, Roost's own; not with --reference) (pika). Run by poison.sh against

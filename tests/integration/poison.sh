@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Poison messages: x-delivery-limit on classic queues with the semantics
 # of RabbitMQ's quorum queues (poison.py, pika): a limit of 2 allows three
 # deliveries, each with x-delivery-count (0, 1, 2) and every other header

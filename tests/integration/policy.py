@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Policies and operator policies, set through the management API and
 seen by AMQP clients (pika): the API's answers and its refusals, matching
 and priority, apply-to, each key's effect on a real queue or exchange,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Policies and operator policies (policy.py, pika): the API's answers and
 # refusals, matching, priority and apply-to, each key's effect on a real
 # queue or exchange, arguments against policies against operator

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The checks of tests/integration/prometheus.sh that want Python: pika
 traffic, parsing the text exposition format, hostile HTTP clients, the
 Prometheus server's HTTP API and the comparison of family names with the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Prometheus metrics (broker/mgmt/prom.c): roostd with prometheus.tcp.port
 # 0 and a free management port; pika traffic (queues, confirmed
 # publishes, gets, acks, a dead-lettered message, a redelivery, a queue

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks for rabbitconf.sh over real sockets: what a roostd started with a
 rabbitmq.conf does, as a RabbitMQ client and an operator see it.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # roostd -c rabbitmq.conf (broker/lib/config.c, broker/lib/rabbitconf.c,
 # docs/configuration.md): a file written as RabbitMQ's docs show it
 # (listeners.tcp and .ssl, ssl_options with verify_peer and

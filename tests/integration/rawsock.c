@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Raw AMQP 0-9-1 over TCP (see rawsock.h): a byte builder, a buffered
  * frame reader with timeouts, the connection handshake, and a few methods
  * encoded by hand.

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * AMQP 0-9-1 by hand over a TCP socket, for tests that must send what no
  * client library would (hostile frames, wrong method order, silence) and
  * see exactly what the broker answers. It builds and splits frames itself

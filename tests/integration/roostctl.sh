@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # roostctl against a management API, with RabbitMQ's expectations (they
 # were checked against rabbitmqctl 3.10.8): add_user, then list_users
 # shows the user and it authenticates over AMQP; change_password (the old

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by roostctl.sh and roostctl_lists.sh (sourced after lib.sh):
 # which roostctl to run, the API port a roostd logs, starting roostd with
 # its API on a free port, and running roostctl against $api.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The AMQP side of roostctl_lists.sh, with pika:
 #
 #   hold PORT VHOST USER PASSWORD STATUS_FILE

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # roostctl's list_queues, list_exchanges, list_bindings, list_connections,
 # list_channels, list_consumers (default columns, chosen ones, "a,b",
 # -s, --formatter json, unknown columns refused with 64, a vhost that

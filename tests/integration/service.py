@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """roostd as a systemd service would run it, without systemd: the notify
 protocol against a socket this script listens on ($NOTIFY_SOCKET), and
 SIGHUP reloads while clients stay connected.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # roostd as systemd runs it, without systemd (service.py, pika): the
 # notify protocol (READY, RELOADING, STOPPING, WATCHDOG,
 # EXTEND_TIMEOUT_USEC) against a socket the test listens on, and SIGHUP

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Helpers shared by the store and paging tests (see store_common.h).
  */
 #define _GNU_SOURCE

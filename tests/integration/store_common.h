@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Helpers shared by the tests of the durable store and of paging
  * (check_store.c, check_paging.c), on top of harness.h: a seeded random
  * number generator, so that a failing run can be repeated; message bodies

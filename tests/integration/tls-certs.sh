@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Make the certificates the TLS tests use, in DIR (made if missing), with
 # openssl: a CA; a server certificate for localhost and 127.0.0.1 (ECDSA
 # P-256, and an RSA 2048 one); client certificates signed by the CA

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # AMQP over TLS (tls/, docs/security.md): certificates made at test time
 # (tls-certs.sh); pika (Debian's python3) over TLS with and without a
 # client certificate, with verify_peer and fail_if_no_peer_cert; expired

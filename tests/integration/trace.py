@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tracing (pika): RabbitMQ's firehose, switched through the management
 API, and W3C trace context headers kept intact on every path a message
 takes. Run by trace.sh:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Tracing (trace.py, pika): RabbitMQ's firehose switched through the
 # management API, its copies held against the reference RabbitMQ's when
 # one answers on 5699/15699 (REF_AMQP_PORT, REF_HTTP_PORT; skipped, and

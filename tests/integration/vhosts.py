@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Vhosts, limits and permissions changed at run time, through the
 management API, seen by AMQP clients (pika). Run by vhosts.sh against
 roostd; `--reference` runs the same checks against a RabbitMQ with the

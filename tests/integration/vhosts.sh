@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Vhosts, limits and permissions changed at run time through the
 # management API, as AMQP clients see them (vhosts.py, pika): a vhost
 # made, its creator's permissions, a revoked permission applied to an

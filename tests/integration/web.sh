@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The web page (www/, built into roostd) in headless Chromium, and the
 # management listener's protections, with curl.
 #

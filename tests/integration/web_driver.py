@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Drive roostd's web page in headless Chromium (web.sh runs this).
 
 Chromium is driven over the DevTools protocol on a pipe

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The rabbitmq-c command-line tools (Debian amqp-tools) against a broker on
 # 127.0.0.1:PORT: amqp-declare-queue, amqp-publish, amqp-get, amqp-consume
 # (with -c count and -p prefetch), amqp-delete-queue; the outputs, exit

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
 // The Node.js amqplib client (promise API) against a broker on
 // 127.0.0.1:PORT: assertExchange of each type, assertQueue, bindQueue,
 // publish, consume with prefetch and ack (in batches, allUpTo), checking

@@ -1,4 +1,5 @@
 #!/usr/bin/ruby
+# SPDX-License-Identifier: Apache-2.0
 # Bunny (Ruby) against a broker on 127.0.0.1:PORT: one exchange of each
 # type, queues and bindings, publish to each, subscribe with manual acks
 # under prefetch (acking in batches, multiple=true), and check that every

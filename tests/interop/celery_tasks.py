@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Celery app and tasks used by celery_test.py (issue 5).
 
 Loaded both by the test process (to send tasks) and by the `celery worker`

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Celery job queue against a broker on 127.0.0.1:PORT (issue 5).
 
 Celery is the most common reason a Python shop runs RabbitMQ, and it leans

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Install what the interop tests need, and only what is missing:
 #   Debian packages python3-pika python3-kombu python3-celery ruby-bunny
 #   amqp-tools php-cli php-amqplib (and nodejs/npm only when no node/npm is on PATH,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The routing plan shared by the Python interop scripts.
 
 One exchange of each type, queues bound to them so that some messages reach

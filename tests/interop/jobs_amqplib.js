@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
 // A job queue whose worker dies, with the Node.js amqplib client (promise
 // API), against a broker on 127.0.0.1:PORT.
 //

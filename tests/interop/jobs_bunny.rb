@@ -1,4 +1,5 @@
 #!/usr/bin/ruby
+# SPDX-License-Identifier: Apache-2.0
 # Bunny (Ruby) job queue where a worker dies, against 127.0.0.1:PORT.
 # A producer publishes N transient jobs to a durable queue with publisher
 # confirms (all acked, none nacked, the queue then holds N) and one

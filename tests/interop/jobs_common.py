@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The job-queue scenario shared by jobs_pika.py and jobs_kombu.py.
 
 A producer publishes N jobs with publisher confirms to a durable queue; a

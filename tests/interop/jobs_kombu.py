@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A job queue whose worker dies, with kombu (py-amqp transport), against a
 broker on 127.0.0.1:PORT.
 

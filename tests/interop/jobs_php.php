@@ -1,4 +1,5 @@
 <?php
+// SPDX-License-Identifier: Apache-2.0
 // php-amqplib (Debian php-amqplib) job queue where a worker dies, against
 // 127.0.0.1:PORT. A producer publishes N transient jobs to a durable queue
 // with publisher confirms (confirm_select, set_ack_handler/set_nack_handler,

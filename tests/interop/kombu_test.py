@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """kombu (py-amqp transport) against a broker on 127.0.0.1:PORT.
 
 Exchange/Queue/Producer/Consumer with a topic and a direct exchange: JSON

@@ -1,4 +1,5 @@
 <?php
+// SPDX-License-Identifier: Apache-2.0
 // php-amqplib (Debian php-amqplib) against a broker on 127.0.0.1:PORT.
 // Logs in with AMQPLAIN (php-amqplib's default) and with PLAIN; declares a
 // topic and a fanout exchange, queues and bindings, publishes, consumes

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """pika BlockingConnection against an AMQP 0-9-1 broker on 127.0.0.1:PORT.
 
 Declares one exchange of each type with queues and bindings, publishes to

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """pika SelectConnection (asynchronous) against a broker on 127.0.0.1:PORT.
 
 Declares one exchange of each type, queues and bindings, publishes to each,

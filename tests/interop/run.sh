@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Interop tests: real client libraries against a real roostd.
 #
 # Starts one roostd ($ROOSTD) on a free port with a temporary data dir,

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Queue semantics from issue 11 with pika, against a broker on
 127.0.0.1:PORT (roostd, or the reference RabbitMQ: the same expectations,
 recorded from it).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Smoke run of roost-perf against roostd: start roostd on a free port, run
 # one producer and one consumer (manual acks, prefetch 100) at a modest
 # fixed rate for 10 s, and check from the --json report that every message

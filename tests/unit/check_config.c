@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * roostd's configuration: defaults, every kind of bad value with its
  * file:line message, and conf/roost.conf kept in step with the option
  * table (every key documented with its default, nothing else).

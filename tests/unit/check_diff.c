@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Differential test of our codec against rabbitmq-c 0.11's: every method
  * of the specification, the basic content properties and field tables go
  * through one library's encoder and the other's decoder, field by field,

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Frame splitting and the protocol header: every violation gets its own
  * status, and a frame is never read past its buffer.
  */

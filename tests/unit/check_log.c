@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The log's two formats: a plain line with the connection and channel
  * prefix, and one JSON object a line with time, level, msg and the ids a
  * line is about, each a key of its own, absent when not given; bytes

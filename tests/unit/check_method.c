@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Methods (amqp/method.h): every argument of every method survives encode
  * and decode, filled generically through the generated codec_field
  * descriptors and checked against an independent reference encoder; exact

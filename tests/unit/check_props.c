@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Content header frames (props.h): the fixed part (class 60, weight 0,
  * body size up to 2^64-1) and its errors; each of the 14 basic properties
  * alone and all together, decoded to exact values and encoded to the same

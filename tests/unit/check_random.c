@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Randomized tests of the whole codec, reproducible from one seed: random
  * methods, content headers and field tables (nested up to depth 4, all 17
  * value types, written with the table.h writers) survive encode, decode

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Journal replay (broker/store/replay.c), the rules recovery and the
  * offline check share: which enqueue record of an entry counts, settled
  * ranges, delivery counts, transactions, orphans, message copies, and

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Field tables and arrays (table.h): each of the 17 value types decoded
  * from hand-written bytes to exact values (signedness, bit-exact floats,
  * decimals, borrowed strings) and written back byte for byte by

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The plain TCP transport on a real socket pair: what it writes arrives,
  * an empty output is no error whatever errno says (evbuffer_write_atmost
  * returns -1 for it without a system call: roostd once dropped

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Wire primitives (wire.h): big-endian loads and stores, the reader's
  * getters (values, offsets, and AMQP_E_TRUNCATED on every too-short input,
  * read from exact-size heap copies so that ASan sees any over-read), the

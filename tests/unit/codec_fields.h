@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Reading and writing a method's or a property struct's string and table
  * fields through their codec_field descriptors, for the tests that fill
  * structs generically (check_method, check_random).

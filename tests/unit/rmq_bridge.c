@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The rabbitmq-c half of the differential test for field tables, and the
  * canonical text both halves describe tables in (see rmq_bridge.h). It
  * includes only rabbitmq-c's headers and rmq_bridge.h; the method and

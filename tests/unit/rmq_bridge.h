@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The neutral interface of the differential test between Roost's codec and
  * rabbitmq-c's. Both libraries use amqp_/AMQP_ names (AMQP_FRAME_ERROR is a
  * macro in rabbitmq-c's amqp_framing.h and an enumerator in our spec_gen.h),

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Helpers shared by the check programs: hex dumps in failure messages and
  * a main() that runs one suite and prints check's summary line.
  */

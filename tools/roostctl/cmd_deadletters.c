@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Roost's dead-letter commands (docs/dead-letters.md), on Roost's own
  * API (RabbitMQ has none of it):
  *

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * export_definitions and import_definitions, on /api/definitions. Both
  * move the JSON bytes as they are (checked to parse, never re-encoded, so
  * no number changes on the way); "-" is stdout or stdin. A file read for

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The list commands with rabbitmqctl's info keys as columns: list_vhosts,
  * list_queues, list_exchanges, list_bindings, list_connections,
  * list_channels, list_consumers. Each is a table, 'struct listing': its

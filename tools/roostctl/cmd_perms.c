@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Permission commands: set_permissions, clear_permissions,
  * list_permissions, list_user_permissions, on /api/permissions. The API
  * says only "vhost_or_user_not_found" (400) or 404 where rabbitmqctl

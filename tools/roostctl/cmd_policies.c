@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Policy commands: set_policy, clear_policy, list_policies and their
  * operator twins set_operator_policy, clear_operator_policy,
  * list_operator_policies, on /api/policies and /api/operator-policies,

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Commands that act on queues and connections: purge_queue, delete_queue
  * (on /api/queues/VHOST/NAME and its /contents) and close_connection (on
  * /api/connections/NAME), with rabbitmqctl's banners, texts and exit

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * status: rabbitmqctl's node report, from /api/overview (node name,
  * versions, totals, listeners), /api/nodes/NODE (process, memory, file
  * descriptors, disk, files) and /api/vhosts (the count). The API does not

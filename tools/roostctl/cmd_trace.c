@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * trace_on and trace_off: the firehose of a vhost, switched through
  * PUT /api/vhosts/VHOST {"tracing": ...}, as RabbitMQ's management UI
  * switches it. That PUT also sets the description and tags (absent:

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * User commands: add_user, delete_user, change_password, set_user_tags,
  * list_users, on /api/users. The API's PUT both creates and replaces a
  * user, and a PUT without a password clears it, so add_user asks first

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Virtual host commands: add_vhost, delete_vhost, on /api/vhosts
  * (list_vhosts is with the other lists, in cmd_lists.c). rabbitmqctl's
  * add_vhost leaves an existing vhost as it is (exit 0, description

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The helpers every command uses (see ctl.h): calling the API and turning
  * its failures into rabbitmqctl's exit codes, building percent-encoded
  * paths, and printing banners, errors and tables the way rabbitmqctl

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * What roostctl's commands share: the parsed command line, calls to the
  * management API with rabbitmqctl's error handling, and rabbitmqctl's
  * output (banners, tab-separated tables or JSON, "Error:" on stderr).

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * The management API client (see http.h). Before evhttp sees the host,
  * we resolve it ourselves and try each address with a plain connect():
  * "localhost" is often ::1 first while the broker listens on 127.0.0.1

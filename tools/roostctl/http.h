@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * A blocking HTTP/1.1 client for one management API endpoint, on
  * libevent's evhttp: one request at a time over one kept-alive
  * connection, with basic authentication, a deadline per request and a

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * roostctl: rabbitmqctl's user, vhost, tracing, permission, policy,
  * definitions and status commands, its list_* commands with their
  * columns, purge_queue, delete_queue and close_connection, done through

@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * Allocation that gives up on exhaustion, for roostctl's small strings and
  * buffers (every size a broker's answer controls is bounded before it is
  * allocated). A tool that runs one command has nothing better to do when
