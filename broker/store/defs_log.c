@@ -372,13 +372,284 @@ replay_policy(struct rbuf *r, struct vhost *vh, uint8_t kind,
     return rc >= 0;
 }
 
+/* A D_VHOST record. */
+static bool
+apply_vhost(struct rbuf *r, struct amqp_bytes vname)
+{
+    struct vhost *vh;
+
+    if (r->bad || (vh = vhost_for(vname, true)) == NULL)
+        return false;
+    if (r->off == r->len)
+        return true;
+    struct amqp_bytes desc = get_bytes(r), tags = get_bytes(r);
+    int64_t maxc = (int64_t)rbuf_u64(r), maxq = (int64_t)rbuf_u64(r);
+    if (r->bad)
+        return false;
+    char *d = xstrndup(desc.ptr, desc.len);
+    char *t = xstrndup(tags.ptr, tags.len);
+    vhost_set_meta(vh, d, t, true);
+    free(d);
+    free(t);
+    vhost_set_limit(vh, VHOST_MAX_CONNECTIONS, maxc, true);
+    vhost_set_limit(vh, VHOST_MAX_QUEUES, maxq, true);
+    return true;
+}
+
+/* A D_VHOST_DEL record. */
+static bool
+apply_vhost_del(struct rbuf *r, struct amqp_bytes vname)
+{
+    if (r->bad)
+        return false;
+    char *n = xstrndup(vname.ptr, vname.len);
+    (void)vhost_delete(n);
+    free(n);
+    return true;
+}
+
+/* A D_EXCHANGE record. */
+static bool
+apply_exchange(struct rbuf *r, struct amqp_bytes vname, uint32_t *max_qid)
+{
+    struct amqp_bytes name, xtype, args;
+    struct vhost *vh;
+
+    name = get_bytes(r);
+    xtype = get_bytes(r);
+    uint8_t flags = rbuf_u8(r);
+    args = get_bytes(r);
+    const struct exchange_ops *ops = exchange_ops_find(xtype);
+    if (r->bad || ops == NULL)
+        return false;
+    vh = vhost_for(vname, true);
+    struct exchange *x = vhost_exchange(vh, name);
+    if (x) {
+        if (x->is_default)
+            return false;
+        vhost_remove_exchange(vh, x);
+        exchange_free(x);
+    }
+    uint32_t sid = r->off < r->len ? rbuf_u32(r) : 0;
+    if (r->bad)
+        return false;
+    struct amqp_table t = { args.ptr, args.len };
+    x = exchange_new(vh, name, ops, true, flags & 1, flags & 2, t);
+    x->sid = sid;
+    if (sid > *max_qid)
+        *max_qid = sid;
+    vhost_add_exchange(vh, x);
+    return true;
+}
+
+/* A D_EXCHANGE_DEL record. */
+static bool
+apply_exchange_del(struct rbuf *r, struct amqp_bytes vname)
+{
+    struct amqp_bytes name;
+    struct vhost *vh;
+
+    name = get_bytes(r);
+    if (r->bad || (vh = vhost_for(vname, false)) == NULL)
+        return !r->bad;
+    struct exchange *x = vhost_exchange(vh, name);
+    if (x && !x->is_default) {
+        vhost_remove_exchange(vh, x);
+        exchange_free(x);
+    }
+    return true;
+}
+
+/* A D_QUEUE record. */
+static bool
+apply_queue(struct rbuf *r, struct amqp_bytes vname, uint32_t *max_qid)
+{
+    struct amqp_bytes name, args;
+    struct vhost *vh;
+    char err[512];
+
+    name = get_bytes(r);
+    uint32_t qid = rbuf_u32(r);
+    uint8_t qflags = rbuf_u8(r);
+    args = get_bytes(r);
+    if (r->bad || qid == 0)
+        return false;
+    struct amqp_table t = { args.ptr, args.len };
+    struct qargs qa;
+    if (qargs_parse(t, "a recovered queue", &qa, err, sizeof(err)) !=
+        QARGS_OK) {
+        log_warnx("store: queue '%.*s': %s", (int)name.len,
+                  (const char *)name.ptr, err);
+        return false;
+    }
+    vh = vhost_for(vname, true);
+    struct queue *q = vhost_queue(vh, name);
+    if (q)
+        queue_delete(q);
+    q = queue_new(vh, name, true, false, qflags & 1, NULL, t, &qa);
+    q->sid = qid;
+    vhost_add_queue(vh, q);
+    if (qid > *max_qid)
+        *max_qid = qid;
+    return true;
+}
+
+/* A D_QUEUE_DEL record. */
+static bool
+apply_queue_del(struct rbuf *r, struct amqp_bytes vname, uint32_t *max_qid)
+{
+    struct amqp_bytes name;
+    struct vhost *vh;
+
+    name = get_bytes(r);
+    uint32_t qid = rbuf_u32(r);
+    if (r->bad)
+        return false;
+    if (qid > *max_qid)
+        *max_qid = qid;
+    if ((vh = vhost_for(vname, false)) == NULL)
+        return true;
+    struct queue *q = vhost_queue(vh, name);
+    if (q && q->sid == qid)
+        queue_delete(q);
+    return true;
+}
+
+/* A D_BIND or D_UNBIND record. */
+static bool
+apply_binding(uint8_t type, struct rbuf *r, struct amqp_bytes vname)
+{
+    struct amqp_bytes name, args, dest, key;
+    struct vhost *vh;
+    char err[512];
+
+    name = get_bytes(r);
+    uint8_t to_queue = rbuf_u8(r);
+    dest = get_bytes(r);
+    key = get_bytes(r);
+    args = get_bytes(r);
+    if (r->bad)
+        return false;
+    if ((vh = vhost_for(vname, false)) == NULL)
+        return type == D_UNBIND;
+    struct exchange *src = vhost_exchange(vh, name);
+    struct queue *q = to_queue ? vhost_queue(vh, dest) : NULL;
+    struct exchange *dx = to_queue ? NULL : vhost_exchange(vh, dest);
+    struct amqp_table t = { args.ptr, args.len };
+    if (src == NULL || (q == NULL && dx == NULL))
+        return type == D_UNBIND;
+    if (type == D_UNBIND) {
+        (void)exchange_unbind(src, q, dx, key, t);
+        return true;
+    }
+    return exchange_bind(src, q, dx, key, t, err, sizeof(err)) == 0;
+}
+
+/* A D_USER record. */
+static bool
+apply_user(struct rbuf *r, struct amqp_bytes vname)
+{
+    char err[512];
+
+    /* 'vname' is the user's name. */
+    uint8_t alg = rbuf_u8(r);
+    struct amqp_bytes hash = get_bytes(r), tags = get_bytes(r);
+    if (r->bad)
+        return false;
+    char *n = xstrndup(vname.ptr, vname.len);
+    char *t = xstrndup(tags.ptr, tags.len);
+    int rc = auth_put_user(n, alg, hash.ptr, hash.len, t, true, err,
+                           sizeof(err));
+    if (rc != 0)
+        log_warnx("store: %s", err);
+    free(n);
+    free(t);
+    return rc == 0;
+}
+
+/* A D_USER_DEL record. */
+static bool
+apply_user_del(struct rbuf *r, struct amqp_bytes vname)
+{
+    if (r->bad)
+        return false;
+    char *n = xstrndup(vname.ptr, vname.len);
+    (void)auth_delete_user(n, true);
+    free(n);
+    return true;
+}
+
+/* A D_PERM record. */
+static bool
+apply_perm(struct rbuf *r, struct amqp_bytes vname)
+{
+    char err[512];
+
+    /* 'vname' is the vhost; the user and the patterns follow. */
+    struct amqp_bytes user = get_bytes(r), pat[PERM_KINDS];
+    for (int k = 0; k < PERM_KINDS; k++)
+        pat[k] = get_bytes(r);
+    if (r->bad)
+        return false;
+    char *v = xstrndup(vname.ptr, vname.len);
+    char *u = xstrndup(user.ptr, user.len);
+    char *p[PERM_KINDS];
+    for (int k = 0; k < PERM_KINDS; k++)
+        p[k] = xstrndup(pat[k].ptr, pat[k].len);
+    int rc = perm_set(v, u, (const char *const *)p, true, err,
+                      sizeof(err));
+    if (rc != 0)
+        log_warnx("store: permissions of '%s' in '%s': %s", u, v, err);
+    for (int k = 0; k < PERM_KINDS; k++)
+        free(p[k]);
+    free(v);
+    free(u);
+    return rc == 0;
+}
+
+/* A D_PERM_DEL record. */
+static bool
+apply_perm_del(struct rbuf *r, struct amqp_bytes vname)
+{
+    struct amqp_bytes user = get_bytes(r);
+    if (r->bad)
+        return false;
+    char *v = xstrndup(vname.ptr, vname.len);
+    char *u = xstrndup(user.ptr, user.len);
+    (void)perm_clear(v, u, true);
+    free(v);
+    free(u);
+    return true;
+}
+
+/* A D_POLICY or D_POLICY_DEL record. */
+static bool
+apply_policy(uint8_t type, struct rbuf *r, struct amqp_bytes vname)
+{
+    struct amqp_bytes name;
+    struct vhost *vh;
+
+    name = get_bytes(r);
+    uint8_t kind = rbuf_u8(r);
+    if (r->bad || kind >= POLICY_KINDS)
+        return false;
+    if ((vh = vhost_for(vname, false)) == NULL)
+        return type == D_POLICY_DEL;
+    char *n = xstrndup(name.ptr, name.len);
+    bool ok = true;
+    if (type == D_POLICY_DEL)
+        (void)policy_clear(vh, kind, n, true);
+    else
+        ok = replay_policy(r, vh, kind, n);
+    free(n);
+    return ok;
+}
+
 /* One record; false if it does not make sense. */
 static bool
 apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
 {
-    struct amqp_bytes vname, name, xtype, args, dest, key;
-    struct vhost *vh;
-    char err[512];
+    struct amqp_bytes vname;
 
     if (type == D_HEADER) {
         uint32_t fmt = rbuf_u32(r);
@@ -387,207 +658,32 @@ apply(uint8_t type, struct rbuf *r, uint64_t *gen, uint32_t *max_qid)
     }
     vname = get_bytes(r);
     switch (type) {
-    case D_VHOST: {
-        if (r->bad || (vh = vhost_for(vname, true)) == NULL)
-            return false;
-        if (r->off == r->len)
-            return true;
-        struct amqp_bytes desc = get_bytes(r), tags = get_bytes(r);
-        int64_t maxc = (int64_t)rbuf_u64(r), maxq = (int64_t)rbuf_u64(r);
-        if (r->bad)
-            return false;
-        char *d = xstrndup(desc.ptr, desc.len);
-        char *t = xstrndup(tags.ptr, tags.len);
-        vhost_set_meta(vh, d, t, true);
-        free(d);
-        free(t);
-        vhost_set_limit(vh, VHOST_MAX_CONNECTIONS, maxc, true);
-        vhost_set_limit(vh, VHOST_MAX_QUEUES, maxq, true);
-        return true;
-    }
-    case D_VHOST_DEL: {
-        if (r->bad)
-            return false;
-        char *n = xstrndup(vname.ptr, vname.len);
-        (void)vhost_delete(n);
-        free(n);
-        return true;
-    }
-    case D_EXCHANGE: {
-        name = get_bytes(r);
-        xtype = get_bytes(r);
-        uint8_t flags = rbuf_u8(r);
-        args = get_bytes(r);
-        const struct exchange_ops *ops = exchange_ops_find(xtype);
-        if (r->bad || ops == NULL)
-            return false;
-        vh = vhost_for(vname, true);
-        struct exchange *x = vhost_exchange(vh, name);
-        if (x) {
-            if (x->is_default)
-                return false;
-            vhost_remove_exchange(vh, x);
-            exchange_free(x);
-        }
-        uint32_t sid = r->off < r->len ? rbuf_u32(r) : 0;
-        if (r->bad)
-            return false;
-        struct amqp_table t = { args.ptr, args.len };
-        x = exchange_new(vh, name, ops, true, flags & 1, flags & 2, t);
-        x->sid = sid;
-        if (sid > *max_qid)
-            *max_qid = sid;
-        vhost_add_exchange(vh, x);
-        return true;
-    }
-    case D_EXCHANGE_DEL: {
-        name = get_bytes(r);
-        if (r->bad || (vh = vhost_for(vname, false)) == NULL)
-            return !r->bad;
-        struct exchange *x = vhost_exchange(vh, name);
-        if (x && !x->is_default) {
-            vhost_remove_exchange(vh, x);
-            exchange_free(x);
-        }
-        return true;
-    }
-    case D_QUEUE: {
-        name = get_bytes(r);
-        uint32_t qid = rbuf_u32(r);
-        uint8_t qflags = rbuf_u8(r);
-        args = get_bytes(r);
-        if (r->bad || qid == 0)
-            return false;
-        struct amqp_table t = { args.ptr, args.len };
-        struct qargs qa;
-        if (qargs_parse(t, "a recovered queue", &qa, err, sizeof(err)) !=
-            QARGS_OK) {
-            log_warnx("store: queue '%.*s': %s", (int)name.len,
-                      (const char *)name.ptr, err);
-            return false;
-        }
-        vh = vhost_for(vname, true);
-        struct queue *q = vhost_queue(vh, name);
-        if (q)
-            queue_delete(q);
-        q = queue_new(vh, name, true, false, qflags & 1, NULL, t, &qa);
-        q->sid = qid;
-        vhost_add_queue(vh, q);
-        if (qid > *max_qid)
-            *max_qid = qid;
-        return true;
-    }
-    case D_QUEUE_DEL: {
-        name = get_bytes(r);
-        uint32_t qid = rbuf_u32(r);
-        if (r->bad)
-            return false;
-        if (qid > *max_qid)
-            *max_qid = qid;
-        if ((vh = vhost_for(vname, false)) == NULL)
-            return true;
-        struct queue *q = vhost_queue(vh, name);
-        if (q && q->sid == qid)
-            queue_delete(q);
-        return true;
-    }
+    case D_VHOST:
+        return apply_vhost(r, vname);
+    case D_VHOST_DEL:
+        return apply_vhost_del(r, vname);
+    case D_EXCHANGE:
+        return apply_exchange(r, vname, max_qid);
+    case D_EXCHANGE_DEL:
+        return apply_exchange_del(r, vname);
+    case D_QUEUE:
+        return apply_queue(r, vname, max_qid);
+    case D_QUEUE_DEL:
+        return apply_queue_del(r, vname, max_qid);
     case D_BIND:
-    case D_UNBIND: {
-        name = get_bytes(r);
-        uint8_t to_queue = rbuf_u8(r);
-        dest = get_bytes(r);
-        key = get_bytes(r);
-        args = get_bytes(r);
-        if (r->bad)
-            return false;
-        if ((vh = vhost_for(vname, false)) == NULL)
-            return type == D_UNBIND;
-        struct exchange *src = vhost_exchange(vh, name);
-        struct queue *q = to_queue ? vhost_queue(vh, dest) : NULL;
-        struct exchange *dx = to_queue ? NULL : vhost_exchange(vh, dest);
-        struct amqp_table t = { args.ptr, args.len };
-        if (src == NULL || (q == NULL && dx == NULL))
-            return type == D_UNBIND;
-        if (type == D_UNBIND) {
-            (void)exchange_unbind(src, q, dx, key, t);
-            return true;
-        }
-        return exchange_bind(src, q, dx, key, t, err, sizeof(err)) == 0;
-    }
-    case D_USER: {
-        /* 'vname' is the user's name. */
-        uint8_t alg = rbuf_u8(r);
-        struct amqp_bytes hash = get_bytes(r), tags = get_bytes(r);
-        if (r->bad)
-            return false;
-        char *n = xstrndup(vname.ptr, vname.len);
-        char *t = xstrndup(tags.ptr, tags.len);
-        int rc = auth_put_user(n, alg, hash.ptr, hash.len, t, true, err,
-                               sizeof(err));
-        if (rc != 0)
-            log_warnx("store: %s", err);
-        free(n);
-        free(t);
-        return rc == 0;
-    }
-    case D_USER_DEL: {
-        if (r->bad)
-            return false;
-        char *n = xstrndup(vname.ptr, vname.len);
-        (void)auth_delete_user(n, true);
-        free(n);
-        return true;
-    }
-    case D_PERM: {
-        /* 'vname' is the vhost; the user and the patterns follow. */
-        struct amqp_bytes user = get_bytes(r), pat[PERM_KINDS];
-        for (int k = 0; k < PERM_KINDS; k++)
-            pat[k] = get_bytes(r);
-        if (r->bad)
-            return false;
-        char *v = xstrndup(vname.ptr, vname.len);
-        char *u = xstrndup(user.ptr, user.len);
-        char *p[PERM_KINDS];
-        for (int k = 0; k < PERM_KINDS; k++)
-            p[k] = xstrndup(pat[k].ptr, pat[k].len);
-        int rc = perm_set(v, u, (const char *const *)p, true, err,
-                          sizeof(err));
-        if (rc != 0)
-            log_warnx("store: permissions of '%s' in '%s': %s", u, v, err);
-        for (int k = 0; k < PERM_KINDS; k++)
-            free(p[k]);
-        free(v);
-        free(u);
-        return rc == 0;
-    }
-    case D_PERM_DEL: {
-        struct amqp_bytes user = get_bytes(r);
-        if (r->bad)
-            return false;
-        char *v = xstrndup(vname.ptr, vname.len);
-        char *u = xstrndup(user.ptr, user.len);
-        (void)perm_clear(v, u, true);
-        free(v);
-        free(u);
-        return true;
-    }
+    case D_UNBIND:
+        return apply_binding(type, r, vname);
+    case D_USER:
+        return apply_user(r, vname);
+    case D_USER_DEL:
+        return apply_user_del(r, vname);
+    case D_PERM:
+        return apply_perm(r, vname);
+    case D_PERM_DEL:
+        return apply_perm_del(r, vname);
     case D_POLICY:
-    case D_POLICY_DEL: {
-        name = get_bytes(r);
-        uint8_t kind = rbuf_u8(r);
-        if (r->bad || kind >= POLICY_KINDS)
-            return false;
-        if ((vh = vhost_for(vname, false)) == NULL)
-            return type == D_POLICY_DEL;
-        char *n = xstrndup(name.ptr, name.len);
-        bool ok = true;
-        if (type == D_POLICY_DEL)
-            (void)policy_clear(vh, kind, n, true);
-        else
-            ok = replay_policy(r, vh, kind, n);
-        free(n);
-        return ok;
-    }
+    case D_POLICY_DEL:
+        return apply_policy(type, r, vname);
     default:
         return false;
     }
