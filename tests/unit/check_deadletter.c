@@ -48,6 +48,17 @@ START_TEST(ttl_zero_expires_at_once_without_a_consumer)
 }
 END_TEST
 
+START_TEST(ttl_zero_still_reaches_a_ready_consumer)
+{
+    struct queue *q = fx_queue("q", false, NULL);
+    fx_consume(q, "c", 0, 0);
+    struct fx_props p = { .expiration = "0" };
+    fx_publish("", "q", "m1", &p);
+    ck_assert_str_eq(fx_deliveries(), "c:m1");
+    ck_assert_uint_eq(q->dropped[DROP_EXPIRED], 0);
+}
+END_TEST
+
 START_TEST(ttl_zero_expires_when_no_consumer_can_take_it)
 {
     struct queue *q = fx_queue("q", false, NULL);
@@ -466,6 +477,7 @@ deadletter_suite(void)
     Suite *s = suite_create("deadletter");
     TCase *tc = fx_tcase(s, "ttl");
     tcase_add_test(tc, ttl_zero_expires_at_once_without_a_consumer);
+    tcase_add_test(tc, ttl_zero_still_reaches_a_ready_consumer);
     tcase_add_test(tc, ttl_zero_expires_when_no_consumer_can_take_it);
     tcase_add_loop_test(tc, queue_ttl_and_expiration_the_lower_wins, 0,
                         (int)NELEMS(ttl_vecs));
