@@ -186,6 +186,15 @@ static struct exchange *dead_letter_exchange(const struct queue *q);
 static void route_dead(struct queue *q, struct exchange *dlx, struct msg *dm,
                        const char *reason);
 
+/* A push of a message with TTL 0 offers it to the consumers ready now
+ * (as RabbitMQ), due at once only after: its queue and sequence number
+ * while that dispatch runs, which queue_expire passes over. */
+struct offer {
+    const struct queue *q;
+    uint64_t seq;
+};
+static struct offer offered;
+
 int
 ring_push(struct queue *q, struct msg *m)
 {
@@ -212,10 +221,11 @@ ring_push(struct queue *q, struct msg *m)
     memset(e, 0, sizeof(*e));
     e->m = msg_ref(m);
     e->seq = q->next_seq++;
-    /* TTL 0 still reaches a consumer that is ready now (as RabbitMQ). */
+    /* TTL 0 is due at once (1), after the dispatch below (offered). */
     e->expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
     if (ttl == 0)
         e->expires_at = 1;
+    uint64_t seq = e->seq;
     r->len++;
     q->len++;
     q->bytes += m->body_len;
@@ -227,8 +237,16 @@ ring_push(struct queue *q, struct msg *m)
         q->bytes_persistent += m->body_len;
     }
     drop_head(q);
-    if (q->nconsumers)
+    if (q->nconsumers && ttl == 0) {
+        /* Dead letters routed meanwhile may push TTL 0 elsewhere. */
+        struct offer outer = offered;
+        offered.q = q;
+        offered.seq = seq;
         ring_dispatch(q);
+        offered = outer;
+    } else if (q->nconsumers) {
+        ring_dispatch(q);
+    }
     /* No window is below 16: a short queue pays one comparison. */
     if (r->len > 16 && !q->page_listed && r->len > queue_window() &&
         store_pages()) {
@@ -395,7 +413,8 @@ queue_expire(struct queue *q)
         while (r->len > 0 && at(r, 0)->expires_at) {
             if (now == 0)
                 now = now_ms();
-            if (at(r, 0)->expires_at > now || !head_can_go(q, r))
+            if (at(r, 0)->expires_at > now || !head_can_go(q, r) ||
+                (q == offered.q && at(r, 0)->seq == offered.seq))
                 break;
             struct qentry e;
             ring_pop(q, r, &e);

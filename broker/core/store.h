@@ -154,6 +154,13 @@ extern const struct store_ops store_ram_ops;
 /* Use 'ops' from now on (an implementation's open calls it). */
 void store_use(const struct store_ops *ops);
 
+/* Open the RAM store: it is used, and from now on each durable queue
+ * added (not exclusive, as the journal keeps them) gets a store id, so
+ * that its persistent messages go to the store and their confirms wait
+ * for store_ram_sync. store_close closes it. Before it is opened the RAM
+ * store keeps no queue's messages. */
+void store_ram_open(void);
+
 /* The RAM store: every open batch becomes durable now (its waiters are
  * called). A unit test decides when the "disk" has synced. */
 void store_ram_sync(void);

@@ -5,23 +5,27 @@
  * holds what a durable queue would have written until store_ram_sync
  * says the "disk" has it, so that a unit test drives the core, confirms
  * included, without a data directory. It is also the store in use
- * before an implementation is opened. And what every store shares: the
- * freeing of a read job (pager_read_free).
+ * before an implementation is opened; it keeps a queue's messages only
+ * once opened (store_ram_open), as the journal does. And what every
+ * store shares: the freeing of a read job (pager_read_free).
  */
 #include "broker/core/store.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
+#include "broker/core/defs.h"
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
 
 static struct {
     uint64_t open_batch, durable_batch;
     bool pending, in_tx, tx_wrote;
+    uint32_t next_qid;
     TAILQ_HEAD(, store_waiter) waiters;
 } ram = {
     .open_batch = 1,
+    .next_qid = 1,
     .waiters = TAILQ_HEAD_INITIALIZER(ram.waiters),
 };
 
@@ -94,9 +98,30 @@ store_ram_sync(void)
     wake();
 }
 
+/* A queue the store keeps gets an id when it is added, as the journal
+ * numbers them (queue.c asks the store only about queues with one). */
+static void
+ram_defs_changed(enum defs_event ev, const void *obj, void *arg)
+{
+    (void)arg;
+    if (ev != DEFS_QUEUE_ADDED)
+        return;
+    struct queue *q = (struct queue *)obj;
+    if (q->durable && !q->exclusive && q->sid == 0)
+        q->sid = ram.next_qid++;
+}
+
+void
+store_ram_open(void)
+{
+    store_use(&store_ram_ops);
+    defs_listen(ram_defs_changed, NULL);
+}
+
 static void
 ram_close(void)
 {
+    defs_unlisten(ram_defs_changed, NULL);
     store_ram_sync();
 }
 
