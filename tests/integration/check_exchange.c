@@ -194,31 +194,9 @@ END_TEST
 
 /* ---- headers ---- */
 
-/* Field tables as data, for the tables of cases below. */
-#define BYTES(s) { sizeof(s) - 1, (void *)(s) }
-#define STR(k, v) { BYTES(k), { AMQP_FIELD_KIND_UTF8, { .bytes = BYTES(v) } } }
-#define I8(k, v) { BYTES(k), { AMQP_FIELD_KIND_I8, { .i8 = (v) } } }
-#define I32(k, v) { BYTES(k), { AMQP_FIELD_KIND_I32, { .i32 = (v) } } }
-#define I64(k, v) { BYTES(k), { AMQP_FIELD_KIND_I64, { .i64 = (v) } } }
-#define VOID(k) { BYTES(k), { AMQP_FIELD_KIND_VOID } }
-
-struct fields {
-    int n; /* NO_HEADERS: published without a headers property */
-    amqp_table_entry_t e[3];
-};
-#define NO_HEADERS (-1)
-#define FIELDS(...)                                                            \
-    { (int)(sizeof((amqp_table_entry_t[]){ __VA_ARGS__ }) /                    \
-            sizeof(amqp_table_entry_t)),                                       \
-      { __VA_ARGS__ } }
+#define NO_HEADERS (-1) /* a message without a headers property */
 #define EMPTY { 0 }
 #define NONE { NO_HEADERS }
-
-static amqp_table_t
-fields_table(const struct fields *f)
-{
-    return h_table((amqp_table_entry_t *)f->e, f->n);
-}
 
 /*
  * A headers exchange with a queue bound by each of 'bind' (one or two),
@@ -227,65 +205,67 @@ fields_table(const struct fields *f)
  */
 static const struct headers_case {
     const char *name;
-    struct fields bind[2];
+    struct h_fields bind[2];
     struct {
         const char *body;
-        struct fields headers;
+        struct h_fields headers;
     } msg[5];
     const char *routed[2];
 } headers_cases[] = {
     { "x-match all",
-      { FIELDS(STR("x-match", "all"), I32("a", 1), STR("b", "x")) },
-      { { "both", FIELDS(I32("a", 1), STR("b", "x")) },
-        { "one", FIELDS(I32("a", 1)) },
-        { "extra", FIELDS(STR("b", "x"), I32("a", 1), STR("c", "extra")) },
-        { "wrong", FIELDS(I32("a", 2), STR("b", "x")) },
+      { H_FIELDS(H_STR("x-match", "all"), H_I32("a", 1), H_STR("b", "x")) },
+      { { "both", H_FIELDS(H_I32("a", 1), H_STR("b", "x")) },
+        { "one", H_FIELDS(H_I32("a", 1)) },
+        { "extra",
+          H_FIELDS(H_STR("b", "x"), H_I32("a", 1), H_STR("c", "extra")) },
+        { "wrong", H_FIELDS(H_I32("a", 2), H_STR("b", "x")) },
         { "none", NONE } },
       { "both,extra" } },
     { "no x-match is all",
-      { FIELDS(STR("a", "1"), STR("b", "2")) },
-      { { "one", FIELDS(STR("a", "1")) },
-        { "both", FIELDS(STR("a", "1"), STR("b", "2")) } },
+      { H_FIELDS(H_STR("a", "1"), H_STR("b", "2")) },
+      { { "one", H_FIELDS(H_STR("a", "1")) },
+        { "both", H_FIELDS(H_STR("a", "1"), H_STR("b", "2")) } },
       { "both" } },
     { "x-match any",
-      { FIELDS(STR("x-match", "any"), STR("a", "1"), STR("b", "2")) },
-      { { "a", FIELDS(STR("a", "1")) },
-        { "wrong-b", FIELDS(STR("b", "3")) },
-        { "b", FIELDS(STR("c", "1"), STR("b", "2")) },
+      { H_FIELDS(H_STR("x-match", "any"), H_STR("a", "1"), H_STR("b", "2")) },
+      { { "a", H_FIELDS(H_STR("a", "1")) },
+        { "wrong-b", H_FIELDS(H_STR("b", "3")) },
+        { "b", H_FIELDS(H_STR("c", "1"), H_STR("b", "2")) },
         { "empty", EMPTY },
         { "none", NONE } },
       { "a,b" } },
     /* Plain all/any skip binding arguments named x-...: a binding with
      * only x- arguments matches everything under all, nothing under any. */
     { "x- arguments ignored by all and any",
-      { FIELDS(STR("x-match", "all"), STR("x-k", "v")),
-        FIELDS(STR("x-match", "any"), STR("x-k", "v")) },
-      { { "with", FIELDS(STR("x-k", "v")) }, { "without", NONE } },
+      { H_FIELDS(H_STR("x-match", "all"), H_STR("x-k", "v")),
+        H_FIELDS(H_STR("x-match", "any"), H_STR("x-k", "v")) },
+      { { "with", H_FIELDS(H_STR("x-k", "v")) }, { "without", NONE } },
       { "with,without", "" } },
     { "all-with-x and any-with-x",
-      { FIELDS(STR("x-match", "all-with-x"), STR("x-k", "v"), STR("a", "1")),
-        FIELDS(STR("x-match", "any-with-x"), STR("x-k", "v"),
-               STR("a", "1")) },
-      { { "both", FIELDS(STR("x-k", "v"), STR("a", "1")) },
-        { "a-only", FIELDS(STR("a", "1")) },
-        { "x-only", FIELDS(STR("x-k", "v")) } },
+      { H_FIELDS(H_STR("x-match", "all-with-x"), H_STR("x-k", "v"),
+                 H_STR("a", "1")),
+        H_FIELDS(H_STR("x-match", "any-with-x"), H_STR("x-k", "v"),
+                 H_STR("a", "1")) },
+      { { "both", H_FIELDS(H_STR("x-k", "v"), H_STR("a", "1")) },
+        { "a-only", H_FIELDS(H_STR("a", "1")) },
+        { "x-only", H_FIELDS(H_STR("x-k", "v")) } },
       { "both", "both,a-only,x-only" } },
     { "void means present",
-      { FIELDS(STR("x-match", "all"), VOID("a")) },
-      { { "str", FIELDS(STR("a", "anything")) },
-        { "int", FIELDS(I64("a", 7)) },
-        { "absent", FIELDS(STR("b", "1")) } },
+      { H_FIELDS(H_STR("x-match", "all"), H_VOID("a")) },
+      { { "str", H_FIELDS(H_STR("a", "anything")) },
+        { "int", H_FIELDS(H_I64("a", 7)) },
+        { "absent", H_FIELDS(H_STR("b", "1")) } },
       { "str,int" } },
     /* RabbitMQ compares values of the same type class: an int32 binding
      * argument matches an int64 or int8 header of the same value, not a
      * string. */
     { "integer types compare by value",
-      { FIELDS(I32("n", 5)) },
-      { { "i32", FIELDS(I32("n", 5)) },
-        { "i64", FIELDS(I64("n", 5)) },
-        { "i8", FIELDS(I8("n", 5)) },
-        { "str", FIELDS(STR("n", "5")) },
-        { "other", FIELDS(I64("n", 6)) } },
+      { H_FIELDS(H_I32("n", 5)) },
+      { { "i32", H_FIELDS(H_I32("n", 5)) },
+        { "i64", H_FIELDS(H_I64("n", 5)) },
+        { "i8", H_FIELDS(H_I8("n", 5)) },
+        { "str", H_FIELDS(H_STR("n", "5")) },
+        { "other", H_FIELDS(H_I64("n", 6)) } },
       { "i32,i64,i8" } },
 };
 
@@ -302,10 +282,10 @@ START_TEST(headers_routing)
     for (int k = 0; k < nq; k++) {
         DECLARE_QUEUE(c, 1, "", false, true, false, q[k]);
         h_bind_at(__FILE__, __LINE__, c, 1, q[k], x, "",
-                  fields_table(&v->bind[k]));
+                  h_fields_table(&v->bind[k]));
     }
     for (size_t m = 0; m < NELEMS(v->msg) && v->msg[m].body; m++) {
-        amqp_table_t t = fields_table(&v->msg[m].headers);
+        amqp_table_t t = h_fields_table(&v->msg[m].headers);
         publish_props(c, x, "", v->msg[m].body,
                       v->msg[m].headers.n == NO_HEADERS ? NULL : &t);
     }

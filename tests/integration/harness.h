@@ -143,8 +143,8 @@ void h_assert_failed(const char *file, int line, const char *expr,
 #define H_ASSERT_STR_EQ(got, want)                                             \
     do {                                                                       \
         const char *h_got_ = (got), *h_want_ = (want);                         \
-        H_ASSERT(strcmp(h_got_, h_want_) == 0, "%s is \"%s\", expected \"%s\"", \
-                 #got, h_got_, h_want_);                                       \
+        H_ASSERT(strcmp(h_got_, h_want_) == 0,                                 \
+                 "%s is \"%s\", expected \"%s\"", #got, h_got_, h_want_);      \
     } while (0)
 
 /* A list of roostd arguments for harness_start(). */
@@ -507,6 +507,34 @@ h_entry_kind(const char *key, uint8_t kind)
     e.value.kind = kind;
     e.value.value.u64 = 0;
     return e;
+}
+
+/* ---- field tables as data, for tables of cases ---- */
+
+#define H_BYTES(s) { sizeof(s) - 1, (void *)(s) }
+#define H_STR(k, v)                                                            \
+    { H_BYTES(k), { AMQP_FIELD_KIND_UTF8, { .bytes = H_BYTES(v) } } }
+#define H_I8(k, v) { H_BYTES(k), { AMQP_FIELD_KIND_I8, { .i8 = (v) } } }
+#define H_I32(k, v) { H_BYTES(k), { AMQP_FIELD_KIND_I32, { .i32 = (v) } } }
+#define H_I64(k, v) { H_BYTES(k), { AMQP_FIELD_KIND_I64, { .i64 = (v) } } }
+#define H_VOID(k) { H_BYTES(k), { AMQP_FIELD_KIND_VOID } }
+
+/* A field table in a static table of cases: H_FIELDS(H_STR("k", "v"), ...)
+ * or { 0 } (empty). A negative 'n' is the caller's "no table at all". */
+struct h_fields {
+    int n;
+    amqp_table_entry_t e[4];
+};
+#define H_FIELDS(...)                                                          \
+    { (int)(sizeof((amqp_table_entry_t[]){ __VA_ARGS__ }) /                    \
+            sizeof(amqp_table_entry_t)),                                       \
+      { __VA_ARGS__ } }
+
+/* The table of 'f' (empty when f->n < 1), borrowing its entries. */
+static inline amqp_table_t
+h_fields_table(const struct h_fields *f)
+{
+    return h_table((amqp_table_entry_t *)f->e, f->n > 0 ? f->n : 0);
 }
 
 /* A string for a method number, e.g. "basic.deliver". */
