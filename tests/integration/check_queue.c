@@ -340,11 +340,8 @@ START_TEST(declare_in_turn)
     bool declared = false;
 
     h_case(v->name);
-    if (v->roost_only && harness_is_remote()) {
-        fprintf(stderr, "%s: skipped against a remote broker: %s\n", v->name,
-                v->roost_only);
+    if (h_skipped_remote(v->roost_only))
         return;
-    }
     c = h_connect(H);
     for (int k = 0; k < v->decls.n; k++) {
         const struct qdecl *d = &v->decls.d[k];

@@ -1114,6 +1114,16 @@ h_expect_async_conn_close_at(const char *file, int line,
     amqp_destroy_connection(c);
 }
 
+bool
+h_skipped_remote(const char *why)
+{
+    if (why == NULL || !harness_is_remote())
+        return false;
+    fprintf(stderr, "%s: skipped against a remote broker: %s\n",
+            case_name ? case_name : "a case", why);
+    return true;
+}
+
 void
 h_expect_refused_at(const char *file, int line, amqp_connection_state_t c,
                     amqp_rpc_reply_t r, amqp_channel_t ch, int code,
@@ -1139,11 +1149,8 @@ h_refused(const struct h_refusal *v)
     amqp_rpc_reply_t r;
 
     h_case(v->name);
-    if (v->roost_only && harness_is_remote()) {
-        fprintf(stderr, "%s: skipped against a remote broker: %s\n", v->name,
-                v->roost_only);
+    if (h_skipped_remote(v->roost_only))
         return;
-    }
     h_name(obj, sizeof(obj), "refused");
     snprintf(want, sizeof(want), v->text, obj);
     c = h_connect(H);

@@ -107,6 +107,10 @@ long harness_rss_kb(const struct harness *h);
 /* Whether roostd's log contains 'needle' now. */
 bool harness_log_contains(const struct harness *h, const char *needle);
 
+/* For a case of a table that runs on Roost only: with 'why' not NULL and a
+ * remote broker, say that the case is skipped and why, and return true. */
+bool h_skipped_remote(const char *why);
+
 /* Skip the rest of a test in remote mode, with a note. */
 #define SKIP_IF_REMOTE(why)                                                    \
     do {                                                                       \
