@@ -26,6 +26,13 @@ bound_queue(amqp_connection_state_t c, const char *x, const char *key, char *q)
         BIND(c, 1, q, x, key);
 }
 
+static void
+delete_x(amqp_connection_state_t c, const char *x)
+{
+    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
+    EXPECT_OK(c, "exchange.delete");
+}
+
 /*
  * The bodies routed to 'q', comma-separated, in order: publishes a
  * sentinel through the default exchange and gets messages until it comes.
@@ -93,8 +100,7 @@ START_TEST(direct_routes_by_key)
     ck_assert_str_eq(ROUTED(c, q1, buf), "1");
     ck_assert_str_eq(ROUTED(c, q2, buf), "2");
     ck_assert_str_eq(ROUTED(c, q3, buf), "1,2");
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
+    delete_x(c, x);
     h_close(c);
 }
 END_TEST
@@ -111,8 +117,7 @@ START_TEST(fanout_ignores_key)
     PUBLISH(c, 1, x, "", "2");
     ck_assert_str_eq(ROUTED(c, q1, buf), "1,2");
     ck_assert_str_eq(ROUTED(c, q2, buf), "1,2");
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
+    delete_x(c, x);
     h_close(c);
 }
 END_TEST
@@ -160,8 +165,7 @@ START_TEST(topic_patterns)
     ck_assert_msg(strcmp(ROUTED(c, q, buf), topic_vecs[_i].want) == 0,
                   "binding \"%s\": routed \"%s\", expected \"%s\"",
                   topic_vecs[_i].pattern, buf, topic_vecs[_i].want);
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
+    delete_x(c, x);
     h_close(c);
 }
 END_TEST
@@ -186,8 +190,7 @@ START_TEST(topic_overlapping_bindings_one_copy)
     PUBLISH(c, 1, x, "z.z", "no");
     PUBLISH(c, 1, x, "z.b", "yes");
     ck_assert_str_eq(ROUTED(c, q, buf), "yes");
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
+    delete_x(c, x);
     h_close(c);
 }
 END_TEST
@@ -431,8 +434,7 @@ START_TEST(cc_topic_and_mandatory)
     EXPECT_METHOD(c, AMQP_BASIC_RETURN_METHOD, &e);
     ck_assert_int_eq(e.code, 312);
     h_event_free(&e);
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
+    delete_x(c, x);
     h_close(c);
 }
 END_TEST
@@ -490,21 +492,71 @@ END_TEST
 
 /* ---- declare ---- */
 
-START_TEST(redeclare_same_is_ok)
-{
-    amqp_connection_state_t c = h_connect(H);
-    char x[64];
-    amqp_table_entry_t a[] = { h_entry_str("other", "1") };
-    amqp_table_entry_t b[] = { h_entry_str("other", "2") };
+/* exchange.declare of 'type' with flags and arguments. */
+struct xdecl {
+    const char *type;
+    bool durable, auto_delete, internal;
+    struct h_fields args;
+};
 
-    h_name(x, sizeof(x), "same");
-    h_declare_exchange_at(__FILE__, __LINE__, c, 1, x, "topic", false, false,
-                          false, h_table(a, 1));
+#define AE(name) H_FIELDS(H_STR("alternate-exchange", name))
+#define INEQUIVALENT(k, got_cur)                                               \
+    "PRECONDITION_FAILED - inequivalent arg '" k "' for exchange '%s' in "     \
+    "vhost '/': received " got_cur
+
+/* An exchange declared as 'first', then again as 'again': accepted when
+ * 'text' is NULL, else refused with 406 and 'text' ("%s": its name). */
+static const struct redeclare_case {
+    const char *name;
+    struct xdecl first, again;
+    const char *text;
+} redeclare_cases[] = {
     /* Arguments other than alternate-exchange are not compared. */
-    h_declare_exchange_at(__FILE__, __LINE__, c, 1, x, "topic", false, false,
-                          false, h_table(b, 1));
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
+    { "other arguments not compared",
+      { "topic", .args = H_FIELDS(H_STR("other", "1")) },
+      { "topic", .args = H_FIELDS(H_STR("other", "2")) } },
+    { "another type", { "direct" }, { "fanout" },
+      INEQUIVALENT("type", "'fanout' but current is 'direct'") },
+    { "durable", { "direct" }, { "direct", .durable = true },
+      INEQUIVALENT("durable", "'true' but current is 'false'") },
+    { "auto-delete", { "direct" }, { "direct", .auto_delete = true },
+      INEQUIVALENT("auto_delete", "'true' but current is 'false'") },
+    { "internal", { "direct" }, { "direct", .internal = true },
+      INEQUIVALENT("internal", "'true' but current is 'false'") },
+    { "another alternate-exchange", { "direct", .args = AE("ae1") },
+      { "direct", .args = AE("ae2") },
+      INEQUIVALENT("alternate-exchange", "'ae2' but current is 'ae1'") },
+    { "without its alternate-exchange", { "direct", .args = AE("ae1") },
+      { "direct" },
+      INEQUIVALENT("alternate-exchange", "none but current is the value "
+                                         "'ae1' of type 'longstr'") },
+};
+
+START_TEST(redeclare)
+{
+    const struct redeclare_case *v = &redeclare_cases[_i];
+    const struct xdecl *d[2] = { &v->first, &v->again };
+    amqp_connection_state_t c;
+    char x[64], want[512];
+
+    h_case(v->name);
+    c = h_connect(H);
+    h_name(x, sizeof(x), "redecl");
+    for (int k = 0; k < 2; k++) {
+        amqp_exchange_declare(c, 1, amqp_cstring_bytes(x),
+                              amqp_cstring_bytes(d[k]->type), 0, d[k]->durable,
+                              d[k]->auto_delete, d[k]->internal,
+                              h_fields_table(&d[k]->args));
+        if (k == 0 || !v->text)
+            EXPECT_OK(c, "exchange.declare");
+    }
+    if (v->text) {
+        snprintf(want, sizeof(want), v->text, x);
+        EXPECT_CHANNEL_CLOSE(c, 1, 406, want);
+        amqp_channel_open(c, 1);
+        EXPECT_OK(c, "channel.open");
+    }
+    delete_x(c, x);
     h_close(c);
 }
 END_TEST
@@ -530,8 +582,7 @@ START_TEST(passive_declare)
                           amqp_cstring_bytes("topic"), 1, 1, 1, 0,
                           amqp_empty_table);
     EXPECT_OK(c, "passive declare of an existing exchange");
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
+    delete_x(c, x);
     h_close(c);
 }
 END_TEST
@@ -627,13 +678,11 @@ START_TEST(delete_removes_bindings)
     h_name(x, sizeof(x), "delb");
     DECLARE_EXCHANGE(c, 1, x, "fanout");
     bound_queue(c, x, "", q);
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
+    delete_x(c, x);
     DECLARE_EXCHANGE(c, 1, x, "fanout");
     PUBLISH(c, 1, x, "", "after");
     ck_assert_str_eq(ROUTED(c, q, buf), "");
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
+    delete_x(c, x);
     h_close(c);
 }
 END_TEST
@@ -647,13 +696,6 @@ e2e_bind(amqp_connection_state_t c, const char *dst, const char *src,
     amqp_exchange_bind(c, 1, amqp_cstring_bytes(dst), amqp_cstring_bytes(src),
                        amqp_cstring_bytes(key), amqp_empty_table);
     EXPECT_OK(c, "exchange.bind");
-}
-
-static void
-delete_x(amqp_connection_state_t c, const char *x)
-{
-    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-    EXPECT_OK(c, "exchange.delete");
 }
 
 START_TEST(e2e_bind_and_unbind)
@@ -1102,66 +1144,6 @@ declare_unknown_type(amqp_connection_state_t c, const char *obj)
                      amqp_empty_table);
 }
 
-/* A direct exchange 'obj' declared again as 'type' or with a flag. */
-static amqp_rpc_reply_t
-redeclare(amqp_connection_state_t c, const char *obj, const char *type,
-          bool durable, bool auto_delete, bool internal)
-{
-    DECLARE_EXCHANGE(c, 1, obj, "direct");
-    return declare_x(c, obj, type, false, durable, auto_delete, internal,
-                     amqp_empty_table);
-}
-
-static amqp_rpc_reply_t
-redeclare_fanout(amqp_connection_state_t c, const char *obj)
-{
-    return redeclare(c, obj, "fanout", false, false, false);
-}
-
-static amqp_rpc_reply_t
-redeclare_durable(amqp_connection_state_t c, const char *obj)
-{
-    return redeclare(c, obj, "direct", true, false, false);
-}
-
-static amqp_rpc_reply_t
-redeclare_auto_delete(amqp_connection_state_t c, const char *obj)
-{
-    return redeclare(c, obj, "direct", false, true, false);
-}
-
-static amqp_rpc_reply_t
-redeclare_internal(amqp_connection_state_t c, const char *obj)
-{
-    return redeclare(c, obj, "direct", false, false, true);
-}
-
-/* A direct exchange 'obj' with alternate-exchange ae1, declared again
- * with 'args'. */
-static amqp_rpc_reply_t
-redeclare_ae(amqp_connection_state_t c, const char *obj, amqp_table_t args)
-{
-    amqp_table_entry_t a[] = { h_entry_str("alternate-exchange", "ae1") };
-
-    h_declare_exchange_at(__FILE__, __LINE__, c, 1, obj, "direct", false,
-                          false, false, h_table(a, 1));
-    return declare_x(c, obj, "direct", false, false, false, false, args);
-}
-
-static amqp_rpc_reply_t
-redeclare_other_ae(amqp_connection_state_t c, const char *obj)
-{
-    amqp_table_entry_t b[] = { h_entry_str("alternate-exchange", "ae2") };
-
-    return redeclare_ae(c, obj, h_table(b, 1));
-}
-
-static amqp_rpc_reply_t
-redeclare_without_ae(amqp_connection_state_t c, const char *obj)
-{
-    return redeclare_ae(c, obj, amqp_empty_table);
-}
-
 static amqp_rpc_reply_t
 bind_bad_x_match(amqp_connection_state_t c, const char *obj)
 {
@@ -1230,33 +1212,6 @@ static const struct h_refusal refusals[] = {
       amq_direct_still_there },
     { "unknown type", declare_unknown_type, 0, 503,
       "COMMAND_INVALID - unknown exchange type 'x-bogus'" },
-    { "redeclared with another type", redeclare_fanout, 1, 406,
-      "PRECONDITION_FAILED - inequivalent arg 'type' for exchange '%s' in "
-      "vhost '/': received 'fanout' but current is 'direct'",
-      delete_x },
-    { "redeclared durable", redeclare_durable, 1, 406,
-      "PRECONDITION_FAILED - inequivalent arg 'durable' for exchange '%s' in "
-      "vhost '/': received 'true' but current is 'false'",
-      delete_x },
-    { "redeclared auto-delete", redeclare_auto_delete, 1, 406,
-      "PRECONDITION_FAILED - inequivalent arg 'auto_delete' for exchange "
-      "'%s' in vhost '/': received 'true' but current is 'false'",
-      delete_x },
-    { "redeclared internal", redeclare_internal, 1, 406,
-      "PRECONDITION_FAILED - inequivalent arg 'internal' for exchange '%s' "
-      "in vhost '/': received 'true' but current is 'false'",
-      delete_x },
-    { "redeclared with another alternate-exchange", redeclare_other_ae, 1,
-      406,
-      "PRECONDITION_FAILED - inequivalent arg 'alternate-exchange' for "
-      "exchange '%s' in vhost '/': received 'ae2' but current is 'ae1'",
-      delete_x },
-    { "redeclared without its alternate-exchange", redeclare_without_ae, 1,
-      406,
-      "PRECONDITION_FAILED - inequivalent arg 'alternate-exchange' for "
-      "exchange '%s' in vhost '/': received none but current is the value "
-      "'ae1' of type 'longstr'",
-      delete_x },
     { "headers: bad x-match", bind_bad_x_match, 1, 406,
       "PRECONDITION_FAILED - Invalid x-match field value <<\"bogus\">>; "
       "expected all, any, all-with-x, or any-with-x" },
@@ -1305,7 +1260,7 @@ main(void)
     H_LOOP(tc, amq_exchanges_exist, amq_exchanges);
 
     tc = h_tcase(s, "declare", 20, true);
-    tcase_add_test(tc, redeclare_same_is_ok);
+    H_LOOP(tc, redeclare, redeclare_cases);
     tcase_add_test(tc, passive_declare);
     tcase_add_test(tc, declare_nowait);
 
