@@ -1160,8 +1160,7 @@ h_refused(const struct h_refusal *v)
         return;
     amqp_channel_open(c, v->ch);
     EXPECT_OK(c, "channel.open after the refusal");
-    H_ASSERT(h_sync_at(__FILE__, __LINE__, c, v->ch, NULL, 0) == 0,
-             "deliveries after the refusal");
+    H_ASSERT(SYNC(c, v->ch, NULL, 0) == 0, "deliveries after the refusal");
     if (v->after)
         v->after(c, obj);
     h_close(c);

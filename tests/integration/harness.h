@@ -14,6 +14,11 @@
  *
  * Everything that can fail asserts with check's ck_assert_msg and names the
  * caller's file and line; the macros at the bottom pass them along.
+ *
+ * Cases that are the same steps with other values are rows of a table run
+ * by a loop test (H_LOOP): the test names its row with h_case() so that
+ * every failure says which row; struct h_refusal and h_refused() make a
+ * table of methods the broker must refuse, H_FIELDS field tables as data.
  */
 #ifndef ROOST_TESTS_INTEGRATION_HARNESS_H
 #define ROOST_TESTS_INTEGRATION_HARNESS_H
