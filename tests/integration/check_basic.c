@@ -25,6 +25,16 @@ reopen(amqp_connection_state_t c, amqp_channel_t ch)
     EXPECT_OK(c, "channel.open");
 }
 
+/* Close channel 'ch' and open it again: its unacked messages go back. */
+static void
+cycle_channel(amqp_connection_state_t c, amqp_channel_t ch)
+{
+    h_expect_ok_at(__FILE__, __LINE__,
+                   amqp_channel_close(c, ch, AMQP_REPLY_SUCCESS),
+                   "channel.close");
+    reopen(c, ch);
+}
+
 static void
 qos(amqp_connection_state_t c, amqp_channel_t ch, uint16_t count, bool global)
 {
@@ -60,8 +70,8 @@ expect_empty_at(const char *file, int line, amqp_connection_state_t c,
     if (h_get_at(file, line, c, ch, q, true, &e) == 1) {
         snprintf(got, sizeof(got), "%s", e.body);
         h_event_free(&e);
-        _ck_assert_failed(file, line, "Failed",
-                          "expected '%s' empty, got \"%s\"", q, got);
+        h_assert_failed(file, line, "Failed", "expected '%s' empty, got \"%s\"",
+                        q, got);
     }
 }
 #define EXPECT_EMPTY(c, ch, q)                                                 \
@@ -69,31 +79,33 @@ expect_empty_at(const char *file, int line, amqp_connection_state_t c,
 
 /* ---- publish ---- */
 
+static const char *const exchange_types[] = { "direct", "fanout", "topic",
+                                              "headers" };
+
 START_TEST(publish_to_each_exchange_type)
 {
-    static const char *const types[] = { "direct", "fanout", "topic",
-                                         "headers" };
-    amqp_connection_state_t c = h_connect(H);
+    const char *type = exchange_types[_i];
+    amqp_connection_state_t c;
     char x[64], q[256], tag[256];
     struct h_event e;
 
-    for (size_t i = 0; i < 4; i++) {
-        h_name(x, sizeof(x), types[i]);
-        DECLARE_EXCHANGE(c, 1, x, types[i]);
-        DECLARE_QUEUE(c, 1, "", false, true, false, q);
-        BIND(c, 1, q, x, "rk");
-        CONSUME(c, 1, q, "", false, tag);
-        PUBLISH(c, 1, x, "rk", types[i]);
-        EXPECT_DELIVERY(c, types[i], &e);
-        ck_assert_str_eq(e.exchange, x);
-        ck_assert_str_eq(e.rkey, "rk");
-        ck_assert_str_eq(e.ctag, tag);
-        ck_assert(!e.redelivered);
-        amqp_basic_ack(c, 1, e.tag, 0);
-        h_event_free(&e);
-        amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
-        EXPECT_OK(c, "exchange.delete");
-    }
+    h_case(type);
+    c = h_connect(H);
+    h_name(x, sizeof(x), type);
+    DECLARE_EXCHANGE(c, 1, x, type);
+    DECLARE_QUEUE(c, 1, "", false, true, false, q);
+    BIND(c, 1, q, x, "rk");
+    CONSUME(c, 1, q, "", false, tag);
+    PUBLISH(c, 1, x, "rk", type);
+    EXPECT_DELIVERY(c, type, &e);
+    H_ASSERT_STR_EQ(e.exchange, x);
+    H_ASSERT_STR_EQ(e.rkey, "rk");
+    H_ASSERT_STR_EQ(e.ctag, tag);
+    H_ASSERT(!e.redelivered, "delivered as redelivered");
+    amqp_basic_ack(c, 1, e.tag, 0);
+    h_event_free(&e);
+    amqp_exchange_delete(c, 1, amqp_cstring_bytes(x), 0);
+    EXPECT_OK(c, "exchange.delete");
     h_close(c);
 }
 END_TEST
@@ -197,30 +209,6 @@ START_TEST(mandatory_unroutable_returned_first)
 }
 END_TEST
 
-START_TEST(immediate_540)
-{
-    amqp_connection_state_t c = h_connect(H);
-    amqp_bytes_t b = amqp_cstring_bytes("x");
-
-    ck_assert_int_eq(amqp_basic_publish(c, 1, amqp_cstring_bytes("amq.direct"),
-                                        amqp_cstring_bytes("k"), 0, 1, NULL, b),
-                     AMQP_STATUS_OK);
-    EXPECT_ASYNC_CONN_CLOSE(c, 540, "NOT_IMPLEMENTED - immediate=true");
-}
-END_TEST
-
-START_TEST(publish_to_missing_exchange_404)
-{
-    amqp_connection_state_t c = h_connect(H);
-
-    PUBLISH(c, 1, "no-such-exchange-for-roost", "k", "x");
-    EXPECT_ASYNC_CHANNEL_CLOSE(c, 1, 404,
-                               "NOT_FOUND - no exchange "
-                               "'no-such-exchange-for-roost' in vhost '/'");
-    h_close(c);
-}
-END_TEST
-
 static void
 big_body_roundtrip(const struct harness *h, int client_frame_max)
 {
@@ -308,20 +296,6 @@ START_TEST(consume_tags)
 }
 END_TEST
 
-START_TEST(consume_duplicate_tag_530)
-{
-    amqp_connection_state_t c = h_connect(H);
-    char q[256];
-
-    DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    CONSUME(c, 1, q, "dup", true, NULL);
-    amqp_basic_consume(c, 1, amqp_cstring_bytes(q), amqp_cstring_bytes("dup"),
-                       0, 1, 0, amqp_empty_table);
-    EXPECT_CONN_CLOSE(c, 530,
-                      "NOT_ALLOWED - attempt to reuse consumer tag 'dup'");
-}
-END_TEST
-
 START_TEST(consume_exclusive_403)
 {
     amqp_connection_state_t c = h_connect(H), other = h_connect(H);
@@ -353,19 +327,6 @@ START_TEST(consume_exclusive_403)
                        1, amqp_empty_table);
     EXPECT_CHANNEL_CLOSE(other, 1, 403, want);
     h_close(other);
-    h_close(c);
-}
-END_TEST
-
-START_TEST(consume_missing_queue_404)
-{
-    amqp_connection_state_t c = h_connect(H);
-
-    amqp_basic_consume(c, 1, amqp_cstring_bytes("no-such-queue-for-roost"),
-                       amqp_empty_bytes, 0, 1, 0, amqp_empty_table);
-    EXPECT_CHANNEL_CLOSE(c, 1, 404,
-                         "NOT_FOUND - no queue 'no-such-queue-for-roost' "
-                         "in vhost '/'");
     h_close(c);
 }
 END_TEST
@@ -522,22 +483,9 @@ START_TEST(get_ok_and_empty)
     EXPECT_EMPTY(c, 1, q);
     /* The one fetched with ack is unacked: it comes back when the channel
      * closes. */
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
-                   "channel.close");
-    reopen(c, 1);
+    cycle_channel(c, 1);
     WAIT_COUNT(c, 1, q, 1);
     EXPECT_GET(c, 1, q, "g1", true);
-    h_close(c);
-}
-END_TEST
-
-START_TEST(get_missing_queue_404)
-{
-    amqp_connection_state_t c = h_connect(H);
-    amqp_rpc_reply_t r =
-        amqp_basic_get(c, 1, amqp_cstring_bytes("no-such-queue-for-roost"), 1);
-    h_expect_channel_close_at(__FILE__, __LINE__, c, r, 1, 404, "NOT_FOUND - ");
     h_close(c);
 }
 END_TEST
@@ -556,163 +504,99 @@ get_unacked(amqp_connection_state_t c, const char *q, int n, uint64_t *tags)
     }
 }
 
-START_TEST(ack_single_and_multiple)
-{
-    amqp_connection_state_t c = h_connect(H);
-    char q[256];
-    uint64_t t[5];
+/* How a message fetched with ack is settled. */
+struct settle {
+    enum { END_OF_OPS, ACK, NACK, REJECT } op;
+    int msg; /* which of the messages fetched (from 0); TAG_ZERO: tag 0 */
+    bool multiple, requeue;
+};
+#define TAG_ZERO (-1)
 
-    DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    PUBLISH_N(c, 1, q, "a", 0, 5);
-    WAIT_COUNT(c, 1, q, 5);
-    get_unacked(c, q, 5, t);
-    amqp_basic_ack(c, 1, t[1], 0); /* a1 */
-    amqp_basic_ack(c, 1, t[3], 1); /* a0, a2, a3 */
-    ck_assert_int_eq(SYNC(c, 1, NULL, 0), 0);
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
-                   "channel.close");
-    reopen(c, 1);
-    WAIT_COUNT(c, 1, q, 1);
-    EXPECT_GET(c, 1, q, "a4", true);
-    h_close(c);
-}
-END_TEST
-
-START_TEST(ack_zero_multiple_is_all)
-{
-    amqp_connection_state_t c = h_connect(H);
-    char q[256];
-    uint64_t t[3];
-
-    DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    PUBLISH_N(c, 1, q, "z", 0, 3);
-    WAIT_COUNT(c, 1, q, 3);
-    get_unacked(c, q, 3, t);
-    amqp_basic_ack(c, 1, 0, 1);
-    ck_assert_int_eq(SYNC(c, 1, NULL, 0), 0);
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
-                   "channel.close");
-    reopen(c, 1);
-    ck_assert_uint_eq(QUEUE_COUNT(c, 1, q), 0);
-    h_close(c);
-}
-END_TEST
-
-START_TEST(nack_multiple_requeue)
-{
-    amqp_connection_state_t c = h_connect(H);
-    char q[256];
-    uint64_t t[4];
-
-    DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    PUBLISH_N(c, 1, q, "n", 0, 4);
-    WAIT_COUNT(c, 1, q, 4);
-    get_unacked(c, q, 4, t);
-    amqp_basic_nack(c, 1, t[2], 1, 1); /* n0..n2 back */
-    amqp_basic_nack(c, 1, t[3], 0, 0); /* n3 dropped */
-    WAIT_COUNT(c, 1, q, 3);
-    EXPECT_GET(c, 1, q, "n0", true);
-    EXPECT_GET(c, 1, q, "n1", true);
-    EXPECT_GET(c, 1, q, "n2", true);
-    EXPECT_EMPTY(c, 1, q);
-    h_close(c);
-}
-END_TEST
-
-START_TEST(reject_requeue_and_drop)
-{
-    amqp_connection_state_t c = h_connect(H);
-    char q[256];
-    uint64_t t[3];
-
-    DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    PUBLISH_N(c, 1, q, "r", 0, 3);
-    WAIT_COUNT(c, 1, q, 3);
-    get_unacked(c, q, 3, t);
-    amqp_basic_reject(c, 1, t[0], 0); /* dropped */
-    amqp_basic_reject(c, 1, t[1], 1); /* back */
-    WAIT_COUNT(c, 1, q, 1);
-    EXPECT_GET(c, 1, q, "r1", true);
-    amqp_basic_ack(c, 1, t[2], 0);
-    ck_assert_int_eq(SYNC(c, 1, NULL, 0), 0);
-    h_close(c);
-}
-END_TEST
-
-START_TEST(requeue_keeps_original_order)
-{
+/*
+ * 'n' messages "<prefix>0".. fetched with ack on channel 1, then 'newer'
+ * published behind them, settled by 'ops' in turn; with 'close_channel'
+ * the channel is then closed and opened again (what is unacked goes
+ * back). Then the queue holds 'back', in that order (the messages fetched
+ * before come back redelivered), and nothing else. Whatever is still
+ * unacked is acked at the end, one by one.
+ */
+static const struct settle_case {
+    const char *name;
+    const char *prefix;
+    int n, newer;
+    struct settle ops[4];
+    bool close_channel;
+    const char *back[5];
+} settle_cases[] = {
+    { "ack single, then multiple", "a", 5, 0,
+      { { ACK, 1, false }, /* a1 */ { ACK, 3, true } /* a0, a2, a3 */ },
+      true, { "a4" } },
+    { "ack of tag 0 with multiple is all", "z", 3, 0,
+      { { ACK, TAG_ZERO, true } }, true, { NULL } },
+    { "nack multiple with requeue, nack without", "n", 4, 0,
+      { { NACK, 2, true, true }, /* n0..n2 back */
+        { NACK, 3, false, false } /* n3 dropped */ },
+      false, { "n0", "n1", "n2" } },
+    { "reject without requeue, reject with", "r", 3, 0,
+      { { REJECT, 0, false, false }, /* dropped */
+        { REJECT, 1, false, true } /* back */ },
+      false, { "r1" } },
     /* Rejected out of order, with a newer message behind them: they go
      * back to their original places, ahead of it. */
-    amqp_connection_state_t c = h_connect(H);
-    char q[256];
-    uint64_t t[5];
+    { "requeue keeps the original order", "o", 5, 1,
+      { { REJECT, 3, false, true }, { REJECT, 1, false, true },
+        { NACK, 4, false, true } },
+      false, { "o1", "o3", "o4", "o5" } },
+};
 
-    DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    PUBLISH_N(c, 1, q, "o", 0, 5);
-    WAIT_COUNT(c, 1, q, 5);
-    get_unacked(c, q, 5, t);
-    PUBLISH_N(c, 1, q, "o", 5, 6);
-    WAIT_COUNT(c, 1, q, 1);
-    amqp_basic_reject(c, 1, t[3], 1);
-    amqp_basic_reject(c, 1, t[1], 1);
-    amqp_basic_nack(c, 1, t[4], 0, 1);
-    WAIT_COUNT(c, 1, q, 4);
-    EXPECT_GET(c, 1, q, "o1", true);
-    EXPECT_GET(c, 1, q, "o3", true);
-    EXPECT_GET(c, 1, q, "o4", true);
-    EXPECT_GET(c, 1, q, "o5", false);
-    h_close(c);
-}
-END_TEST
-
-START_TEST(unknown_delivery_tag_406)
+START_TEST(settle)
 {
-    amqp_connection_state_t c = h_connect(H);
-
-    amqp_basic_ack(c, 1, 7, 0);
-    EXPECT_ASYNC_CHANNEL_CLOSE(c, 1, 406,
-                               "PRECONDITION_FAILED - unknown delivery tag 7");
-    h_close(c);
-}
-END_TEST
-
-START_TEST(double_ack_406)
-{
-    amqp_connection_state_t c = h_connect(H);
+    const struct settle_case *v = &settle_cases[_i];
+    amqp_connection_state_t c;
     char q[256];
-    uint64_t t[1];
+    uint64_t t[8];
+    bool settled[8] = { false };
+    int nback = 0;
 
+    h_case(v->name);
+    c = h_connect(H);
     DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    PUBLISH_N(c, 1, q, "d", 0, 1);
-    WAIT_COUNT(c, 1, q, 1);
-    get_unacked(c, q, 1, t);
-    amqp_basic_ack(c, 1, t[0], 0);
-    amqp_basic_ack(c, 1, t[0], 0);
-    char want[128];
-    snprintf(want, sizeof(want),
-             "PRECONDITION_FAILED - unknown delivery tag %llu",
-             (unsigned long long)t[0]);
-    EXPECT_ASYNC_CHANNEL_CLOSE(c, 1, 406, want);
-    h_close(c);
-}
-END_TEST
-
-START_TEST(delivery_tags_are_per_channel)
-{
-    amqp_connection_state_t c = h_connect(H);
-    char q[256];
-    uint64_t t[1];
-
-    DECLARE_QUEUE(c, 1, "", false, true, false, q);
-    reopen(c, 2);
-    PUBLISH_N(c, 1, q, "p", 0, 1);
-    WAIT_COUNT(c, 1, q, 1);
-    get_unacked(c, q, 1, t);
-    amqp_basic_ack(c, 2, t[0], 0);
-    EXPECT_ASYNC_CHANNEL_CLOSE(c, 2, 406,
-                               "PRECONDITION_FAILED - unknown delivery tag");
+    PUBLISH_N(c, 1, q, v->prefix, 0, v->n);
+    WAIT_COUNT(c, 1, q, (uint32_t)v->n);
+    get_unacked(c, q, v->n, t);
+    if (v->newer) {
+        PUBLISH_N(c, 1, q, v->prefix, v->n, v->n + v->newer);
+        WAIT_COUNT(c, 1, q, (uint32_t)v->newer);
+    }
+    for (const struct settle *o = v->ops; o->op != END_OF_OPS; o++) {
+        uint64_t tag = o->msg == TAG_ZERO ? 0 : t[o->msg];
+        if (o->op == ACK)
+            amqp_basic_ack(c, 1, tag, o->multiple);
+        else if (o->op == NACK)
+            amqp_basic_nack(c, 1, tag, o->multiple, o->requeue);
+        else
+            amqp_basic_reject(c, 1, tag, o->requeue);
+        for (int i = 0; i < v->n; i++)
+            if (o->msg == TAG_ZERO || i == o->msg ||
+                (o->multiple && i < o->msg))
+                settled[i] = true;
+    }
+    if (v->close_channel) {
+        H_ASSERT(SYNC(c, 1, NULL, 0) == 0, "deliveries after the settling");
+        cycle_channel(c, 1);
+        memset(settled, 1, sizeof(settled));
+    }
+    while (nback < 5 && v->back[nback])
+        nback++;
+    WAIT_COUNT(c, 1, q, (uint32_t)nback);
+    for (int k = 0; k < nback; k++)
+        EXPECT_GET(c, 1, q, v->back[k],
+                   atoi(v->back[k] + strlen(v->prefix)) < v->n);
+    EXPECT_EMPTY(c, 1, q);
+    for (int i = 0; i < v->n; i++)
+        if (!settled[i])
+            amqp_basic_ack(c, 1, t[i], 0);
+    H_ASSERT(SYNC(c, 1, NULL, 0) == 0, "deliveries after the acks");
     h_close(c);
 }
 END_TEST
@@ -767,15 +651,6 @@ START_TEST(recover_async_requeues)
 }
 END_TEST
 
-START_TEST(recover_without_requeue_540)
-{
-    amqp_connection_state_t c = h_connect(H);
-
-    amqp_basic_recover(c, 1, 0);
-    EXPECT_CONN_CLOSE(c, 540, "NOT_IMPLEMENTED - requeue=false");
-}
-END_TEST
-
 /* ---- qos ---- */
 
 /* Wait for 'n' deliveries; store their tags. */
@@ -787,6 +662,18 @@ take(amqp_connection_state_t c, int n, uint64_t *tags)
         if (tags)
             tags[i] = t;
     }
+}
+
+/* Two new queues, of "a0".."a9" and "b0".."b9". */
+static void
+two_queues_of_ten(amqp_connection_state_t c, char *q1, char *q2)
+{
+    DECLARE_QUEUE(c, 1, "", false, true, false, q1);
+    DECLARE_QUEUE(c, 1, "", false, true, false, q2);
+    PUBLISH_N(c, 1, q1, "a", 0, 10);
+    PUBLISH_N(c, 1, q2, "b", 0, 10);
+    WAIT_COUNT(c, 1, q1, 10);
+    WAIT_COUNT(c, 1, q2, 10);
 }
 
 START_TEST(qos_per_consumer)
@@ -822,12 +709,7 @@ START_TEST(qos_per_consumer_only_for_later_consumers)
     amqp_connection_state_t c = h_connect(H);
     char q1[256], q2[256];
 
-    DECLARE_QUEUE(c, 1, "", false, true, false, q1);
-    DECLARE_QUEUE(c, 1, "", false, true, false, q2);
-    PUBLISH_N(c, 1, q1, "a", 0, 10);
-    PUBLISH_N(c, 1, q2, "b", 0, 10);
-    WAIT_COUNT(c, 1, q1, 10);
-    WAIT_COUNT(c, 1, q2, 10);
+    two_queues_of_ten(c, q1, q2);
     qos(c, 1, 2, false);
     CONSUME(c, 1, q1, "first", false, NULL);
     take(c, 2, NULL);
@@ -848,12 +730,7 @@ START_TEST(qos_per_channel)
     struct h_event e;
     uint64_t last = 0;
 
-    DECLARE_QUEUE(c, 1, "", false, true, false, q1);
-    DECLARE_QUEUE(c, 1, "", false, true, false, q2);
-    PUBLISH_N(c, 1, q1, "a", 0, 10);
-    PUBLISH_N(c, 1, q2, "b", 0, 10);
-    WAIT_COUNT(c, 1, q1, 10);
-    WAIT_COUNT(c, 1, q2, 10);
+    two_queues_of_ten(c, q1, q2);
     qos(c, 1, 3, true);
     CONSUME(c, 1, q1, "c1", false, NULL);
     CONSUME(c, 1, q2, "c2", false, NULL);
@@ -882,12 +759,7 @@ START_TEST(qos_both_limits)
     int got1 = 0, got2 = 0;
     struct h_event e;
 
-    DECLARE_QUEUE(c, 1, "", false, true, false, q1);
-    DECLARE_QUEUE(c, 1, "", false, true, false, q2);
-    PUBLISH_N(c, 1, q1, "a", 0, 10);
-    PUBLISH_N(c, 1, q2, "b", 0, 10);
-    WAIT_COUNT(c, 1, q1, 10);
-    WAIT_COUNT(c, 1, q2, 10);
+    two_queues_of_ten(c, q1, q2);
     qos(c, 1, 2, false);
     qos(c, 1, 3, true);
     CONSUME(c, 1, q1, "c1", false, NULL);
@@ -922,15 +794,6 @@ START_TEST(qos_zero_is_unlimited)
 }
 END_TEST
 
-START_TEST(qos_prefetch_size_540)
-{
-    amqp_connection_state_t c = h_connect(H);
-
-    amqp_basic_qos(c, 1, 1, 0, 0);
-    EXPECT_CONN_CLOSE(c, 540, "NOT_IMPLEMENTED - prefetch_size!=0 (1)");
-}
-END_TEST
-
 /* ---- unacked messages go back ---- */
 
 static void
@@ -952,51 +815,46 @@ expect_three_back(amqp_connection_state_t admin, const char *q)
     EXPECT_GET(admin, 1, q, "u2", true);
 }
 
-START_TEST(unacked_back_on_channel_close)
+/* How the consumer of three unacked messages goes away. */
+static const struct unacked_case {
+    const char *name;
+    enum { CHANNEL_CLOSE, CONNECTION_CLOSE, SOCKET_DROP } how;
+} unacked_cases[] = {
+    { "channel.close", CHANNEL_CLOSE },
+    { "connection.close", CONNECTION_CLOSE },
+    { "socket drop", SOCKET_DROP },
+};
+
+START_TEST(unacked_back_when_consumer_goes)
 {
-    amqp_connection_state_t admin = h_connect(H), c = h_connect(H);
+    const struct unacked_case *v = &unacked_cases[_i];
+    amqp_connection_state_t admin, c;
     char name[64], q[256];
 
-    DECLARE_QUEUE(admin, 1, h_name(name, sizeof(name), "back1"), false, false,
+    h_case(v->name);
+    admin = h_connect(H);
+    c = h_connect(H);
+    DECLARE_QUEUE(admin, 1, h_name(name, sizeof(name), "back"), false, false,
                   false, q);
     three_unacked(c, q);
-    h_expect_ok_at(__FILE__, __LINE__,
-                   amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
-                   "channel.close");
+    switch (v->how) {
+    case CHANNEL_CLOSE:
+        h_expect_ok_at(__FILE__, __LINE__,
+                       amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS),
+                       "channel.close");
+        break;
+    case CONNECTION_CLOSE:
+        h_close(c);
+        c = NULL;
+        break;
+    case SOCKET_DROP:
+        h_drop(c);
+        c = NULL;
+        break;
+    }
     expect_three_back(admin, q);
-    h_close(c);
-    amqp_queue_delete(admin, 1, amqp_cstring_bytes(q), 0, 0);
-    EXPECT_OK(admin, "queue.delete");
-    h_close(admin);
-}
-END_TEST
-
-START_TEST(unacked_back_on_connection_close)
-{
-    amqp_connection_state_t admin = h_connect(H), c = h_connect(H);
-    char name[64], q[256];
-
-    DECLARE_QUEUE(admin, 1, h_name(name, sizeof(name), "back2"), false, false,
-                  false, q);
-    three_unacked(c, q);
-    h_close(c);
-    expect_three_back(admin, q);
-    amqp_queue_delete(admin, 1, amqp_cstring_bytes(q), 0, 0);
-    EXPECT_OK(admin, "queue.delete");
-    h_close(admin);
-}
-END_TEST
-
-START_TEST(unacked_back_on_socket_drop)
-{
-    amqp_connection_state_t admin = h_connect(H), c = h_connect(H);
-    char name[64], q[256];
-
-    DECLARE_QUEUE(admin, 1, h_name(name, sizeof(name), "back3"), false, false,
-                  false, q);
-    three_unacked(c, q);
-    h_drop(c);
-    expect_three_back(admin, q);
+    if (c)
+        h_close(c);
     amqp_queue_delete(admin, 1, amqp_cstring_bytes(q), 0, 0);
     EXPECT_OK(admin, "queue.delete");
     h_close(admin);
@@ -1220,6 +1078,147 @@ START_TEST(publish_user_id_checked)
 }
 END_TEST
 
+/* ---- refused methods ---- */
+
+static amqp_rpc_reply_t
+publish_immediate(amqp_connection_state_t c, const char *obj)
+{
+    (void)obj;
+    ck_assert_int_eq(amqp_basic_publish(c, 1, amqp_cstring_bytes("amq.direct"),
+                                        amqp_cstring_bytes("k"), 0, 1, NULL,
+                                        amqp_cstring_bytes("x")),
+                     AMQP_STATUS_OK);
+    return H_NO_REPLY;
+}
+
+static amqp_rpc_reply_t
+publish_to_missing_exchange(amqp_connection_state_t c, const char *obj)
+{
+    (void)obj;
+    PUBLISH(c, 1, "no-such-exchange-for-roost", "k", "x");
+    return H_NO_REPLY;
+}
+
+static amqp_rpc_reply_t
+consume_duplicate_tag(amqp_connection_state_t c, const char *obj)
+{
+    char q[256];
+
+    (void)obj;
+    DECLARE_QUEUE(c, 1, "", false, true, false, q);
+    CONSUME(c, 1, q, "dup", true, NULL);
+    amqp_basic_consume(c, 1, amqp_cstring_bytes(q), amqp_cstring_bytes("dup"),
+                       0, 1, 0, amqp_empty_table);
+    return amqp_get_rpc_reply(c);
+}
+
+static amqp_rpc_reply_t
+consume_missing_queue(amqp_connection_state_t c, const char *obj)
+{
+    (void)obj;
+    amqp_basic_consume(c, 1, amqp_cstring_bytes("no-such-queue-for-roost"),
+                       amqp_empty_bytes, 0, 1, 0, amqp_empty_table);
+    return amqp_get_rpc_reply(c);
+}
+
+static amqp_rpc_reply_t
+get_missing_queue(amqp_connection_state_t c, const char *obj)
+{
+    (void)obj;
+    return amqp_basic_get(c, 1, amqp_cstring_bytes("no-such-queue-for-roost"),
+                          1);
+}
+
+static amqp_rpc_reply_t
+ack_unknown_tag(amqp_connection_state_t c, const char *obj)
+{
+    (void)obj;
+    amqp_basic_ack(c, 1, 7, 0);
+    return H_NO_REPLY;
+}
+
+/* One message fetched with ack on channel 1 (a new channel: tag 1). */
+static uint64_t
+one_unacked(amqp_connection_state_t c)
+{
+    char q[256];
+    uint64_t t[1];
+
+    DECLARE_QUEUE(c, 1, "", false, true, false, q);
+    PUBLISH_N(c, 1, q, "d", 0, 1);
+    WAIT_COUNT(c, 1, q, 1);
+    get_unacked(c, q, 1, t);
+    H_ASSERT(t[0] == 1, "the first delivery tag on a channel is %llu",
+             (unsigned long long)t[0]);
+    return t[0];
+}
+
+static amqp_rpc_reply_t
+ack_twice(amqp_connection_state_t c, const char *obj)
+{
+    uint64_t t = one_unacked(c);
+
+    (void)obj;
+    amqp_basic_ack(c, 1, t, 0);
+    amqp_basic_ack(c, 1, t, 0);
+    return H_NO_REPLY;
+}
+
+/* Delivery tags are per channel. */
+static amqp_rpc_reply_t
+ack_on_other_channel(amqp_connection_state_t c, const char *obj)
+{
+    (void)obj;
+    reopen(c, 2);
+    amqp_basic_ack(c, 2, one_unacked(c), 0);
+    return H_NO_REPLY;
+}
+
+static amqp_rpc_reply_t
+recover_without_requeue(amqp_connection_state_t c, const char *obj)
+{
+    (void)obj;
+    amqp_basic_recover(c, 1, 0);
+    return amqp_get_rpc_reply(c);
+}
+
+static amqp_rpc_reply_t
+qos_prefetch_size(amqp_connection_state_t c, const char *obj)
+{
+    (void)obj;
+    amqp_basic_qos(c, 1, 1, 0, 0);
+    return amqp_get_rpc_reply(c);
+}
+
+static const struct h_refusal refusals[] = {
+    { "publish immediate", publish_immediate, 0, 540,
+      "NOT_IMPLEMENTED - immediate=true" },
+    { "publish to a missing exchange", publish_to_missing_exchange, 1, 404,
+      "NOT_FOUND - no exchange 'no-such-exchange-for-roost' in vhost '/'" },
+    { "consume with a tag in use", consume_duplicate_tag, 0, 530,
+      "NOT_ALLOWED - attempt to reuse consumer tag 'dup'" },
+    { "consume from a missing queue", consume_missing_queue, 1, 404,
+      "NOT_FOUND - no queue 'no-such-queue-for-roost' in vhost '/'" },
+    { "get from a missing queue", get_missing_queue, 1, 404,
+      "NOT_FOUND - no queue 'no-such-queue-for-roost' in vhost '/'" },
+    { "ack of an unknown tag", ack_unknown_tag, 1, 406,
+      "PRECONDITION_FAILED - unknown delivery tag 7" },
+    { "ack twice", ack_twice, 1, 406,
+      "PRECONDITION_FAILED - unknown delivery tag 1" },
+    { "ack on another channel", ack_on_other_channel, 2, 406,
+      "PRECONDITION_FAILED - unknown delivery tag" },
+    { "recover requeue=false", recover_without_requeue, 0, 540,
+      "NOT_IMPLEMENTED - requeue=false" },
+    { "qos prefetch_size", qos_prefetch_size, 0, 540,
+      "NOT_IMPLEMENTED - prefetch_size!=0 (1)" },
+};
+
+START_TEST(refused)
+{
+    h_refused(&refusals[_i]);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1227,22 +1226,18 @@ main(void)
     TCase *tc;
 
     tc = h_tcase(s, "publish", 30, true);
-    tcase_add_test(tc, publish_to_each_exchange_type);
+    H_LOOP(tc, publish_to_each_exchange_type, exchange_types);
     tcase_add_test(tc, publish_keeps_properties);
     tcase_add_test(tc, publish_empty_body);
     tcase_add_test(tc, publish_user_id_checked);
     tcase_add_test(tc, mandatory_unroutable_returned_first);
-    tcase_add_test(tc, immediate_540);
-    tcase_add_test(tc, publish_to_missing_exchange_404);
     tcase_add_test(tc, multi_frame_body_client_frame_max);
     tcase_add_test(tc, multi_frame_body_server_frame_max);
     tcase_add_test(tc, max_message_size);
 
     tc = h_tcase(s, "consume", 20, true);
     tcase_add_test(tc, consume_tags);
-    tcase_add_test(tc, consume_duplicate_tag_530);
     tcase_add_test(tc, consume_exclusive_403);
-    tcase_add_test(tc, consume_missing_queue_404);
     tcase_add_test(tc, consume_no_ack);
     tcase_add_test(tc, consume_nowait);
     tcase_add_test(tc, cancel);
@@ -1251,22 +1246,13 @@ main(void)
 
     tc = h_tcase(s, "get", 20, true);
     tcase_add_test(tc, get_ok_and_empty);
-    tcase_add_test(tc, get_missing_queue_404);
 
     tc = h_tcase(s, "ack nack reject", 20, true);
-    tcase_add_test(tc, ack_single_and_multiple);
-    tcase_add_test(tc, ack_zero_multiple_is_all);
-    tcase_add_test(tc, nack_multiple_requeue);
-    tcase_add_test(tc, reject_requeue_and_drop);
-    tcase_add_test(tc, requeue_keeps_original_order);
-    tcase_add_test(tc, unknown_delivery_tag_406);
-    tcase_add_test(tc, double_ack_406);
-    tcase_add_test(tc, delivery_tags_are_per_channel);
+    H_LOOP(tc, settle, settle_cases);
 
     tc = h_tcase(s, "recover", 20, true);
     tcase_add_test(tc, recover_requeues);
     tcase_add_test(tc, recover_async_requeues);
-    tcase_add_test(tc, recover_without_requeue_540);
 
     tc = h_tcase(s, "qos", 20, true);
     tcase_add_test(tc, qos_per_consumer);
@@ -1274,18 +1260,18 @@ main(void)
     tcase_add_test(tc, qos_per_channel);
     tcase_add_test(tc, qos_both_limits);
     tcase_add_test(tc, qos_zero_is_unlimited);
-    tcase_add_test(tc, qos_prefetch_size_540);
 
     tc = h_tcase(s, "unacked on close", 20, true);
-    tcase_add_test(tc, unacked_back_on_channel_close);
-    tcase_add_test(tc, unacked_back_on_connection_close);
-    tcase_add_test(tc, unacked_back_on_socket_drop);
+    H_LOOP(tc, unacked_back_when_consumer_goes, unacked_cases);
     tcase_add_test(tc, nack_requeue_many_queues_redelivers_all);
     tcase_add_test(tc, unacked_back_ahead_of_newer_messages);
 
     tc = h_tcase(s, "dispatch", 20, true);
     tcase_add_test(tc, round_robin);
     tcase_add_test(tc, round_robin_skips_consumers_without_credit);
+
+    tc = h_tcase(s, "refused", 20, true);
+    H_LOOP(tc, refused, refusals);
 
     tc = h_tcase(s, "backpressure", 40, false);
     tcase_add_test(tc, slow_consumer_bounded);

@@ -515,6 +515,37 @@ harness_rss_kb(const struct harness *h)
     return kb;
 }
 
+/* ---- naming the case of a loop test ---- */
+
+static const char *case_name;
+
+void
+h_case(const char *name)
+{
+    case_name = name;
+}
+
+static void
+case_end(void)
+{
+    case_name = NULL;
+}
+
+void
+h_assert_failed(const char *file, int line, const char *expr, const char *fmt,
+                ...)
+{
+    char msg[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (case_name)
+        _ck_assert_failed(file, line, expr, "%s: %s", case_name, msg);
+    _ck_assert_failed(file, line, expr, "%s", msg);
+}
+
 /* Checked fixture: start H without arguments / stop it. */
 static void
 harness_setup(void)
@@ -534,6 +565,9 @@ h_tcase(Suite *s, const char *name, double timeout, bool fixture)
 {
     TCase *tc = tcase_create(name);
     tcase_set_timeout(tc, timeout);
+    /* (a test that named its case leaves no name to the next one, also
+     * when CK_FORK=no runs them all in one process) */
+    tcase_add_checked_fixture(tc, NULL, case_end);
     if (fixture)
         tcase_add_checked_fixture(tc, harness_setup, harness_teardown);
     suite_add_tcase(s, tc);
@@ -1078,6 +1112,58 @@ h_expect_async_conn_close_at(const char *file, int line,
     amqp_connection_close_ok_t ok = { 0 };
     (void)amqp_send_method(c, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
     amqp_destroy_connection(c);
+}
+
+bool
+h_skipped_remote(const char *why)
+{
+    if (why == NULL || !harness_is_remote())
+        return false;
+    fprintf(stderr, "%s: skipped against a remote broker: %s\n",
+            case_name ? case_name : "a case", why);
+    return true;
+}
+
+void
+h_expect_refused_at(const char *file, int line, amqp_connection_state_t c,
+                    amqp_rpc_reply_t r, amqp_channel_t ch, int code,
+                    const char *prefix)
+{
+    bool wait = r.reply_type == AMQP_RESPONSE_NONE;
+
+    if (ch == 0 && wait)
+        h_expect_async_conn_close_at(file, line, c, code, prefix);
+    else if (ch == 0)
+        h_expect_conn_close_at(file, line, c, r, code, prefix);
+    else if (wait)
+        h_expect_async_channel_close_at(file, line, c, ch, code, prefix);
+    else
+        h_expect_channel_close_at(file, line, c, r, ch, code, prefix);
+}
+
+void
+h_refused(const struct h_refusal *v)
+{
+    char obj[64], want[512];
+    amqp_connection_state_t c;
+    amqp_rpc_reply_t r;
+
+    h_case(v->name);
+    if (h_skipped_remote(v->roost_only))
+        return;
+    h_name(obj, sizeof(obj), "refused");
+    snprintf(want, sizeof(want), v->text, obj);
+    c = h_connect(H);
+    r = v->send(c, obj);
+    EXPECT_REFUSED(c, r, v->ch, v->code, want);
+    if (v->ch == 0)
+        return;
+    amqp_channel_open(c, v->ch);
+    EXPECT_OK(c, "channel.open after the refusal");
+    H_ASSERT(SYNC(c, v->ch, NULL, 0) == 0, "deliveries after the refusal");
+    if (v->after)
+        v->after(c, obj);
+    h_close(c);
 }
 
 int

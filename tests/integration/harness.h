@@ -14,6 +14,11 @@
  *
  * Everything that can fail asserts with check's ck_assert_msg and names the
  * caller's file and line; the macros at the bottom pass them along.
+ *
+ * Cases that are the same steps with other values are rows of a table run
+ * by a loop test (H_LOOP): the test names its row with h_case() so that
+ * every failure says which row; struct h_refusal and h_refused() make a
+ * table of methods the broker must refuse, H_FIELDS field tables as data.
  */
 #ifndef ROOST_TESTS_INTEGRATION_HARNESS_H
 #define ROOST_TESTS_INTEGRATION_HARNESS_H
@@ -107,6 +112,10 @@ long harness_rss_kb(const struct harness *h);
 /* Whether roostd's log contains 'needle' now. */
 bool harness_log_contains(const struct harness *h, const char *needle);
 
+/* For a case of a table that runs on Roost only: with 'why' not NULL and a
+ * remote broker, say that the case is skipped and why, and return true. */
+bool h_skipped_remote(const char *why);
+
 /* Skip the rest of a test in remote mode, with a note. */
 #define SKIP_IF_REMOTE(why)                                                    \
     do {                                                                       \
@@ -117,11 +126,35 @@ bool harness_log_contains(const struct harness *h, const char *needle);
         }                                                                      \
     } while (0)
 
+/*
+ * Name the case a loop test runs (its table row's name, borrowed): until
+ * the test ends, every failure reported through H_ASSERT_AT (the helpers
+ * and EXPECT_ macros here, H_ASSERT in tests) starts with "<name>: ", so
+ * that it says which row failed. NULL clears it; each test starts without.
+ */
+void h_case(const char *name);
+
+/* What _ck_assert_failed reports, after the name h_case() set. */
+void h_assert_failed(const char *file, int line, const char *expr,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), noreturn));
+
 /* ck_assert_msg, reported at 'file':'line' (a helper's caller). */
 #define H_ASSERT_AT(file, line, expr, ...)                                     \
     ((expr) ? (void)0                                                          \
-            : _ck_assert_failed((file), (line),                                \
-                                "Assertion '" #expr "' failed", __VA_ARGS__))
+            : h_assert_failed((file), (line), "Assertion '" #expr "' failed",  \
+                              __VA_ARGS__))
+
+/* ck_assert_msg that names the case (h_case) when it fails. */
+#define H_ASSERT(expr, ...) H_ASSERT_AT(__FILE__, __LINE__, expr, __VA_ARGS__)
+
+/* The same for two strings that must be equal. */
+#define H_ASSERT_STR_EQ(got, want)                                             \
+    do {                                                                       \
+        const char *h_got_ = (got), *h_want_ = (want);                         \
+        H_ASSERT(strcmp(h_got_, h_want_) == 0,                                 \
+                 "%s is \"%s\", expected \"%s\"", #got, h_got_, h_want_);      \
+    } while (0)
 
 /* A list of roostd arguments for harness_start(). */
 #define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
@@ -137,6 +170,13 @@ void h_sleep_ms(unsigned ms);
 
 /* The first non-loopback IPv4 address of this machine, or false. */
 bool h_non_loopback_ipv4(char *out, size_t len);
+
+/* The number of rows of a table. */
+#define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Run loop test 'fn' once for each row of 'table' (its _i the row). */
+#define H_LOOP(tc, fn, table)                                                  \
+    tcase_add_loop_test((tc), (fn), 0, (int)NELEMS(table))
 
 /* Add a table to a suite with the given timeout (s), with the fixture. */
 TCase *h_tcase(Suite *s, const char *name, double timeout, bool fixture);
@@ -240,6 +280,50 @@ void h_expect_async_conn_close_at(const char *file, int line,
                                   const char *prefix);
 #define EXPECT_ASYNC_CONN_CLOSE(c, code, prefix)                               \
     h_expect_async_conn_close_at(__FILE__, __LINE__, (c), (code), (prefix))
+
+/* ---- tables of refused methods ---- */
+
+/*
+ * The reply of an asynchronous method (publish, ack), which has none: a
+ * refusal is then waited for. (rabbitmq-c leaves no reply of this type
+ * after a synchronous method; its failures are exceptions.)
+ */
+#define H_NO_REPLY ((amqp_rpc_reply_t){ .reply_type = AMQP_RESPONSE_NONE })
+
+/*
+ * The close that refuses a method: channel.close on 'ch' or, when 'ch' is
+ * 0, connection.close, with 'code' and a text starting with 'prefix'. 'r'
+ * is the reply of a synchronous method (amqp_get_rpc_reply), or
+ * H_NO_REPLY. Sends the close-ok; a connection.close destroys 'c'.
+ */
+void h_expect_refused_at(const char *file, int line, amqp_connection_state_t c,
+                         amqp_rpc_reply_t r, amqp_channel_t ch, int code,
+                         const char *prefix);
+#define EXPECT_REFUSED(c, r, ch, code, prefix)                                 \
+    h_expect_refused_at(__FILE__, __LINE__, (c), (r), (ch), (code), (prefix))
+
+/* One row of a table of methods the broker refuses. */
+struct h_refusal {
+    const char *name; /* the case, for h_case() */
+    /* On a new connection with channel 1 open: provoke the refusal. 'obj'
+     * is a name made for this case (h_name) for what it declares. Returns
+     * the reply of its last method, or H_NO_REPLY. */
+    amqp_rpc_reply_t (*send)(amqp_connection_state_t c, const char *obj);
+    amqp_channel_t ch; /* the channel closed; 0: the connection */
+    int code;
+    const char *text; /* how the reply text starts; "%s" stands for 'obj' */
+    /* NULL, or what follows on the connection once channel 'ch' is open
+     * again (deleting what 'send' declared, say) */
+    void (*after)(amqp_connection_state_t c, const char *obj);
+    const char *roost_only; /* NULL, or why it is skipped when remote */
+};
+
+/*
+ * Run a row against H, for a loop test over a table: h_case(v->name),
+ * connect, v->send, expect the close; after a channel close open the
+ * channel again, synchronise on it and run v->after; close the connection.
+ */
+void h_refused(const struct h_refusal *v);
 
 /* One method the broker sent, with its content when it has one. */
 struct h_event {
@@ -432,6 +516,34 @@ h_entry_kind(const char *key, uint8_t kind)
     e.value.kind = kind;
     e.value.value.u64 = 0;
     return e;
+}
+
+/* ---- field tables as data, for tables of cases ---- */
+
+#define H_BYTES(s) { sizeof(s) - 1, (void *)(s) }
+#define H_STR(k, v)                                                            \
+    { H_BYTES(k), { AMQP_FIELD_KIND_UTF8, { .bytes = H_BYTES(v) } } }
+#define H_I8(k, v) { H_BYTES(k), { AMQP_FIELD_KIND_I8, { .i8 = (v) } } }
+#define H_I32(k, v) { H_BYTES(k), { AMQP_FIELD_KIND_I32, { .i32 = (v) } } }
+#define H_I64(k, v) { H_BYTES(k), { AMQP_FIELD_KIND_I64, { .i64 = (v) } } }
+#define H_VOID(k) { H_BYTES(k), { AMQP_FIELD_KIND_VOID } }
+
+/* A field table in a static table of cases: H_FIELDS(H_STR("k", "v"), ...)
+ * or { 0 } (empty). A negative 'n' is the caller's "no table at all". */
+struct h_fields {
+    int n;
+    amqp_table_entry_t e[4];
+};
+#define H_FIELDS(...)                                                          \
+    { (int)(sizeof((amqp_table_entry_t[]){ __VA_ARGS__ }) /                    \
+            sizeof(amqp_table_entry_t)),                                       \
+      { __VA_ARGS__ } }
+
+/* The table of 'f' (empty when f->n < 1), borrowing its entries. */
+static inline amqp_table_t
+h_fields_table(const struct h_fields *f)
+{
+    return h_table((amqp_table_entry_t *)f->e, f->n > 0 ? f->n : 0);
 }
 
 /* A string for a method number, e.g. "basic.deliver". */
