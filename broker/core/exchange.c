@@ -334,9 +334,7 @@ route_into(struct route_ctx *rc, struct exchange *x)
     rc->depth--;
 }
 
-/* exchange_route by the message's routing key and by each of 'extra'
- * (CC and BCC): each queue once in 'out'. */
-static void
+void
 exchange_route_keys(struct exchange *x, const struct msg *m,
                     const struct amqp_bytes *extra, size_t nextra,
                     struct route_result *out)

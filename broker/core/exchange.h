@@ -161,6 +161,11 @@ void route_result_init(struct route_result *r);
 void route_result_free(struct route_result *r);
 
 /* Route 'm' through 'x' into 'out' (cleared first). */
+/* exchange_route by the message's routing key and by each of 'extra'
+ * (CC and BCC): each queue once in 'out'. */
+void exchange_route_keys(struct exchange *x, const struct msg *m,
+                         const struct amqp_bytes *extra, size_t n,
+                         struct route_result *out);
 void exchange_route(struct exchange *x, const struct msg *m,
                     struct route_result *out);
 
