@@ -1,8 +1,8 @@
 /*
  * SPDX-License-Identifier: Apache-2.0
- * Channels: the frame state machine (methods, content header, bodies),
- * channel-class methods, deliveries and their acknowledgement, and channel
- * exceptions.
+ * Channels: the frame state machine (methods, handed to methods.c, then
+ * content header and bodies), deliveries and their acknowledgement, and
+ * channel exceptions.
  */
 #include "broker/session/channel.h"
 
@@ -28,9 +28,9 @@
 #include "broker/core/vhost.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
-#include "broker/session/access.h"
 #include "broker/session/conn.h"
 #include "broker/session/handlers.h"
+#include "broker/session/methods.h"
 #include "broker/session/reply_to.h"
 #include "broker/session/trace.h"
 
@@ -1151,18 +1151,6 @@ channel_tx_rollback(struct channel *ch)
 
 /* ---- frames ---- */
 
-static void
-channel_close_from_client(struct channel *ch)
-{
-    struct conn *c = ch->conn;
-    uint16_t number = ch->number;
-    struct amqp_method ok = { .id = AMQP_CHANNEL_CLOSE_OK };
-
-    channel_send(ch, &ok);
-    conn_channel_closed(c, number);
-    channel_free(ch);
-}
-
 /*
  * We sent channel.close: only its close-ok ends the channel. A close
  * from the client that crossed ours is answered with close-ok and the
@@ -1184,92 +1172,14 @@ closing_frame(struct channel *ch, const struct frame *f)
         struct amqp_method ok = { .id = AMQP_CHANNEL_CLOSE_OK };
         channel_send(ch, &ok);
     } else if (m.id == AMQP_CHANNEL_OPEN) {
-        conn_fail(ch->conn, AMQP_CHANNEL_ERROR, m.id,
-                  "second 'channel.open' seen");
+        handle_channel_open(ch, &m);
     }
 }
 
-static void
-channel_method(struct channel *ch, const struct amqp_method *m)
+void
+channel_await_content(struct channel *ch)
 {
-    switch (m->id) {
-    case AMQP_CHANNEL_OPEN:
-        conn_fail(ch->conn, AMQP_CHANNEL_ERROR, m->id,
-                  "second 'channel.open' seen");
-        break;
-    case AMQP_CHANNEL_FLOW:
-        if (!m->a.channel_flow.active) {
-            /* As RabbitMQ 3.x: clients may not stop the server's flow. */
-            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, m->id, "active=false");
-            break;
-        }
-        {
-            struct amqp_method ok = { .id = AMQP_CHANNEL_FLOW_OK };
-            ok.a.channel_flow_ok.active = true;
-            channel_send(ch, &ok);
-        }
-        break;
-    case AMQP_CHANNEL_FLOW_OK:
-        break;
-    case AMQP_CHANNEL_CLOSE:
-        channel_close_from_client(ch);
-        break;
-    case AMQP_CHANNEL_CLOSE_OK:
-        /* We did not ask: RabbitMQ treats it as an unknown method. */
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unimplemented method");
-        break;
-    default:
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                  method_name(m->id));
-        break;
-    }
-}
-
-static void
-dispatch_method(struct channel *ch, const struct amqp_method *m)
-{
-    if (!access_method(ch, m))
-        return;
-    switch (method_class(m->id)) {
-    case AMQP_CLASS_CHANNEL:
-        channel_method(ch, m);
-        break;
-    case AMQP_CLASS_EXCHANGE:
-    case AMQP_CLASS_QUEUE: {
-        /* A durable definition is synced before its -ok goes out. */
-        uint64_t before = store_defs_written();
-        if (method_class(m->id) == AMQP_CLASS_EXCHANGE)
-            handle_exchange(ch, m);
-        else
-            handle_queue(ch, m);
-        if (store_defs_written() != before)
-            conn_hold_for_store(ch->conn);
-        break;
-    }
-    case AMQP_CLASS_BASIC:
-        handle_basic(ch, m);
-        break;
-    case AMQP_CLASS_ACCESS:
-        if (m->id == AMQP_ACCESS_REQUEST) {
-            struct amqp_method ok = { .id = AMQP_ACCESS_REQUEST_OK };
-            ok.a.access_request_ok.ticket = 1;
-            channel_send(ch, &ok);
-        } else {
-            conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                      method_name(m->id));
-        }
-        break;
-    case AMQP_CLASS_TX:
-        handle_tx(ch, m);
-        break;
-    case AMQP_CLASS_CONFIRM:
-        handle_confirm(ch, m);
-        break;
-    default:
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id,
-                  "%s is not valid on a channel", method_name(m->id));
-        break;
-    }
+    ch->content = CA_AWAIT_HEADER;
 }
 
 static void
@@ -1412,5 +1322,5 @@ channel_frame(struct channel *ch, const struct frame *f)
         conn_fail_decode(ch->conn, f, st);
         return;
     }
-    dispatch_method(ch, &m);
+    methods_channel(ch, &m);
 }

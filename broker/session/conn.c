@@ -32,6 +32,7 @@
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/session/channel.h"
+#include "broker/session/methods.h"
 #include "tls/tls.h"
 
 /* Before tune-ok, frames may be at most this large (RabbitMQ: 8192). */
@@ -980,7 +981,7 @@ frame_in(struct conn *c, const struct frame *f)
         conn_fail_decode(c, f, st);
         return;
     }
-    conn_method(c, &m);
+    methods_conn(c, &m);
 }
 
 static bool

@@ -282,9 +282,6 @@ void conn_own_queue(struct conn *c, struct queue *q);
 /* Send connection.start (handle_connection.c). */
 void conn_send_start(struct conn *c);
 
-/* Handle a method on channel 0 (handle_connection.c). */
-void conn_method(struct conn *c, const struct amqp_method *m);
-
 /* Move to 'next', tracing the change. */
 void conn_set_state(struct conn *c, enum conn_state next);
 
