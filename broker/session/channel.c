@@ -609,7 +609,8 @@ channel_has_credit(const struct channel *ch, const struct consumer *c)
 static bool
 channel_can_deliver(const struct channel *ch, const struct consumer *c)
 {
-    return !ch->conn->congested && channel_has_credit(ch, c);
+    return ch->conn->output == CONN_OUTPUT_FLOWING &&
+           channel_has_credit(ch, c);
 }
 
 static void
