@@ -30,6 +30,7 @@
 #include "broker/lib/util.h"
 #include "broker/session/conn.h"
 #include "broker/session/handlers.h"
+#include "broker/session/machine.h"
 #include "broker/session/methods.h"
 #include "broker/session/reply_to.h"
 #include "broker/session/trace.h"
@@ -38,6 +39,69 @@
  * block it arrives in instead of copied into the message (inbuf.h).
  * Smaller ones are copied: they would pin a block for little gain. */
 #define BODY_LEND_MIN (16 * 1024)
+
+/* ---- the channel's two machines (channel.h) ---- */
+
+#define CH_AS_NAME(s) #s,
+static const char *const channel_state_names[] = {
+    CHANNEL_STATES(CH_AS_NAME)
+};
+static const char *const content_state_names[] = {
+    CONTENT_STATES(CH_AS_NAME)
+};
+#undef CH_AS_NAME
+
+#define TO(s) MACHINE_TO(s)
+static const uint16_t channel_state_next[] = {
+    [CH_OPEN] = TO(CH_CLOSING),
+    [CH_CLOSING] = 0,               /* its close-ok frees it */
+};
+
+/* A publish's content: method, header, body frames; a released
+ * channel drops what it had. */
+static const uint16_t content_state_next[] = {
+    [CA_IDLE] = TO(CA_AWAIT_HEADER),
+    [CA_AWAIT_HEADER] = TO(CA_AWAIT_BODY) | TO(CA_IDLE),
+    [CA_AWAIT_BODY] = TO(CA_IDLE),
+};
+#undef TO
+
+static const struct machine channel_states = {
+    "state", channel_state_names, channel_state_next
+};
+static const struct machine content_states = {
+    "content", content_state_names, content_state_next
+};
+
+static void channel_log(struct channel *ch, enum log_level level,
+                        const struct log_ids *about, const char *fmt, ...)
+    LOG_PRINTF(4, 5);
+
+/* Every setter's check and trace. */
+static void
+channel_move(struct channel *ch, const struct machine *m, unsigned from,
+             unsigned to)
+{
+    if (!machine_allows(m, from, to))
+        fatalx("channel %u: %s %s -> %s is not a transition", ch->number,
+               m->name, m->states[from], m->states[to]);
+    channel_log(ch, LOG_LVL_DEBUG, NULL, "%s %s -> %s", m->name,
+                m->states[from], m->states[to]);
+}
+
+static void
+channel_set_state(struct channel *ch, enum channel_state next)
+{
+    channel_move(ch, &channel_states, ch->state, next);
+    ch->state = next;
+}
+
+static void
+set_content(struct channel *ch, enum content_state next)
+{
+    channel_move(ch, &content_states, ch->content, next);
+    ch->content = next;
+}
 
 struct channel *
 channel_new(struct conn *c, uint16_t number)
@@ -90,23 +154,19 @@ channel_release(struct channel *ch)
     ch->tx_cap = 0;
     msg_unref(ch->pub_msg);
     ch->pub_msg = NULL;
-    ch->content = CA_IDLE;
+    if (ch->content != CA_IDLE)
+        set_content(ch, CA_IDLE);
 }
 
 void
 channel_shutdown(struct channel *ch)
 {
-    ch->state = CH_CLOSING;
+    if (ch->state == CH_OPEN)
+        channel_set_state(ch, CH_CLOSING);
     channel_release(ch);
 }
 
 static struct pend_confirm *pend_at(const struct channel *ch, size_t i);
-
-/* A log line about 'ch' ("conn=ID PEER channel N: ..."), and in JSON
- * also about the queue and message of 'about' (NULL: none). */
-static void channel_log(struct channel *ch, enum log_level level,
-                        const struct log_ids *about, const char *fmt, ...)
-    LOG_PRINTF(4, 5);
 
 void
 channel_free(struct channel *ch)
@@ -168,7 +228,7 @@ channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
     m.a.channel_close.class_id = method_class(method_id);
     m.a.channel_close.method_id = method_index(method_id);
     channel_send(ch, &m);
-    ch->state = CH_CLOSING;
+    channel_set_state(ch, CH_CLOSING);
     channel_release(ch);
 }
 
@@ -1180,7 +1240,7 @@ closing_frame(struct channel *ch, const struct frame *f)
 void
 channel_await_content(struct channel *ch)
 {
-    ch->content = CA_AWAIT_HEADER;
+    set_content(ch, CA_AWAIT_HEADER);
 }
 
 static void
@@ -1249,11 +1309,11 @@ header_frame(struct channel *ch, const struct frame *f)
     /* Born when its header was read: the read's clock, no clock read. */
     ch->pub_msg->born = (uint32_t)ch->conn->last_recv_ms;
     ch->pub_filled = 0;
-    ch->content = CA_AWAIT_BODY;
+    set_content(ch, CA_AWAIT_BODY);
     if (h.body_size == 0) {
         struct msg *m = ch->pub_msg;
         ch->pub_msg = NULL;
-        ch->content = CA_IDLE;
+        set_content(ch, CA_IDLE);
         channel_publish(ch, m, ch->pub_mandatory);
         msg_unref(m);
     }
@@ -1276,7 +1336,7 @@ body_frame(struct channel *ch, const struct frame *f)
     ch->pub_filled += f->size;
     if (ch->pub_filled == m->body_len) {
         ch->pub_msg = NULL;
-        ch->content = CA_IDLE;
+        set_content(ch, CA_IDLE);
         channel_publish(ch, m, ch->pub_mandatory);
         msg_unref(m);
     }
