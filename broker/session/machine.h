@@ -1,4 +1,5 @@
 /*
+ * SPDX-License-Identifier: Apache-2.0
  * What the session's state setters share (conn_set_state and the other
  * setters in conn.c, channel_set_state and the content setter in
  * channel.c): a machine's description, the names of its states and for
