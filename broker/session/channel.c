@@ -85,8 +85,9 @@ channel_move(struct channel *ch, const struct machine *m, unsigned from,
     if (!machine_allows(m, from, to))
         fatalx("channel %u: %s %s -> %s is not a transition", ch->number,
                m->name, m->states[from], m->states[to]);
-    channel_log(ch, LOG_LVL_DEBUG, NULL, "%s %s -> %s", m->name,
-                m->states[from], m->states[to]);
+    if (log_enabled(LOG_LVL_DEBUG))   /* no varargs call otherwise */
+        channel_log(ch, LOG_LVL_DEBUG, NULL, "%s %s -> %s", m->name,
+                    m->states[from], m->states[to]);
 }
 
 static void

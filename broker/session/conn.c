@@ -130,8 +130,9 @@ conn_move(struct conn *c, const struct machine *m, unsigned from,
     if (!machine_allows(m, from, to))
         fatalx("conn=%016" PRIx64 ": %s %s -> %s is not a transition", c->id,
                m->name, m->states[from], m->states[to]);
-    conn_log(c, LOG_LVL_DEBUG, "%s %s -> %s", m->name, m->states[from],
-             m->states[to]);
+    if (log_enabled(LOG_LVL_DEBUG))   /* no varargs call otherwise */
+        conn_log(c, LOG_LVL_DEBUG, "%s %s -> %s", m->name, m->states[from],
+                 m->states[to]);
 }
 
 /*
