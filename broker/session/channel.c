@@ -1,8 +1,8 @@
 /*
  * SPDX-License-Identifier: Apache-2.0
- * Channels: the frame state machine (methods, content header, bodies),
- * channel-class methods, deliveries and their acknowledgement, and channel
- * exceptions.
+ * Channels: the frame state machine (methods, handed to methods.c, then
+ * content header and bodies), deliveries and their acknowledgement, and
+ * channel exceptions.
  */
 #include "broker/session/channel.h"
 
@@ -28,9 +28,10 @@
 #include "broker/core/vhost.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
-#include "broker/session/access.h"
 #include "broker/session/conn.h"
 #include "broker/session/handlers.h"
+#include "broker/session/machine.h"
+#include "broker/session/methods.h"
 #include "broker/session/reply_to.h"
 #include "broker/session/trace.h"
 
@@ -38,6 +39,70 @@
  * block it arrives in instead of copied into the message (inbuf.h).
  * Smaller ones are copied: they would pin a block for little gain. */
 #define BODY_LEND_MIN (16 * 1024)
+
+/* ---- the channel's two machines (channel.h) ---- */
+
+#define CH_AS_NAME(s) #s,
+static const char *const channel_state_names[] = {
+    CHANNEL_STATES(CH_AS_NAME)
+};
+static const char *const content_state_names[] = {
+    CONTENT_STATES(CH_AS_NAME)
+};
+#undef CH_AS_NAME
+
+#define TO(s) MACHINE_TO(s)
+static const uint16_t channel_state_next[] = {
+    [CH_OPEN] = TO(CH_CLOSING),
+    [CH_CLOSING] = 0,               /* its close-ok frees it */
+};
+
+/* A publish's content: method, header, body frames; a released
+ * channel drops what it had. */
+static const uint16_t content_state_next[] = {
+    [CA_IDLE] = TO(CA_AWAIT_HEADER),
+    [CA_AWAIT_HEADER] = TO(CA_AWAIT_BODY) | TO(CA_IDLE),
+    [CA_AWAIT_BODY] = TO(CA_IDLE),
+};
+#undef TO
+
+static const struct machine channel_states = {
+    "state", channel_state_names, channel_state_next
+};
+static const struct machine content_states = {
+    "content", content_state_names, content_state_next
+};
+
+static void channel_log(struct channel *ch, enum log_level level,
+                        const struct log_ids *about, const char *fmt, ...)
+    LOG_PRINTF(4, 5);
+
+/* Every setter's check and trace. */
+static void
+channel_move(struct channel *ch, const struct machine *m, unsigned from,
+             unsigned to)
+{
+    if (!machine_allows(m, from, to))
+        fatalx("channel %u: %s %s -> %s is not a transition", ch->number,
+               m->name, m->states[from], m->states[to]);
+    if (log_enabled(LOG_LVL_DEBUG))   /* no varargs call otherwise */
+        channel_log(ch, LOG_LVL_DEBUG, NULL, "%s %s -> %s", m->name,
+                    m->states[from], m->states[to]);
+}
+
+static void
+channel_set_state(struct channel *ch, enum channel_state next)
+{
+    channel_move(ch, &channel_states, ch->state, next);
+    ch->state = next;
+}
+
+static void
+set_content(struct channel *ch, enum content_state next)
+{
+    channel_move(ch, &content_states, ch->content, next);
+    ch->content = next;
+}
 
 struct channel *
 channel_new(struct conn *c, uint16_t number)
@@ -90,23 +155,19 @@ channel_release(struct channel *ch)
     ch->tx_cap = 0;
     msg_unref(ch->pub_msg);
     ch->pub_msg = NULL;
-    ch->content = CA_IDLE;
+    if (ch->content != CA_IDLE)
+        set_content(ch, CA_IDLE);
 }
 
 void
 channel_shutdown(struct channel *ch)
 {
-    ch->state = CH_CLOSING;
+    if (ch->state == CH_OPEN)
+        channel_set_state(ch, CH_CLOSING);
     channel_release(ch);
 }
 
 static struct pend_confirm *pend_at(const struct channel *ch, size_t i);
-
-/* A log line about 'ch' ("conn=ID PEER channel N: ..."), and in JSON
- * also about the queue and message of 'about' (NULL: none). */
-static void channel_log(struct channel *ch, enum log_level level,
-                        const struct log_ids *about, const char *fmt, ...)
-    LOG_PRINTF(4, 5);
 
 void
 channel_free(struct channel *ch)
@@ -168,7 +229,7 @@ channel_fail(struct channel *ch, uint16_t code, uint32_t method_id,
     m.a.channel_close.class_id = method_class(method_id);
     m.a.channel_close.method_id = method_index(method_id);
     channel_send(ch, &m);
-    ch->state = CH_CLOSING;
+    channel_set_state(ch, CH_CLOSING);
     channel_release(ch);
 }
 
@@ -609,7 +670,8 @@ channel_has_credit(const struct channel *ch, const struct consumer *c)
 static bool
 channel_can_deliver(const struct channel *ch, const struct consumer *c)
 {
-    return !ch->conn->congested && channel_has_credit(ch, c);
+    return ch->conn->output == CONN_OUTPUT_FLOWING &&
+           channel_has_credit(ch, c);
 }
 
 static void
@@ -1151,18 +1213,6 @@ channel_tx_rollback(struct channel *ch)
 
 /* ---- frames ---- */
 
-static void
-channel_close_from_client(struct channel *ch)
-{
-    struct conn *c = ch->conn;
-    uint16_t number = ch->number;
-    struct amqp_method ok = { .id = AMQP_CHANNEL_CLOSE_OK };
-
-    channel_send(ch, &ok);
-    conn_channel_closed(c, number);
-    channel_free(ch);
-}
-
 /*
  * We sent channel.close: only its close-ok ends the channel. A close
  * from the client that crossed ours is answered with close-ok and the
@@ -1184,92 +1234,14 @@ closing_frame(struct channel *ch, const struct frame *f)
         struct amqp_method ok = { .id = AMQP_CHANNEL_CLOSE_OK };
         channel_send(ch, &ok);
     } else if (m.id == AMQP_CHANNEL_OPEN) {
-        conn_fail(ch->conn, AMQP_CHANNEL_ERROR, m.id,
-                  "second 'channel.open' seen");
+        handle_channel_open(ch, &m);
     }
 }
 
-static void
-channel_method(struct channel *ch, const struct amqp_method *m)
+void
+channel_await_content(struct channel *ch)
 {
-    switch (m->id) {
-    case AMQP_CHANNEL_OPEN:
-        conn_fail(ch->conn, AMQP_CHANNEL_ERROR, m->id,
-                  "second 'channel.open' seen");
-        break;
-    case AMQP_CHANNEL_FLOW:
-        if (!m->a.channel_flow.active) {
-            /* As RabbitMQ 3.x: clients may not stop the server's flow. */
-            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, m->id, "active=false");
-            break;
-        }
-        {
-            struct amqp_method ok = { .id = AMQP_CHANNEL_FLOW_OK };
-            ok.a.channel_flow_ok.active = true;
-            channel_send(ch, &ok);
-        }
-        break;
-    case AMQP_CHANNEL_FLOW_OK:
-        break;
-    case AMQP_CHANNEL_CLOSE:
-        channel_close_from_client(ch);
-        break;
-    case AMQP_CHANNEL_CLOSE_OK:
-        /* We did not ask: RabbitMQ treats it as an unknown method. */
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unimplemented method");
-        break;
-    default:
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                  method_name(m->id));
-        break;
-    }
-}
-
-static void
-dispatch_method(struct channel *ch, const struct amqp_method *m)
-{
-    if (!access_method(ch, m))
-        return;
-    switch (method_class(m->id)) {
-    case AMQP_CLASS_CHANNEL:
-        channel_method(ch, m);
-        break;
-    case AMQP_CLASS_EXCHANGE:
-    case AMQP_CLASS_QUEUE: {
-        /* A durable definition is synced before its -ok goes out. */
-        uint64_t before = store_defs_written();
-        if (method_class(m->id) == AMQP_CLASS_EXCHANGE)
-            handle_exchange(ch, m);
-        else
-            handle_queue(ch, m);
-        if (store_defs_written() != before)
-            conn_hold_for_store(ch->conn);
-        break;
-    }
-    case AMQP_CLASS_BASIC:
-        handle_basic(ch, m);
-        break;
-    case AMQP_CLASS_ACCESS:
-        if (m->id == AMQP_ACCESS_REQUEST) {
-            struct amqp_method ok = { .id = AMQP_ACCESS_REQUEST_OK };
-            ok.a.access_request_ok.ticket = 1;
-            channel_send(ch, &ok);
-        } else {
-            conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                      method_name(m->id));
-        }
-        break;
-    case AMQP_CLASS_TX:
-        handle_tx(ch, m);
-        break;
-    case AMQP_CLASS_CONFIRM:
-        handle_confirm(ch, m);
-        break;
-    default:
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id,
-                  "%s is not valid on a channel", method_name(m->id));
-        break;
-    }
+    set_content(ch, CA_AWAIT_HEADER);
 }
 
 static void
@@ -1338,11 +1310,11 @@ header_frame(struct channel *ch, const struct frame *f)
     /* Born when its header was read: the read's clock, no clock read. */
     ch->pub_msg->born = (uint32_t)ch->conn->last_recv_ms;
     ch->pub_filled = 0;
-    ch->content = CA_AWAIT_BODY;
+    set_content(ch, CA_AWAIT_BODY);
     if (h.body_size == 0) {
         struct msg *m = ch->pub_msg;
         ch->pub_msg = NULL;
-        ch->content = CA_IDLE;
+        set_content(ch, CA_IDLE);
         channel_publish(ch, m, ch->pub_mandatory);
         msg_unref(m);
     }
@@ -1365,7 +1337,7 @@ body_frame(struct channel *ch, const struct frame *f)
     ch->pub_filled += f->size;
     if (ch->pub_filled == m->body_len) {
         ch->pub_msg = NULL;
-        ch->content = CA_IDLE;
+        set_content(ch, CA_IDLE);
         channel_publish(ch, m, ch->pub_mandatory);
         msg_unref(m);
     }
@@ -1412,5 +1384,5 @@ channel_frame(struct channel *ch, const struct frame *f)
         conn_fail_decode(ch->conn, f, st);
         return;
     }
-    dispatch_method(ch, &m);
+    methods_channel(ch, &m);
 }

@@ -1,6 +1,7 @@
 /*
  * SPDX-License-Identifier: Apache-2.0
- * A channel: method dispatch by class, content assembly for publishes,
+ * A channel: its frames (methods go to the method table, methods.h),
+ * content assembly for publishes,
  * delivery tags and the unacknowledged messages they name, consumers,
  * prefetch limits (basic.qos with RabbitMQ's meaning of 'global') and the
  * close handshake for channel exceptions.
@@ -142,6 +143,9 @@ void channel_free(struct channel *ch);
 /* The connection is closing: release consumers, requeue unacked
  * messages, and ignore further frames. The connection frees it later. */
 void channel_shutdown(struct channel *ch);
+
+/* A content method was taken (methods.c): its header comes next. */
+void channel_await_content(struct channel *ch);
 
 /* Handle one frame addressed to this channel (not channel 0). It lies in
  * the connection's current input block (conn_input_block), from which a

@@ -32,6 +32,8 @@
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/session/channel.h"
+#include "broker/session/machine.h"
+#include "broker/session/methods.h"
 #include "tls/tls.h"
 
 /* Before tune-ok, frames may be at most this large (RabbitMQ: 8192). */
@@ -56,11 +58,62 @@ static size_t nopen;        /* in CONN_OPEN or later, not yet released */
 static uint64_t next_id = 1;
 static struct event *reaper;
 
-static const char *const state_names[] = {
+/* ---- the four machines (conn.h) and whether the connection reads ---- */
+
 #define CONN_AS_NAME(s) #s,
-    CONN_STATES(CONN_AS_NAME)
+static const char *const state_names[] = { CONN_STATES(CONN_AS_NAME) };
+static const char *const pause_names[] = { CONN_PAUSES(CONN_AS_NAME) };
+static const char *const hold_names[] = { CONN_HOLDS(CONN_AS_NAME) };
+static const char *const output_names[] = { CONN_OUTPUTS(CONN_AS_NAME) };
 #undef CONN_AS_NAME
+
+#define TO(s) MACHINE_TO(s)
+/* Every live state may end: flushed, then dropped, or dropped now. */
+#define ENDS (TO(CONN_FLUSHING) | TO(CONN_RELEASED))
+
+static const uint16_t state_next[] = {
+    [CONN_AWAIT_HEADER] = TO(CONN_START_SENT) | ENDS,
+    [CONN_START_SENT] = TO(CONN_TUNE_SENT) | TO(CONN_CLOSING) | ENDS,
+    /* From tune on the client may close (LINGERING). */
+    [CONN_TUNE_SENT] = TO(CONN_AWAIT_OPEN) | TO(CONN_CLOSING) |
+                       TO(CONN_LINGERING) | ENDS,
+    [CONN_AWAIT_OPEN] = TO(CONN_OPEN) | TO(CONN_CLOSING) |
+                        TO(CONN_LINGERING) | ENDS,
+    [CONN_OPEN] = TO(CONN_CLOSING) | TO(CONN_LINGERING) | ENDS,
+    /* A close that crosses ours is answered: LINGERING. */
+    [CONN_CLOSING] = TO(CONN_CLOSING_DEAF) | TO(CONN_LINGERING) | ENDS,
+    [CONN_CLOSING_DEAF] = ENDS,
+    [CONN_FLUSHING] = TO(CONN_RELEASED),
+    [CONN_LINGERING] = TO(CONN_RELEASED),
+    [CONN_RELEASED] = 0,
 };
+
+static const uint16_t pause_next[] = {
+    [CONN_RUNNING] = TO(CONN_FLOW) | TO(CONN_BLOCKING) | TO(CONN_BLOCKED),
+    /* An alarm takes over a flow control pause. */
+    [CONN_FLOW] = TO(CONN_RUNNING) | TO(CONN_BLOCKING) | TO(CONN_BLOCKED),
+    [CONN_BLOCKING] = TO(CONN_RUNNING),
+    [CONN_BLOCKED] = TO(CONN_RUNNING),
+};
+
+static const uint16_t hold_next[] = {
+    [CONN_HOLD_NONE] = TO(CONN_HOLD_STORE) | TO(CONN_HOLD_GET),
+    [CONN_HOLD_STORE] = TO(CONN_HOLD_NONE),
+    [CONN_HOLD_GET] = TO(CONN_HOLD_NONE),
+};
+
+static const uint16_t output_next[] = {
+    [CONN_OUTPUT_FLOWING] = TO(CONN_OUTPUT_CONGESTED),
+    [CONN_OUTPUT_CONGESTED] = TO(CONN_OUTPUT_FLOWING),
+};
+#undef ENDS
+#undef TO
+
+static const struct machine life = { "state", state_names, state_next };
+static const struct machine pauses = { "pause", pause_names, pause_next };
+static const struct machine holds = { "hold", hold_names, hold_next };
+static const struct machine outputs = { "output", output_names,
+                                        output_next };
 
 /* The connection's state name for logs. */
 static const char *
@@ -69,16 +122,97 @@ conn_state_name(enum conn_state s)
     return state_names[s];
 }
 
+/* Every setter's check and trace. */
+static void
+conn_move(struct conn *c, const struct machine *m, unsigned from,
+          unsigned to)
+{
+    if (!machine_allows(m, from, to))
+        fatalx("conn=%016" PRIx64 ": %s %s -> %s is not a transition", c->id,
+               m->name, m->states[from], m->states[to]);
+    if (log_enabled(LOG_LVL_DEBUG))   /* no varargs call otherwise */
+        conn_log(c, LOG_LVL_DEBUG, "%s %s -> %s", m->name, m->states[from],
+                 m->states[to]);
+}
+
+/*
+ * Whether 'c' reads its socket: the one place that decides. While
+ * lingering, always (to discard); deaf, flushing or released, never;
+ * otherwise unless its publishing is paused or its input held. (The
+ * input itself is bounded by read_ready, which reads no more than
+ * input_max; a full input is handled before more is read.)
+ */
+static bool
+wants_input(const struct conn *c)
+{
+    if (c->state == CONN_LINGERING)
+        return true;
+    if (c->state >= CONN_CLOSING_DEAF)
+        return false;
+    return c->pause == CONN_RUNNING && c->hold == CONN_HOLD_NONE;
+}
+
+/* Tell the transport when that changes; every setter calls it. */
+static void
+update_reading(struct conn *c)
+{
+    bool on = wants_input(c);
+
+    if (on != c->reading) {
+        c->reading = on;
+        transport_want_read(c->tp, on);
+    }
+}
+
+/* Whether frames already read are handled now. */
+static bool
+handles_input(const struct conn *c)
+{
+    return !conn_is_closed(c) && c->pause < CONN_BLOCKING &&
+           c->hold == CONN_HOLD_NONE;
+}
+
+/* We sent connection.close: only its close-ok (or the deadline) ends
+ * the connection. */
+static bool
+sent_close(const struct conn *c)
+{
+    return c->state == CONN_CLOSING || c->state == CONN_CLOSING_DEAF;
+}
+
+static void set_pause(struct conn *c, enum conn_pause next);
+
 void
 conn_set_state(struct conn *c, enum conn_state next)
 {
+    enum conn_state from = c->state;
+
+    conn_move(c, &life, from, next);
+    c->state = next;
     if (next == CONN_OPEN)
         nopen++;
-    if (c->state == CONN_OPEN && next != CONN_OPEN)
+    if (from == CONN_OPEN) {
         nopen--;
-    log_debug("conn=%016" PRIx64 " %s -> %s", c->id, conn_state_name(c->state),
-              conn_state_name(next));
-    c->state = next;
+        /* Only an open connection's publishing is paused. */
+        if (c->pause != CONN_RUNNING)
+            set_pause(c, CONN_RUNNING);
+    }
+    update_reading(c);
+}
+
+static void
+set_hold(struct conn *c, enum conn_hold next)
+{
+    conn_move(c, &holds, c->hold, next);
+    c->hold = next;
+    update_reading(c);
+}
+
+static void
+set_output(struct conn *c, enum conn_output next)
+{
+    conn_move(c, &outputs, c->output, next);
+    c->output = next;
 }
 
 size_t
@@ -231,10 +365,14 @@ conn_info(const struct conn *c, struct conn_info *out)
     case CONN_AWAIT_OPEN:
         out->state = "opening";
         break;
-    case CONN_OPEN:
-        out->state = c->blocked ? (c->blocked_sent ? "blocked" : "blocking")
-                    : c->flow ? "flow" : "running";
+    case CONN_OPEN: {
+        static const char *const api_names[] = {
+            [CONN_RUNNING] = "running", [CONN_FLOW] = "flow",
+            [CONN_BLOCKING] = "blocking", [CONN_BLOCKED] = "blocked",
+        };
+        out->state = api_names[c->pause];
         break;
+    }
     default:
         out->state = "closing";
         break;
@@ -296,17 +434,24 @@ static TAILQ_HEAD(, conn) flow_paused = TAILQ_HEAD_INITIALIZER(flow_paused);
 static struct event *flow_timer;
 #define FLOW_MAX_PAUSE_MS 250
 static void flow_resume_all(void);
-/* Start or stop reading the socket (flow control, alarms, closing). */
-static void conn_reading(struct conn *c, bool on);
 
-/* Take 'c' off the paused list (its reading is the caller's business). */
+/* The pause's setter: a connection paused by flow control is on the
+ * paused list, and the timer bounds its pause. */
 static void
-flow_forget(struct conn *c)
+set_pause(struct conn *c, enum conn_pause next)
 {
-    if (c->flow) {
+    struct timeval tv = { 0, FLOW_MAX_PAUSE_MS * 1000 };
+
+    conn_move(c, &pauses, c->pause, next);
+    if (c->pause == CONN_FLOW)
         TAILQ_REMOVE(&flow_paused, c, flow_link);
-        c->flow = false;
+    if (next == CONN_FLOW) {
+        TAILQ_INSERT_TAIL(&flow_paused, c, flow_link);
+        if (!evtimer_pending(flow_timer, NULL))
+            evtimer_add(flow_timer, &tv);
     }
+    c->pause = next;
+    update_reading(c);
 }
 
 /* An output reference to a lent body: what to release once written. */
@@ -358,18 +503,15 @@ void
 conn_output_added(struct conn *c)
 {
     c->last_send_ms = now_ms();
-    if (!c->congested && output_weight(c) >
-                             (size_t)broker.cfg.consumer_output_high_watermark) {
-        c->congested = true;
+    if (c->output == CONN_OUTPUT_FLOWING &&
+        output_weight(c) > (size_t)broker.cfg.consumer_output_high_watermark) {
+        set_output(c, CONN_OUTPUT_CONGESTED);
         /* A congested connection is never paused (conn_flow): it may be
          * a client that reads only between its writes. */
-        if (c->flow) {
-            flow_forget(c);
-            if (!c->blocked && c->state == CONN_OPEN)
-                conn_reading(c, true);
-        }
+        if (c->pause == CONN_FLOW)
+            set_pause(c, CONN_RUNNING);
     }
-    if (!c->flush_queued && !c->reap_scheduled) {
+    if (!c->flush_queued && c->state != CONN_RELEASED) {
         c->flush_queued = true;
         TAILQ_INSERT_TAIL(&to_flush, c, flush_link);
         event_active(flusher, EV_TIMEOUT, 0);
@@ -383,7 +525,7 @@ conn_send_method(struct conn *c, uint16_t channel, const struct amqp_method *m)
     struct wire_wr w;
     enum amqp_status st;
 
-    if (c->state == CONN_CLOSED)
+    if (conn_is_closed(c))
         return;
     wire_wr_init(&w, stack, sizeof(stack));
     st = method_frame_put(&w, channel, m);
@@ -519,19 +661,17 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
 static void
 conn_release(struct conn *c)
 {
-    if (c->reap_scheduled)
+    if (c->state == CONN_RELEASED)
         return;
-    c->reap_scheduled = true;
-    store_unwait(&c->hold);
-    c->held = false;
-    conn_set_state(c, CONN_CLOSED);
+    store_unwait(&c->store_w);
+    conn_set_state(c, CONN_RELEASED);
+    if (c->hold != CONN_HOLD_NONE)
+        set_hold(c, CONN_HOLD_NONE);
     close_channels(c);
     delete_exclusive_queues(c);
-    conn_reading(c, false);
     transport_want_write(c->tp, false);
-    flow_forget(c);
     /* Its consumers may be what paused others. */
-    if (c->congested)
+    if (c->output == CONN_OUTPUT_CONGESTED)
         flow_resume_all();
     if (c->flush_queued) {
         TAILQ_REMOVE(&to_flush, c, flush_link);
@@ -567,14 +707,13 @@ set_close_deadline(struct conn *c)
 void
 conn_close_now(struct conn *c, bool flush)
 {
-    if (c->reap_scheduled)
+    if (c->state == CONN_RELEASED)
         return;
     if (flush && evbuffer_get_length(conn_output(c)) > 0) {
         /* The write callback releases the connection once the output is
          * empty; the close timer drops it if the peer stops reading. */
-        conn_set_state(c, CONN_CLOSED);
+        conn_set_state(c, CONN_FLUSHING);
         shutdown_channels(c);
-        conn_reading(c, false);
         set_close_deadline(c);
         return;
     }
@@ -584,13 +723,10 @@ conn_close_now(struct conn *c, bool flush)
 void
 conn_linger(struct conn *c)
 {
-    if (c->reap_scheduled)
+    if (c->state == CONN_RELEASED)
         return;
-    conn_set_state(c, CONN_CLOSED);
+    conn_set_state(c, CONN_LINGERING);
     shutdown_channels(c);
-    c->lingering = true;
-    c->blocked = false;
-    conn_reading(c, true);
     set_close_deadline(c);
 }
 
@@ -627,21 +763,18 @@ conn_fail(struct conn *c, uint16_t code, uint32_t method_id, const char *fmt,
     char text[256];
     va_list ap;
 
-    if (c->state == CONN_CLOSING || c->state == CONN_CLOSED)
+    if (conn_is_closing(c))
         return;
     va_start(ap, fmt);
     reply_format(text, sizeof(text), code, fmt, ap);
     va_end(ap);
     conn_log(c, LOG_LVL_WARN, "closing connection: %s", text);
     send_close(c, code, method_id, text);
+    /* The close-ok must be read, also from a connection that flow control
+     * or an alarm stopped reading: leaving CONN_OPEN ends the pause. */
     conn_set_state(c, CONN_CLOSING);
     shutdown_channels(c);
     set_close_deadline(c);
-    /* The close-ok must be read, also from a connection that flow control
-     * or an alarm stopped reading. */
-    flow_forget(c);
-    c->blocked = false;
-    conn_reading(c, true);
 }
 
 void
@@ -676,7 +809,7 @@ close_where(const struct vhost *vh, const char *user, const char *reason)
             /* Only its close-ok is awaited now: nothing uses the vhost. */
             if (vh != NULL)
                 c->vh = NULL;
-        } else if (c->state != CONN_CLOSING) {
+        } else if (!sent_close(c)) {
             conn_close_now(c, false);
         } else if (vh != NULL) {
             c->vh = NULL;
@@ -708,16 +841,14 @@ conn_close_user(const char *user, const char *reason)
 void
 conn_block(struct conn *c, const char *reason)
 {
-    if (c->blocked || c->state != CONN_OPEN)
+    if (c->pause >= CONN_BLOCKING || c->state != CONN_OPEN)
         return;
-    c->blocked = true;
-    conn_reading(c, false);
+    set_pause(c, c->cap_connection_blocked ? CONN_BLOCKED : CONN_BLOCKING);
     conn_log(c, LOG_LVL_INFO, "blocked (%s)", reason);
-    if (c->cap_connection_blocked) {
+    if (c->pause == CONN_BLOCKED) {
         struct amqp_method m = { .id = AMQP_CONNECTION_BLOCKED };
         m.a.connection_blocked.reason = amqp_cstr(reason);
         conn_send_method(c, 0, &m);
-        c->blocked_sent = true;
     }
 }
 
@@ -727,48 +858,45 @@ static void write_now(struct conn *c);
 static void
 hold_durable(struct store_waiter *w)
 {
-    struct conn *c = (struct conn *)((char *)w - offsetof(struct conn, hold));
+    struct conn *c = (struct conn *)((char *)w -
+                                      offsetof(struct conn, store_w));
 
-    c->held = false;
-    if (c->reap_scheduled)
+    if (c->state == CONN_RELEASED)
         return;
+    set_hold(c, CONN_HOLD_NONE);
     /* A connection closed meanwhile still flushes its last replies. */
     write_now(c);
-    if (c->state == CONN_CLOSED)
+    if (conn_is_closed(c))
         return;
-    if (c->state == CONN_OPEN && !c->blocked && !c->flow)
-        conn_reading(c, true);
     process_input(c);
 }
 
 void
 conn_hold_for_store(struct conn *c)
 {
-    if (c->held || c->state == CONN_CLOSED)
+    if (c->hold == CONN_HOLD_STORE || conn_is_closed(c))
         return;
-    c->held = true;
-    c->hold.durable = hold_durable;
-    conn_reading(c, false);
-    store_wait(&c->hold, store_open_batch());
+    set_hold(c, CONN_HOLD_STORE);
+    c->store_w.durable = hold_durable;
+    store_wait(&c->store_w, store_open_batch());
 }
 
 void
 conn_hold_input(struct conn *c)
 {
-    c->input_held = true;
-    conn_reading(c, false);
+    /* Held already when a basic.get waits again for its queue's head. */
+    if (c->hold != CONN_HOLD_GET)
+        set_hold(c, CONN_HOLD_GET);
 }
 
 void
 conn_release_input(struct conn *c)
 {
-    if (!c->input_held)
+    if (c->hold != CONN_HOLD_GET)
         return;
-    c->input_held = false;
-    if (c->reap_scheduled || c->state == CONN_CLOSED || c->held)
+    set_hold(c, CONN_HOLD_NONE);
+    if (conn_is_closed(c))
         return;
-    if (c->state == CONN_OPEN && !c->blocked && !c->flow)
-        conn_reading(c, true);
     process_input(c);
 }
 
@@ -780,20 +908,16 @@ conn_unblock_all(void)
     struct conn *c, *next;
     for (c = TAILQ_FIRST(&conns); c != NULL; c = next) {
         next = TAILQ_NEXT(c, link);
-        if (!c->blocked)
+        if (c->pause < CONN_BLOCKING)
             continue;
-        c->blocked = false;
+        bool told = c->pause == CONN_BLOCKED;
         c->last_recv_ms = now_ms();
-        if (c->state != CONN_OPEN)
-            continue;
-        if (c->blocked_sent) {
+        set_pause(c, CONN_RUNNING);
+        if (told) {
             struct amqp_method m = { .id = AMQP_CONNECTION_UNBLOCKED };
             conn_send_method(c, 0, &m);
-            c->blocked_sent = false;
         }
         conn_log(c, LOG_LVL_INFO, "unblocked");
-        if (!c->flow)
-            conn_reading(c, true);
         /* Frames that arrived before the block are already buffered. */
         process_input(c);
     }
@@ -955,7 +1079,7 @@ frame_in(struct conn *c, const struct frame *f)
 {
     struct amqp_method m;
 
-    if (c->state == CONN_CLOSING) {
+    if (sent_close(c)) {
         closing_frame_in(c, f);
         return;
     }
@@ -980,7 +1104,7 @@ frame_in(struct conn *c, const struct frame *f)
         conn_fail_decode(c, f, st);
         return;
     }
-    conn_method(c, &m);
+    methods_conn(c, &m);
 }
 
 static bool
@@ -1024,8 +1148,7 @@ process_input(struct conn *c)
     c->last_recv_ms = loop_ms = now_ms();
     if (c->state == CONN_AWAIT_HEADER && !read_protocol_header(c, in))
         return;
-    while (c->state != CONN_CLOSED && !c->blocked && !c->held &&
-           !c->input_held) {
+    while (handles_input(c)) {
         size_t len = inbuf_len(in);
         if (len < AMQP_FRAME_HEADER_LEN)
             break;
@@ -1042,7 +1165,7 @@ process_input(struct conn *c)
         if (st != AMQP_OK) {
             /* Closing already: what is queued (the connection.close and
              * the replies before it) still goes out, then the socket. */
-            if (c->state == CONN_CLOSING) {
+            if (sent_close(c)) {
                 conn_close_now(c, true);
                 break;
             }
@@ -1052,40 +1175,35 @@ process_input(struct conn *c)
                       frame_peek_size(p));
             /* The stream cannot be split any further: stop reading and
              * drop the socket at the close timeout. */
-            conn_reading(c, false);
+            conn_set_state(c, CONN_CLOSING_DEAF);
             inbuf_drain(in, len);
             break;
         }
         frame_in(c, &f);
         inbuf_drain(in, f.wire_len);
     }
-    if (c->state == CONN_CLOSED)
+    if (conn_is_closed(c))
         inbuf_drain(in, inbuf_len(in));
     else
         flush_confirms(c);
     /* An emptied input holds no memory (inbuf.h). */
     inbuf_trim(in);
-    if (c->flow && c->state == CONN_OPEN)
-        conn_reading(c, false);
 }
 
 bool
 conn_is_draining_slowly(const struct conn *c)
 {
-    return c->congested && now_ms() - c->wrote_ms < CONN_STUCK_MS;
+    return c->output == CONN_OUTPUT_CONGESTED &&
+           now_ms() - c->wrote_ms < CONN_STUCK_MS;
 }
 
 void
 conn_flow(struct conn *c)
 {
-    struct timeval tv = { 0, FLOW_MAX_PAUSE_MS * 1000 };
-
-    if (c->flow || c->congested || c->state != CONN_OPEN)
+    if (c->pause != CONN_RUNNING || c->output == CONN_OUTPUT_CONGESTED ||
+        c->state != CONN_OPEN)
         return;
-    c->flow = true;
-    TAILQ_INSERT_TAIL(&flow_paused, c, flow_link);
-    if (!evtimer_pending(flow_timer, NULL))
-        evtimer_add(flow_timer, &tv);
+    set_pause(c, CONN_FLOW);
 }
 
 /* Read every paused publisher again; each pauses anew if it publishes to
@@ -1096,11 +1214,8 @@ flow_resume_all(void)
     struct conn *c;
 
     while ((c = TAILQ_FIRST(&flow_paused)) != NULL) {
-        TAILQ_REMOVE(&flow_paused, c, flow_link);
-        c->flow = false;
         c->last_recv_ms = now_ms();
-        if (!c->blocked && c->state == CONN_OPEN)
-            conn_reading(c, true);
+        set_pause(c, CONN_RUNNING);
     }
     evtimer_del(flow_timer);
 }
@@ -1133,12 +1248,11 @@ read_ready(void *arg)
 
     /* The input holds at most two whole frames (conn_tuned). A full one
      * is handled before anything more is read: that can happen when
-     * reading resumes for a connection that was blocked (conn_fail). */
+     * reading resumes for a connection that was blocked (conn_fail). A
+     * connection reads only while it handles its input (wants_input), so
+     * this empties it. */
     if (held >= c->input_max) {
-        if (!c->blocked)
-            process_input(c);
-        if (inbuf_len(in) >= c->input_max)
-            conn_reading(c, false);
+        process_input(c);
         return;
     }
     if (want > c->input_max - held)
@@ -1182,12 +1296,6 @@ read_ready(void *arg)
     process_input(c);
 }
 
-static void
-conn_reading(struct conn *c, bool on)
-{
-    transport_want_read(c->tp, on);
-}
-
 /*
  * Write what the output holds, up to WRITE_MAX bytes; wait for the socket
  * to be writable if some is left. Then: a closed connection whose output
@@ -1200,7 +1308,7 @@ write_now(struct conn *c)
     ssize_t n;
     size_t len;
 
-    if (c->held) {
+    if (c->hold == CONN_HOLD_STORE) {
         transport_want_write(c->tp, false);
         return;
     }
@@ -1216,17 +1324,18 @@ write_now(struct conn *c)
     }
     len = evbuffer_get_length(c->out);
     transport_want_write(c->tp, len > 0);
-    if (c->state == CONN_CLOSED) {
-        if (len == 0 && !c->lingering)
+    if (conn_is_closed(c)) {
+        if (len == 0 && c->state == CONN_FLUSHING)
             conn_release(c);
         return;
     }
-    if (c->congested &&
+    if (c->output == CONN_OUTPUT_CONGESTED &&
         output_weight(c) <= (size_t)broker.cfg.consumer_output_low_watermark) {
-        c->congested = false;
+        set_output(c, CONN_OUTPUT_FLOWING);
         size_t pos = 0;
         struct channel *ch;
-        while (!c->congested && (ch = chan_next(c, &pos)) != NULL)
+        while (c->output == CONN_OUTPUT_FLOWING &&
+               (ch = chan_next(c, &pos)) != NULL)
             channel_resume(ch);
         flow_resume_all();
     }
@@ -1302,7 +1411,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     /* A connection we stopped reading cannot be blamed for silence; any
      * other is dropped after two intervals without a byte from it, about
      * when RabbitMQ's receiver gives up. */
-    if (!c->blocked && !c->flow && now - c->last_recv_ms > 2 * hb) {
+    if (c->pause == CONN_RUNNING && now - c->last_recv_ms > 2 * hb) {
         conn_log(c, LOG_LVL_WARN, "missed heartbeats from client, timeout: "
                  "%us", c->heartbeat);
         conn_release(c);
@@ -1484,7 +1593,7 @@ conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
     }
     c->read_size = READ_MIN;
     c->input_max = 64 * 1024;
-    conn_reading(c, true);
+    update_reading(c);
     c->last_recv_ms = c->last_send_ms = c->wrote_ms = now_ms();
     c->deadline_ms = c->last_recv_ms + (uint64_t)broker.cfg.handshake_timeout_ms;
     c->timer = event_new(broker.base, -1, EV_PERSIST, timer_cb, c);
@@ -1534,7 +1643,7 @@ conn_direct_new(struct transport *tp, const char *user, struct vhost *vh)
 void
 conn_direct_input(struct conn *c, const void *data, size_t len)
 {
-    if (c->state == CONN_CLOSED || c->reap_scheduled)
+    if (conn_is_closed(c))
         return;
     memcpy(inbuf_space(&c->in, len, len), data, len);
     inbuf_commit(&c->in, len);

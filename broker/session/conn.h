@@ -29,26 +29,68 @@ struct perm;
 struct queue;
 struct sockaddr;
 
+/*
+ * A connection is in one state of each of four machines, each changed
+ * only by its setter, which refuses a move that is not a transition
+ * (conn.c's tables) and traces it through conn_log.
+ *
+ * Its life (conn_set_state): the handshake, AWAIT_HEADER, START_SENT,
+ * TUNE_SENT, AWAIT_OPEN, then OPEN on its vhost, then a way out: CLOSING
+ * (we sent connection.close and read until close-ok), CLOSING_DEAF (the
+ * same after input that could not be split into frames: nothing more is
+ * read, the socket goes at the close deadline), FLUSHING (what is queued
+ * is written, then the socket goes), LINGERING (we sent close-ok to the
+ * client's close: read and discard until it closes the socket), RELEASED
+ * (socket and channels gone; the reaper frees it).
+ */
 #define CONN_STATES(X)                                                       \
     X(CONN_AWAIT_HEADER) X(CONN_START_SENT) X(CONN_TUNE_SENT)                \
-    X(CONN_AWAIT_OPEN) X(CONN_OPEN) X(CONN_CLOSING) X(CONN_CLOSED)
+    X(CONN_AWAIT_OPEN) X(CONN_OPEN) X(CONN_CLOSING) X(CONN_CLOSING_DEAF)     \
+    X(CONN_FLUSHING) X(CONN_LINGERING) X(CONN_RELEASED)
 
-enum conn_state {
+/* An open connection's publishing, paused or not (RabbitMQ's names):
+ * RUNNING; FLOW, flow control (it fed a backed-up queue: not read until
+ * a congested connection drains, at most FLOW_MAX_PAUSE_MS); BLOCKING
+ * and BLOCKED, a resource alarm (it published during one: not read, and
+ * its frames not handled, until every alarm clears), the client told
+ * with connection.blocked (BLOCKED) or not (BLOCKING: it did not ask).
+ * Any other life is RUNNING. */
+#define CONN_PAUSES(X)                                                       \
+    X(CONN_RUNNING) X(CONN_FLOW) X(CONN_BLOCKING) X(CONN_BLOCKED)
+
+/* Input that waits, neither read nor handled: for the store's sync of a
+ * reply already in the output, which is not written meanwhile
+ * (conn_hold_for_store), or for a basic.get's message to be read back
+ * (conn_hold_input). */
+#define CONN_HOLDS(X) X(CONN_HOLD_NONE) X(CONN_HOLD_STORE) X(CONN_HOLD_GET)
+
+/* The output against its watermarks: CONGESTED over the high one (no
+ * deliveries, never paused by flow control) until it drains below the
+ * low one. */
+#define CONN_OUTPUTS(X) X(CONN_OUTPUT_FLOWING) X(CONN_OUTPUT_CONGESTED)
+
 #define CONN_AS_ENUM(s) s,
-    CONN_STATES(CONN_AS_ENUM)
+enum conn_state { CONN_STATES(CONN_AS_ENUM) };
+enum conn_pause { CONN_PAUSES(CONN_AS_ENUM) };
+enum conn_hold { CONN_HOLDS(CONN_AS_ENUM) };
+enum conn_output { CONN_OUTPUTS(CONN_AS_ENUM) };
 #undef CONN_AS_ENUM
-};
 
 struct transport;
 
 struct conn {
     uint64_t id;
-    enum conn_state state;
+    enum conn_state state;      /* the four machines (above) */
+    enum conn_pause pause;
+    enum conn_hold hold;
+    enum conn_output output;
+    bool reading;               /* what the transport was last told
+                                 * (conn.c's update_reading) */
     struct transport *tp;       /* the socket, TCP or TLS (transport.h) */
     struct inbuf in;            /* input not yet split into frames */
     struct evbuffer *out;       /* output not yet written */
     TAILQ_ENTRY(conn) flush_link; /* queued to write at the end of the turn */
-    bool flush_queued;
+    bool flush_queued;          /* on that list */
     size_t read_size;           /* bytes to ask for in the next read */
     size_t input_max;           /* input held before reading pauses */
     char peer[64];              /* "127.0.0.1:53422" */
@@ -89,33 +131,17 @@ struct conn {
     struct event *timer;        /* handshake, heartbeat and close timeouts */
     unsigned tick_ms;           /* the timer's period */
     uint64_t deadline_ms;       /* handshake or close deadline; 0 = none */
-    /* output backpressure */
-    bool congested;             /* over the high watermark: no deliveries */
     /* input block bytes, beyond the output's own, that output references
      * to lent bodies keep alive (counted once per run of references to
      * the same block); they count against the watermarks */
     size_t out_pinned;
     const struct inblock *last_lent;
     uint64_t wrote_ms;          /* last write that the socket took */
-    /* resource alarms: a connection that publishes during an alarm is
-     * blocked (not read) until every alarm clears */
-    bool blocked;
-    bool blocked_sent;          /* connection.blocked went out */
-    /* flow control: this connection published to a backed-up queue and
-     * is not read until a congested consumer connection drains */
-    bool flow;
-    TAILQ_ENTRY(conn) flow_link;
-    /* waiting for the store: a reply that must follow a sync (durable
-     * declare-ok, tx.commit-ok) is in the output, which is not written,
-     * and no further input is handled, until the batch is durable */
-    bool held;
-    struct store_waiter hold;
-    /* a basic.get waits for its queue's head to be read back: no
-     * further input is handled until it is answered */
-    bool input_held;
-    bool reap_scheduled;
+    TAILQ_ENTRY(conn) flow_link;    /* paused by flow control (CONN_FLOW) */
+    /* CONN_HOLD_STORE: a reply that must follow a sync (durable
+     * declare-ok, tx.commit-ok) waits in the output for this batch */
+    struct store_waiter store_w;
     bool direct;                /* inside the broker (conn_direct_new) */
-    bool lingering;             /* close-ok sent: read and discard until EOF */
     /* channels with publisher confirms to send at the end of this read */
     uint16_t *confirm_dirty;
     size_t ndirty, dirty_cap;
@@ -282,9 +308,6 @@ void conn_own_queue(struct conn *c, struct queue *q);
 /* Send connection.start (handle_connection.c). */
 void conn_send_start(struct conn *c);
 
-/* Handle a method on channel 0 (handle_connection.c). */
-void conn_method(struct conn *c, const struct amqp_method *m);
-
 /* Move to 'next', tracing the change. */
 void conn_set_state(struct conn *c, enum conn_state next);
 
@@ -319,5 +342,21 @@ void conn_log_ids(struct conn *c, struct log_ids *ids, char *name,
  * connection, vhost and user in JSON. */
 void conn_log(struct conn *c, enum log_level level, const char *fmt, ...)
     LOG_PRINTF(3, 4);
+
+/* Whether 'c' is past CONN_OPEN: closing (we sent connection.close) or
+ * closed. */
+static inline bool
+conn_is_closing(const struct conn *c)
+{
+    return c->state >= CONN_CLOSING;
+}
+
+/* Whether 'c' is closed: nothing more is sent or handled (flushing,
+ * lingering or released). */
+static inline bool
+conn_is_closed(const struct conn *c)
+{
+    return c->state >= CONN_FLUSHING;
+}
 
 #endif

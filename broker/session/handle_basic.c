@@ -24,9 +24,11 @@
 #include "broker/session/reply_to.h"
 #include "broker/session/trace.h"
 
-static void
-qos(struct channel *ch, const struct amqp_basic_qos *a)
+void
+handle_basic_qos(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_basic_qos *a = &m->a.basic_qos;
+
     if (a->prefetch_size != 0) {
         /* As RabbitMQ: prefetch by size is not supported. */
         conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_QOS,
@@ -54,9 +56,10 @@ has_exclusive_consumer(const struct queue *q)
     return false;
 }
 
-static void
-consume(struct channel *ch, const struct amqp_basic_consume *a)
+void
+handle_basic_consume(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_basic_consume *a = &m->a.basic_consume;
     const uint32_t mid = AMQP_BASIC_CONSUME;
     struct queue *q;
     struct amqp_bytes tag = a->consumer_tag;
@@ -117,16 +120,17 @@ consume(struct channel *ch, const struct amqp_basic_consume *a)
     hmap_put(&ch->consumers, c->tag, c->tag_len, c);
     queue_add_consumer(q, c);
     if (!a->nowait) {
-        struct amqp_method m = { .id = AMQP_BASIC_CONSUME_OK };
-        m.a.basic_consume_ok.consumer_tag = tag;
-        channel_send(ch, &m);
+        struct amqp_method ok = { .id = AMQP_BASIC_CONSUME_OK };
+        ok.a.basic_consume_ok.consumer_tag = tag;
+        channel_send(ch, &ok);
     }
     queue_dispatch(q);
 }
 
-static void
-cancel(struct channel *ch, const struct amqp_basic_cancel *a)
+void
+handle_basic_cancel(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_basic_cancel *a = &m->a.basic_cancel;
     /* Copy the tag: cancelling may free the consumer that owns it, and the
      * reply echoes it. */
     uint8_t tag[256];
@@ -136,15 +140,19 @@ cancel(struct channel *ch, const struct amqp_basic_cancel *a)
         (void)channel_cancel_consumer(ch, a->consumer_tag);
     if (a->nowait)
         return;
-    struct amqp_method m = { .id = AMQP_BASIC_CANCEL_OK };
-    m.a.basic_cancel_ok.consumer_tag.ptr = tag;
-    m.a.basic_cancel_ok.consumer_tag.len = len;
-    channel_send(ch, &m);
+    struct amqp_method ok = { .id = AMQP_BASIC_CANCEL_OK };
+    ok.a.basic_cancel_ok.consumer_tag.ptr = tag;
+    ok.a.basic_cancel_ok.consumer_tag.len = len;
+    channel_send(ch, &ok);
 }
 
-static void
-publish(struct channel *ch, const struct amqp_basic_publish *a)
+/* The content that follows is the method table's business (M_CONTENT
+ * in methods.c): once this returns with the channel open, the channel
+ * awaits its header. */
+void
+handle_basic_publish(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_basic_publish *a = &m->a.basic_publish;
     const uint32_t mid = AMQP_BASIC_PUBLISH;
     struct exchange *x;
     char esc[300];
@@ -171,7 +179,6 @@ publish(struct channel *ch, const struct amqp_basic_publish *a)
     ch->pub.exchange.ptr = ch->pub_buf;
     ch->pub.routing_key.ptr = ch->pub_buf + 256;
     ch->pub_mandatory = a->mandatory;
-    ch->content = CA_AWAIT_HEADER;
     if (alarm_is_set())
         conn_block(ch->conn, alarm_reason());
 }
@@ -355,9 +362,10 @@ get_run(struct channel *ch, struct queue *q, bool no_ack)
     }
 }
 
-static void
-get(struct channel *ch, const struct amqp_basic_get *a)
+void
+handle_basic_get(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_basic_get *a = &m->a.basic_get;
     struct queue *q = channel_find_queue(ch, AMQP_BASIC_GET, a->queue);
 
     if (q == NULL)
@@ -376,59 +384,41 @@ settle(struct channel *ch, uint32_t mid, uint64_t tag, bool multiple,
                      "unknown delivery tag %" PRIu64, tag);
 }
 
-static void
-recover(struct channel *ch, uint32_t mid, bool requeue)
+void
+handle_basic_ack(struct channel *ch, const struct amqp_method *m)
 {
-    if (!requeue) {
-        /* As RabbitMQ 3.x. */
-        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "requeue=false");
-        return;
-    }
-    channel_requeue_all(ch);
-    if (mid == AMQP_BASIC_RECOVER)
-        channel_reply(ch, AMQP_BASIC_RECOVER_OK, false);
+    settle(ch, m->id, m->a.basic_ack.delivery_tag, m->a.basic_ack.multiple,
+           true, false);
 }
 
 void
-handle_basic(struct channel *ch, const struct amqp_method *m)
+handle_basic_nack(struct channel *ch, const struct amqp_method *m)
 {
-    switch (m->id) {
-    case AMQP_BASIC_QOS:
-        qos(ch, &m->a.basic_qos);
-        break;
-    case AMQP_BASIC_CONSUME:
-        consume(ch, &m->a.basic_consume);
-        break;
-    case AMQP_BASIC_CANCEL:
-        cancel(ch, &m->a.basic_cancel);
-        break;
-    case AMQP_BASIC_PUBLISH:
-        publish(ch, &m->a.basic_publish);
-        break;
-    case AMQP_BASIC_GET:
-        get(ch, &m->a.basic_get);
-        break;
-    case AMQP_BASIC_ACK:
-        settle(ch, m->id, m->a.basic_ack.delivery_tag, m->a.basic_ack.multiple,
-               true, false);
-        break;
-    case AMQP_BASIC_NACK:
-        settle(ch, m->id, m->a.basic_nack.delivery_tag,
-               m->a.basic_nack.multiple, false, m->a.basic_nack.requeue);
-        break;
-    case AMQP_BASIC_REJECT:
-        settle(ch, m->id, m->a.basic_reject.delivery_tag, false, false,
-               m->a.basic_reject.requeue);
-        break;
-    case AMQP_BASIC_RECOVER_ASYNC:
-        recover(ch, m->id, m->a.basic_recover_async.requeue);
-        break;
-    case AMQP_BASIC_RECOVER:
-        recover(ch, m->id, m->a.basic_recover.requeue);
-        break;
-    default:
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                  method_name(m->id));
-        break;
+    settle(ch, m->id, m->a.basic_nack.delivery_tag, m->a.basic_nack.multiple,
+           false, m->a.basic_nack.requeue);
+}
+
+void
+handle_basic_reject(struct channel *ch, const struct amqp_method *m)
+{
+    settle(ch, m->id, m->a.basic_reject.delivery_tag, false, false,
+           m->a.basic_reject.requeue);
+}
+
+/* basic.recover and basic.recover-async: only recover has a reply. */
+void
+handle_basic_recover(struct channel *ch, const struct amqp_method *m)
+{
+    bool requeue = m->id == AMQP_BASIC_RECOVER
+                       ? m->a.basic_recover.requeue
+                       : m->a.basic_recover_async.requeue;
+
+    if (!requeue) {
+        /* As RabbitMQ 3.x. */
+        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, m->id, "requeue=false");
+        return;
     }
+    channel_requeue_all(ch);
+    if (m->id == AMQP_BASIC_RECOVER)
+        channel_reply(ch, AMQP_BASIC_RECOVER_OK, false);
 }

@@ -10,13 +10,8 @@
 #include "broker/session/handlers.h"
 
 void
-handle_confirm(struct channel *ch, const struct amqp_method *m)
+handle_confirm_select(struct channel *ch, const struct amqp_method *m)
 {
-    if (m->id != AMQP_CONFIRM_SELECT) {
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                  method_name(m->id));
-        return;
-    }
     if (ch->tx) {
         channel_fail(ch, AMQP_PRECONDITION_FAILED, m->id,
                      "cannot switch from tx to confirm mode");

@@ -1,7 +1,9 @@
 /*
  * SPDX-License-Identifier: Apache-2.0
  * Methods of class connection, on channel 0: the handshake (start-ok,
- * tune-ok, open) and the close handshake started by the client.
+ * tune-ok, open), update-secret and the close handshake started by the
+ * client. Which of them a state accepts is the method table's
+ * (methods.c).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include "broker/lib/version.h"
 #include "broker/session/access.h"
 #include "broker/session/conn.h"
+#include "broker/session/handlers.h"
 
 /*
  * connection.start's server properties. kombu (and so Celery) decides the
@@ -101,9 +104,10 @@ read_capabilities(struct conn *c, struct amqp_table props)
         v.kind == AMQP_FIELD_BOOL && v.v.b;
 }
 
-static void
-start_ok(struct conn *c, const struct amqp_connection_start_ok *a)
+void
+handle_connection_start_ok(struct conn *c, const struct amqp_method *m)
 {
+    const struct amqp_connection_start_ok *a = &m->a.connection_start_ok;
     char why[320], mech[64];
     bool unsupported;
     char *user = NULL;
@@ -141,12 +145,12 @@ start_ok(struct conn *c, const struct amqp_connection_start_ok *a)
     }
     c->user = user;
 
-    struct amqp_method m = { .id = AMQP_CONNECTION_TUNE };
-    m.a.connection_tune.channel_max = (uint16_t)broker.cfg.channel_max;
-    m.a.connection_tune.frame_max = (uint32_t)broker.cfg.frame_max;
-    m.a.connection_tune.heartbeat = (uint16_t)broker.cfg.heartbeat;
+    struct amqp_method tune = { .id = AMQP_CONNECTION_TUNE };
+    tune.a.connection_tune.channel_max = (uint16_t)broker.cfg.channel_max;
+    tune.a.connection_tune.frame_max = (uint32_t)broker.cfg.frame_max;
+    tune.a.connection_tune.heartbeat = (uint16_t)broker.cfg.heartbeat;
     conn_set_state(c, CONN_TUNE_SENT);
-    conn_send_method(c, 0, &m);
+    conn_send_method(c, 0, &tune);
 }
 
 /*
@@ -163,9 +167,10 @@ tune_refused(struct conn *c, const char *what, uint32_t got, uint32_t limit)
     conn_close_now(c, false);
 }
 
-static void
-tune_ok(struct conn *c, const struct amqp_connection_tune_ok *a)
+void
+handle_connection_tune_ok(struct conn *c, const struct amqp_method *m)
 {
+    const struct amqp_connection_tune_ok *a = &m->a.connection_tune_ok;
     uint32_t server_frame_max = (uint32_t)broker.cfg.frame_max;
     uint16_t server_channel_max = (uint16_t)broker.cfg.channel_max;
 
@@ -193,9 +198,11 @@ tune_ok(struct conn *c, const struct amqp_connection_tune_ok *a)
  * never expire: update-secret-ok, the new secret not checked, so that
  * clients that refresh credentials (OAuth 2 tokens elsewhere) go on.
  */
-static void
-update_secret(struct conn *c, const struct amqp_connection_update_secret *a)
+void
+handle_connection_update_secret(struct conn *c, const struct amqp_method *m)
 {
+    const struct amqp_connection_update_secret *a =
+        &m->a.connection_update_secret;
     char reason[256];
     struct amqp_method ok = { .id = AMQP_CONNECTION_UPDATE_SECRET_OK };
 
@@ -205,9 +212,10 @@ update_secret(struct conn *c, const struct amqp_connection_update_secret *a)
     conn_send_method(c, 0, &ok);
 }
 
-static void
-open_vhost(struct conn *c, const struct amqp_connection_open *a)
+void
+handle_connection_open(struct conn *c, const struct amqp_method *m)
 {
+    const struct amqp_connection_open *a = &m->a.connection_open;
     char name[300];
     struct vhost *vh = broker_vhost((const char *)a->virtual_host.ptr,
                                     a->virtual_host.len);
@@ -241,17 +249,18 @@ open_vhost(struct conn *c, const struct amqp_connection_open *a)
         return;
     }
     c->vh = vh;
-    struct amqp_method m = { .id = AMQP_CONNECTION_OPEN_OK };
-    conn_send_method(c, 0, &m);
+    struct amqp_method ok = { .id = AMQP_CONNECTION_OPEN_OK };
+    conn_send_method(c, 0, &ok);
     conn_set_state(c, CONN_OPEN);
     conn_opened(c);
     conn_log(c, LOG_LVL_INFO, "user '%s' opened vhost '%s'", c->user,
              vh->name);
 }
 
-static void
-client_close(struct conn *c, const struct amqp_connection_close *a)
+void
+handle_connection_close(struct conn *c, const struct amqp_method *m)
 {
+    const struct amqp_connection_close *a = &m->a.connection_close;
     char text[300];
     log_escape(text, sizeof(text), a->reply_text.ptr, a->reply_text.len);
     conn_log(c, LOG_LVL_INFO, "client closed the connection (%u %s)",
@@ -259,61 +268,4 @@ client_close(struct conn *c, const struct amqp_connection_close *a)
     struct amqp_method ok = { .id = AMQP_CONNECTION_CLOSE_OK };
     conn_send_method(c, 0, &ok);
     conn_linger(c);
-}
-
-void
-conn_method(struct conn *c, const struct amqp_method *m)
-{
-    uint32_t expect = 0;
-
-    switch (c->state) {
-    case CONN_START_SENT:
-        expect = AMQP_CONNECTION_START_OK;
-        break;
-    case CONN_TUNE_SENT:
-        expect = AMQP_CONNECTION_TUNE_OK;
-        break;
-    case CONN_AWAIT_OPEN:
-        expect = AMQP_CONNECTION_OPEN;
-        break;
-    default:
-        break;
-    }
-    if (m->id == AMQP_CONNECTION_CLOSE && c->state >= CONN_TUNE_SENT) {
-        client_close(c, &m->a.connection_close);
-        return;
-    }
-    if (c->state == CONN_OPEN) {
-        /* As RabbitMQ: on an open connection only close and
-         * update-secret are valid; a second open, a close-ok nobody asked
-         * for or any handshake method is 504. */
-        if (m->id == AMQP_CONNECTION_UPDATE_SECRET)
-            update_secret(c, &m->a.connection_update_secret);
-        else
-            conn_fail(c, AMQP_CHANNEL_ERROR, m->id,
-                      "unexpected method in connection state running");
-        return;
-    }
-    if (expect && m->id != expect) {
-        conn_fail(c, AMQP_COMMAND_INVALID, m->id,
-                  "expected %s, got %s", method_name(expect),
-                  method_name(m->id));
-        return;
-    }
-    switch (m->id) {
-    case AMQP_CONNECTION_START_OK:
-        start_ok(c, &m->a.connection_start_ok);
-        break;
-    case AMQP_CONNECTION_TUNE_OK:
-        tune_ok(c, &m->a.connection_tune_ok);
-        break;
-    case AMQP_CONNECTION_OPEN:
-        open_vhost(c, &m->a.connection_open);
-        break;
-    default:
-        /* Not reached: before CONN_OPEN every state expects one method. */
-        conn_fail(c, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                  method_name(m->id));
-        break;
-    }
 }

@@ -37,9 +37,10 @@ inequivalent(struct channel *ch, uint32_t mid, const char *arg,
                  arg, name, ch->conn->vh->name, got, cur);
 }
 
-static void
-declare(struct channel *ch, const struct amqp_exchange_declare *a)
+void
+handle_exchange_declare(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_exchange_declare *a = &m->a.exchange_declare;
     const uint32_t mid = AMQP_EXCHANGE_DECLARE;
     struct vhost *vh = ch->conn->vh;
     char esc[300], type[300];
@@ -118,9 +119,10 @@ ok:
     channel_reply(ch, AMQP_EXCHANGE_DECLARE_OK, a->nowait);
 }
 
-static void
-delete(struct channel *ch, const struct amqp_exchange_delete *a)
+void
+handle_exchange_delete(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_exchange_delete *a = &m->a.exchange_delete;
     const uint32_t mid = AMQP_EXCHANGE_DELETE;
     char esc[300];
     struct exchange *x;
@@ -156,9 +158,10 @@ _Static_assert(sizeof(struct amqp_exchange_bind) ==
                offsetof(struct amqp_exchange_bind, routing_key) ==
                    offsetof(struct amqp_exchange_unbind, routing_key),
                "exchange.bind and exchange.unbind differ");
-static void
-bind(struct channel *ch, const struct amqp_exchange_bind *a)
+void
+handle_exchange_bind(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_exchange_bind *a = &m->a.exchange_bind;
     const uint32_t mid = AMQP_EXCHANGE_BIND;
     struct exchange *src, *dest;
     char err[256];
@@ -178,36 +181,15 @@ bind(struct channel *ch, const struct amqp_exchange_bind *a)
 
 /* As RabbitMQ 3.10: unbinding what is not bound is unbind-ok, also when
  * either exchange is gone (clients unbind in their cleanup). */
-static void
-unbind(struct channel *ch, const struct amqp_exchange_bind *a)
+void
+handle_exchange_unbind(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_exchange_bind *a =
+        (const struct amqp_exchange_bind *)&m->a.exchange_unbind;
     struct exchange *dest = vhost_exchange(ch->conn->vh, a->destination);
     struct exchange *src = vhost_exchange(ch->conn->vh, a->source);
 
     if (dest != NULL && src != NULL)
         (void)exchange_unbind(src, NULL, dest, a->routing_key, a->arguments);
     channel_reply(ch, AMQP_EXCHANGE_UNBIND_OK, a->nowait);
-}
-
-void
-handle_exchange(struct channel *ch, const struct amqp_method *m)
-{
-    switch (m->id) {
-    case AMQP_EXCHANGE_DECLARE:
-        declare(ch, &m->a.exchange_declare);
-        break;
-    case AMQP_EXCHANGE_DELETE:
-        delete(ch, &m->a.exchange_delete);
-        break;
-    case AMQP_EXCHANGE_BIND:
-        bind(ch, &m->a.exchange_bind);
-        break;
-    case AMQP_EXCHANGE_UNBIND:
-        unbind(ch, (const struct amqp_exchange_bind *)&m->a.exchange_unbind);
-        break;
-    default:
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                  method_name(m->id));
-        break;
-    }
 }

@@ -53,9 +53,10 @@ reply_to_declare_ok(struct channel *ch, struct amqp_bytes name, bool nowait)
     channel_send(ch, &m);
 }
 
-static void
-declare(struct channel *ch, const struct amqp_queue_declare *a)
+void
+handle_queue_declare(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_queue_declare *a = &m->a.queue_declare;
     const uint32_t mid = AMQP_QUEUE_DECLARE;
     struct vhost *vh = ch->conn->vh;
     struct amqp_bytes name = a->queue;
@@ -180,9 +181,10 @@ declare(struct channel *ch, const struct amqp_queue_declare *a)
 
 /* queue.bind: 0-9-1 says an empty queue name means the last declared
  * queue, and then an empty routing key means its name (so for unbind). */
-static void
-bind(struct channel *ch, const struct amqp_queue_bind *a)
+void
+handle_queue_bind(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_queue_bind *a = &m->a.queue_bind;
     const uint32_t mid = AMQP_QUEUE_BIND;
     struct amqp_bytes key = a->routing_key;
     struct queue *q;
@@ -211,9 +213,10 @@ bind(struct channel *ch, const struct amqp_queue_bind *a)
  * after an auto-delete); only an existing binding of another
  * connection's exclusive queue is refused (405).
  */
-static void
-unbind(struct channel *ch, const struct amqp_queue_unbind *a)
+void
+handle_queue_unbind(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_queue_unbind *a = &m->a.queue_unbind;
     struct vhost *vh = ch->conn->vh;
     struct amqp_bytes qname = a->queue, key = a->routing_key;
     struct queue *q;
@@ -236,23 +239,25 @@ unbind(struct channel *ch, const struct amqp_queue_unbind *a)
     channel_reply(ch, AMQP_QUEUE_UNBIND_OK, false);
 }
 
-static void
-purge(struct channel *ch, const struct amqp_queue_purge *a)
+void
+handle_queue_purge(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_queue_purge *a = &m->a.queue_purge;
     struct queue *q = channel_find_queue(ch, AMQP_QUEUE_PURGE, a->queue);
     if (q == NULL)
         return;
     uint32_t n = queue_purge(q);
     if (a->nowait)
         return;
-    struct amqp_method m = { .id = AMQP_QUEUE_PURGE_OK };
-    m.a.queue_purge_ok.message_count = n;
-    channel_send(ch, &m);
+    struct amqp_method ok = { .id = AMQP_QUEUE_PURGE_OK };
+    ok.a.queue_purge_ok.message_count = n;
+    channel_send(ch, &ok);
 }
 
-static void
-delete(struct channel *ch, const struct amqp_queue_delete *a)
+void
+handle_queue_delete(struct channel *ch, const struct amqp_method *m)
 {
+    const struct amqp_queue_delete *a = &m->a.queue_delete;
     const uint32_t mid = AMQP_QUEUE_DELETE;
     struct amqp_bytes name = a->queue;
     struct queue *q;
@@ -286,33 +291,7 @@ delete(struct channel *ch, const struct amqp_queue_delete *a)
     /* As RabbitMQ 3.x: deleting a queue that does not exist is ok. */
     if (a->nowait)
         return;
-    struct amqp_method m = { .id = AMQP_QUEUE_DELETE_OK };
-    m.a.queue_delete_ok.message_count = n;
-    channel_send(ch, &m);
-}
-
-void
-handle_queue(struct channel *ch, const struct amqp_method *m)
-{
-    switch (m->id) {
-    case AMQP_QUEUE_DECLARE:
-        declare(ch, &m->a.queue_declare);
-        break;
-    case AMQP_QUEUE_BIND:
-        bind(ch, &m->a.queue_bind);
-        break;
-    case AMQP_QUEUE_UNBIND:
-        unbind(ch, &m->a.queue_unbind);
-        break;
-    case AMQP_QUEUE_PURGE:
-        purge(ch, &m->a.queue_purge);
-        break;
-    case AMQP_QUEUE_DELETE:
-        delete(ch, &m->a.queue_delete);
-        break;
-    default:
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                  method_name(m->id));
-        break;
-    }
+    struct amqp_method ok = { .id = AMQP_QUEUE_DELETE_OK };
+    ok.a.queue_delete_ok.message_count = n;
+    channel_send(ch, &ok);
 }

@@ -10,39 +10,44 @@
 #include "broker/session/handlers.h"
 
 void
-handle_tx(struct channel *ch, const struct amqp_method *m)
+handle_tx_select(struct channel *ch, const struct amqp_method *m)
 {
-    switch (m->id) {
-    case AMQP_TX_SELECT:
-        if (ch->confirm) {
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, m->id,
-                         "cannot switch from confirm to tx mode");
-            return;
-        }
-        ch->tx = true;
-        channel_reply(ch, AMQP_TX_SELECT_OK, false);
-        break;
-    case AMQP_TX_COMMIT:
-    case AMQP_TX_ROLLBACK:
-        if (!ch->tx) {
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, m->id,
-                         "channel is not transactional");
-            return;
-        }
-        if (m->id == AMQP_TX_COMMIT) {
-            bool stored = channel_tx_commit(ch);
-            channel_reply(ch, AMQP_TX_COMMIT_OK, false);
-            /* Persistent messages: commit-ok only once they are synced. */
-            if (stored)
-                conn_hold_for_store(ch->conn);
-        } else {
-            channel_tx_rollback(ch);
-            channel_reply(ch, AMQP_TX_ROLLBACK_OK, false);
-        }
-        break;
-    default:
-        conn_fail(ch->conn, AMQP_COMMAND_INVALID, m->id, "unexpected %s",
-                  method_name(m->id));
-        break;
+    if (ch->confirm) {
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, m->id,
+                     "cannot switch from confirm to tx mode");
+        return;
     }
+    ch->tx = true;
+    channel_reply(ch, AMQP_TX_SELECT_OK, false);
+}
+
+/* Commit and rollback need a transaction. */
+static bool
+is_transactional(struct channel *ch, const struct amqp_method *m)
+{
+    if (!ch->tx)
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, m->id,
+                     "channel is not transactional");
+    return ch->tx;
+}
+
+void
+handle_tx_commit(struct channel *ch, const struct amqp_method *m)
+{
+    if (!is_transactional(ch, m))
+        return;
+    bool stored = channel_tx_commit(ch);
+    channel_reply(ch, AMQP_TX_COMMIT_OK, false);
+    /* Persistent messages: commit-ok only once they are synced. */
+    if (stored)
+        conn_hold_for_store(ch->conn);
+}
+
+void
+handle_tx_rollback(struct channel *ch, const struct amqp_method *m)
+{
+    if (!is_transactional(ch, m))
+        return;
+    channel_tx_rollback(ch);
+    channel_reply(ch, AMQP_TX_ROLLBACK_OK, false);
 }

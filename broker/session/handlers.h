@@ -1,8 +1,10 @@
 /*
  * SPDX-License-Identifier: Apache-2.0
- * The method handlers, one file per AMQP class (handle_exchange.c,
- * handle_queue.c, handle_basic.c), and what they share. Private to the
- * broker's channel code.
+ * The method handlers, one file per AMQP class (handle_connection.c,
+ * handle_channel.c, handle_exchange.c, handle_queue.c, handle_basic.c,
+ * handle_tx.c, handle_confirm.c), one function per method, each named in
+ * its row of the method table (methods.c), and what they share. Private
+ * to the session.
  */
 #ifndef ROOST_BROKER_HANDLERS_H
 #define ROOST_BROKER_HANDLERS_H
@@ -12,14 +14,48 @@
 #include "amqp/method.h"
 #include "broker/session/channel.h"
 
+struct conn;
 struct exchange;
 struct queue;
 
-void handle_exchange(struct channel *ch, const struct amqp_method *m);
-void handle_queue(struct channel *ch, const struct amqp_method *m);
-void handle_basic(struct channel *ch, const struct amqp_method *m);
-void handle_tx(struct channel *ch, const struct amqp_method *m);
-void handle_confirm(struct channel *ch, const struct amqp_method *m);
+/* Channel 0 (handle_connection.c): the handshake, then the open
+ * connection's methods. */
+void handle_connection_start_ok(struct conn *c, const struct amqp_method *m);
+void handle_connection_tune_ok(struct conn *c, const struct amqp_method *m);
+void handle_connection_open(struct conn *c, const struct amqp_method *m);
+void handle_connection_close(struct conn *c, const struct amqp_method *m);
+void handle_connection_update_secret(struct conn *c,
+                                     const struct amqp_method *m);
+
+/* On an open channel, whose content state is idle. */
+void handle_channel_open(struct channel *ch, const struct amqp_method *m);
+void handle_channel_flow(struct channel *ch, const struct amqp_method *m);
+void handle_channel_flow_ok(struct channel *ch, const struct amqp_method *m);
+void handle_channel_close(struct channel *ch, const struct amqp_method *m);
+void handle_channel_close_ok(struct channel *ch, const struct amqp_method *m);
+void handle_access_request(struct channel *ch, const struct amqp_method *m);
+void handle_exchange_declare(struct channel *ch, const struct amqp_method *m);
+void handle_exchange_delete(struct channel *ch, const struct amqp_method *m);
+void handle_exchange_bind(struct channel *ch, const struct amqp_method *m);
+void handle_exchange_unbind(struct channel *ch, const struct amqp_method *m);
+void handle_queue_declare(struct channel *ch, const struct amqp_method *m);
+void handle_queue_bind(struct channel *ch, const struct amqp_method *m);
+void handle_queue_unbind(struct channel *ch, const struct amqp_method *m);
+void handle_queue_purge(struct channel *ch, const struct amqp_method *m);
+void handle_queue_delete(struct channel *ch, const struct amqp_method *m);
+void handle_basic_qos(struct channel *ch, const struct amqp_method *m);
+void handle_basic_consume(struct channel *ch, const struct amqp_method *m);
+void handle_basic_cancel(struct channel *ch, const struct amqp_method *m);
+void handle_basic_publish(struct channel *ch, const struct amqp_method *m);
+void handle_basic_get(struct channel *ch, const struct amqp_method *m);
+void handle_basic_ack(struct channel *ch, const struct amqp_method *m);
+void handle_basic_nack(struct channel *ch, const struct amqp_method *m);
+void handle_basic_reject(struct channel *ch, const struct amqp_method *m);
+void handle_basic_recover(struct channel *ch, const struct amqp_method *m);
+void handle_tx_select(struct channel *ch, const struct amqp_method *m);
+void handle_tx_commit(struct channel *ch, const struct amqp_method *m);
+void handle_tx_rollback(struct channel *ch, const struct amqp_method *m);
+void handle_confirm_select(struct channel *ch, const struct amqp_method *m);
 
 /* Send a reply method on the channel. */
 void channel_send(struct channel *ch, const struct amqp_method *m);

@@ -756,6 +756,130 @@ START_TEST(handshake_garbage_instead_of_start_ok)
 }
 END_TEST
 
+/* ---- methods out of place ---- */
+
+/*
+ * A method the broker does not take where it came: a server's method on
+ * a channel, a connection method on a channel, another class on channel
+ * 0, a handshake method out of turn. Each is a connection.close whose
+ * code, text, class and method are pinned here to the letter.
+ */
+enum phase { AT_START, AT_TUNE, AT_OPENING, AT_OPEN };
+
+static const struct misplaced {
+    const char *name;
+    enum phase at;
+    uint16_t channel;
+    uint32_t method;
+    const char *args;           /* its arguments, encoded */
+    size_t len;
+    uint16_t code;
+    const char *text;
+} misplaced[] = {
+#define SERVER_ONLY(cls, meth, args, len, name)                                \
+    { name " on a channel", AT_OPEN, 1, RS_M(cls, meth), args, len, 503,      \
+      "COMMAND_INVALID - unexpected " name }
+    SERVER_ONLY(20, 11, "\0\0\0\0", 4, "channel.open-ok"),
+    SERVER_ONLY(30, 11, "\0\1", 2, "access.request-ok"),
+    SERVER_ONLY(40, 11, "", 0, "exchange.declare-ok"),
+    SERVER_ONLY(50, 21, "", 0, "queue.bind-ok"),
+    SERVER_ONLY(60, 11, "", 0, "basic.qos-ok"),
+    SERVER_ONLY(60, 72, "\0", 1, "basic.get-empty"),
+    SERVER_ONLY(90, 11, "", 0, "tx.select-ok"),
+    SERVER_ONLY(85, 11, "", 0, "confirm.select-ok"),
+#undef SERVER_ONLY
+    { "channel.close-ok unasked", AT_OPEN, 1, RS_M(20, 41), "", 0, 503,
+      "COMMAND_INVALID - unimplemented method" },
+    { "channel.open on an open channel", AT_OPEN, 1, RS_M(20, 10), "\0", 1,
+      504, "CHANNEL_ERROR - second 'channel.open' seen" },
+#define ON_CHANNEL(cls, meth, args, len, name)                                 \
+    { name " on a channel", AT_OPEN, 1, RS_M(cls, meth), args, len, 503,      \
+      "COMMAND_INVALID - " name " is not valid on a channel" }
+    ON_CHANNEL(10, 10, "\0\x09\0\0\0\0\0\0\0\0\0\0\0\0", 14,
+               "connection.start"),
+    ON_CHANNEL(10, 31, "\0\0\0\0\0\0\0\0", 8, "connection.tune-ok"),
+    ON_CHANNEL(10, 70, "\0\0\0\0\0", 5, "connection.update-secret"),
+#undef ON_CHANNEL
+#define RUNNING(cls, meth, args, len, name)                                    \
+    { name " on an open connection", AT_OPEN, 0, RS_M(cls, meth), args, len,  \
+      504, "CHANNEL_ERROR - unexpected method in connection state running" }
+    RUNNING(10, 31, "\0\0\0\0\0\0\0\0", 8, "connection.tune-ok"),
+    RUNNING(10, 40, "\1/\0\0", 4, "connection.open"),
+    RUNNING(10, 51, "", 0, "connection.close-ok"),
+    RUNNING(90, 10, "", 0, "tx.select"),
+#undef RUNNING
+#define OUT_OF_TURN(at, cls, meth, args, len, want, name)                      \
+    { name " out of turn", at, 0, RS_M(cls, meth), args, len, 503,            \
+      "COMMAND_INVALID - expected " want ", got " name }
+    OUT_OF_TURN(AT_START, 10, 50, "\0\0\0\0\0\0\0", 7,
+                "connection.start-ok", "connection.close"),
+    OUT_OF_TURN(AT_START, 10, 70, "\0\0\0\0\0", 5, "connection.start-ok",
+                "connection.update-secret"),
+    OUT_OF_TURN(AT_TUNE, 10, 40, "\1/\0\0", 4, "connection.tune-ok",
+                "connection.open"),
+    OUT_OF_TURN(AT_TUNE, 60, 10, "\0\0\0\0\0\0\0", 7, "connection.tune-ok",
+                "basic.qos"),
+    OUT_OF_TURN(AT_OPENING, 10, 70, "\0\0\0\0\0", 5, "connection.open",
+                "connection.update-secret"),
+    OUT_OF_TURN(AT_OPENING, 10, 31, "\0\0\0\0\0\0\0\0", 8, "connection.open",
+                "connection.tune-ok"),
+#undef OUT_OF_TURN
+};
+
+START_TEST(method_out_of_place)
+{
+    const struct misplaced *v = &misplaced[_i];
+
+    SKIP_IF_REMOTE("Roost's texts");
+    good_open(&G);
+    ck_assert_int_eq(rs_connect(&RS, H->host, H->port, 0), 0);
+    ck_assert_int_eq(rs_send_header(&RS), 0);
+    ck_assert_int_eq(rs_expect_start(&RS, 5000), 0);
+    if (v->at >= AT_TUNE) {
+        ck_assert_int_eq(rs_send_start_ok(&RS, NULL), 0);
+        ck_assert_int_eq(rs_expect_tune(&RS, 5000), 0);
+    }
+    if (v->at >= AT_OPENING)
+        ck_assert_int_eq(rs_send_tune_ok(&RS, NULL), 0);
+    if (v->at >= AT_OPEN) {
+        ck_assert_int_eq(rs_send_open(&RS, "/"), 0);
+        ck_assert_int_eq(
+            rs_expect_method(&RS, 0, RS_CONNECTION_OPEN_OK, 5000, NULL), 0);
+        ck_assert_int_eq(rs_channel_open(&RS, 1), 0);
+    }
+    ck_assert_int_eq(
+        rs_send_method(&RS, v->channel, v->method, v->args, v->len), 0);
+    int code = rs_expect_close(&RS, 5000);
+    ck_assert_msg(code == v->code, "%s: connection.close %d \"%s\", not %u",
+                  v->name, code, RS.close_text, v->code);
+    ck_assert_msg(strcmp(RS.close_text, v->text) == 0,
+                  "%s: \"%s\", not \"%s\"", v->name, RS.close_text, v->text);
+    ck_assert_msg(RS_M(RS.close_class, RS.close_method) == v->method,
+                  "%s: the close names %u.%u", v->name, RS.close_class,
+                  RS.close_method);
+    rs_close(&RS);
+    good_check_and_close(&G);
+}
+END_TEST
+
+/* The odd methods the broker does take on a channel: flow-ok is
+ * dropped, access.request answered with ticket 1. */
+START_TEST(flow_ok_and_access_request_taken)
+{
+    struct rs_frame f;
+
+    hostile_open();
+    ck_assert_int_eq(rs_send_method(&RS, 1, RS_M(20, 21), "\1", 1), 0);
+    ck_assert_int_eq(rs_send_method(&RS, 1, RS_M(30, 10), "\0\0", 2), 0);
+    ck_assert_int_eq(rs_expect_method(&RS, 1, RS_M(30, 11), 5000, &f), 0);
+    ck_assert_uint_eq(f.size, 6);
+    ck_assert_uint_eq(rs_load16(f.payload + 4), 1);
+    rs_frame_free(&f);
+    rs_close(&RS);
+    good_check_and_close(&G);
+}
+END_TEST
+
 /* ---- vanishing clients ---- */
 
 START_TEST(vanish_mid_frame)
@@ -905,6 +1029,11 @@ main(void)
     tcase_add_test(tc, handshake_open_before_tune_ok);
     tcase_add_test(tc, handshake_channel_open_before_connection_open);
     tcase_add_test(tc, handshake_garbage_instead_of_start_ok);
+
+    tc = h_tcase(s, "methods out of place", 60, true);
+    tcase_add_loop_test(tc, method_out_of_place, 0,
+                        (int)(sizeof(misplaced) / sizeof(misplaced[0])));
+    tcase_add_test(tc, flow_ok_and_access_request_taken);
 
     tc = h_tcase(s, "vanishing clients", 20, true);
     tcase_add_test(tc, vanish_mid_frame);
