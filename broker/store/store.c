@@ -56,10 +56,93 @@
 
 /* A message's record: none, being written to the journal, in the
  * journal, being written to the scratch area, in the scratch area. */
-enum { MS_NONE, MS_PENDING, MS_WRITTEN, MS_SCRATCHING, MS_SCRATCH };
+#define MS_STATES(X) \
+    X(MS_NONE) X(MS_PENDING) X(MS_WRITTEN) X(MS_SCRATCHING) X(MS_SCRATCH)
 
-/* store_off of a message whose record is not where store_seg says (it
- * cannot be paged from there). */
+enum ms_state {
+#define AS_ENUM(s) s,
+    MS_STATES(AS_ENUM)
+#undef AS_ENUM
+};
+
+/*
+ * What the store keeps of a message it has a record of (msg.h's srec),
+ * made on first need and freed with the message: its id on disk (0:
+ * none: only a scratch copy, or none yet), its state, the segment
+ * holding its record (in the journal, or in the scratch area) and where
+ * in it, and the durable entries and delayed holds that hold it. A
+ * freed one waits in a free list for the next.
+ */
+struct store_rec {
+    union {
+        uint64_t id;
+        struct store_rec *next_free;
+    };
+    uint32_t seg, off;
+    uint32_t refs;
+    uint8_t state;              /* enum ms_state: rec_set_state only */
+};
+
+/* The moves a record may make (rec_set_state), and why:
+ *   NONE -> PENDING        a durable holder: its record is due
+ *   NONE -> SCRATCHING     paged out under pressure, with no record
+ *   NONE -> WRITTEN        recovered, or read back from the journal
+ *   NONE -> SCRATCH        read back from the scratch area
+ *   PENDING -> WRITTEN     serialised into a batch
+ *   PENDING -> NONE        settled before it was written: never will be
+ *   WRITTEN -> PENDING     compaction writes it again
+ *   SCRATCHING -> SCRATCH  its scratch write is done
+ *   SCRATCHING -> NONE     that write failed, the store closes, or a
+ *                          durable holder came (add_holder)
+ *   SCRATCH -> NONE        a durable holder came: the scratch copy goes */
+#define MS_BIT(s) (1u << (s))
+static const uint8_t ms_next[] = {
+    [MS_NONE] = MS_BIT(MS_PENDING) | MS_BIT(MS_SCRATCHING) |
+                MS_BIT(MS_WRITTEN) | MS_BIT(MS_SCRATCH),
+    [MS_PENDING] = MS_BIT(MS_WRITTEN) | MS_BIT(MS_NONE),
+    [MS_WRITTEN] = MS_BIT(MS_PENDING),
+    [MS_SCRATCHING] = MS_BIT(MS_SCRATCH) | MS_BIT(MS_NONE),
+    [MS_SCRATCH] = MS_BIT(MS_NONE),
+};
+
+static const char *
+ms_name(unsigned s)
+{
+    static const char *const names[] = {
+#define AS_NAME(s) #s,
+        MS_STATES(AS_NAME)
+#undef AS_NAME
+    };
+    return s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
+/* The one place a record's state changes. */
+static void
+rec_set_state(struct store_rec *r, enum ms_state next)
+{
+    if (!(ms_next[r->state] & MS_BIT(next)))
+        fatalx("store: message %" PRIu64 ": record %s -> %s is not a move "
+               "it may make", r->id, ms_name(r->state), ms_name(next));
+    log_debug("store: message %" PRIu64 " record %s -> %s", r->id,
+              ms_name(r->state), ms_name(next));
+    r->state = (uint8_t)next;
+}
+
+/* Of a message with no record: its state is MS_NONE, its id 0. */
+static inline unsigned
+msg_state(const struct msg *m)
+{
+    return m->srec ? m->srec->state : MS_NONE;
+}
+
+static inline uint64_t
+msg_id(const struct msg *m)
+{
+    return m->srec ? m->srec->id : 0;
+}
+
+/* off of a record that is not where seg says (it cannot be paged from
+ * there). */
 #define NO_OFF UINT32_MAX
 
 /* One change waiting in the open batch. 'm' holds a reference while its
@@ -161,6 +244,57 @@ static struct {
     struct store_stats stats;
 } st;
 
+/* ---- message records ---- */
+
+#define REC_FREE_MAX 65536
+static struct store_rec *rec_free;
+static size_t rec_nfree;
+
+/* The record of 'm', made (MS_NONE, id 0) if it has none. */
+static struct store_rec *
+rec_of(struct msg *m)
+{
+    struct store_rec *r = m->srec;
+
+    if (r != NULL)
+        return r;
+    if ((r = rec_free) != NULL) {
+        rec_free = r->next_free;
+        rec_nfree--;
+    } else {
+        r = xmalloc(sizeof(*r));
+    }
+    memset(r, 0, sizeof(*r));
+    m->srec = r;
+    return r;
+}
+
+static void
+rec_release(struct msg *m)
+{
+    struct store_rec *r = m->srec;
+
+    m->srec = NULL;
+    if (!st.open || rec_nfree >= REC_FREE_MAX) {
+        free(r);
+        return;
+    }
+    r->next_free = rec_free;
+    rec_free = r;
+    rec_nfree++;
+}
+
+static void
+rec_free_all(void)
+{
+    struct store_rec *r;
+    while ((r = rec_free) != NULL) {
+        rec_free = r->next_free;
+        free(r);
+    }
+    rec_nfree = 0;
+}
+
 /* ---- segments ---- */
 
 static struct segacct *
@@ -199,11 +333,12 @@ rec_size(const struct msg *m)
 static void
 msg_dead(struct msg *m)
 {
-    struct segacct *a = seg_of(m->store_seg);
+    struct segacct *a = seg_of(m->srec->seg);
     a->live -= rec_size(m);
     a->last_drop = now_ms();
     st.stats.live_bytes -= rec_size(m);
-    if (m->store_seg == seglog_first(st.log) && a->live == 0 && a->paged == 0)
+    if (m->srec->seg == seglog_first(st.log) && a->live == 0 &&
+        a->paged == 0)
         collect_dead_segments();
 }
 
@@ -237,7 +372,7 @@ add_op(uint8_t type, uint32_t qid, uint64_t seq, struct msg *m)
 static bool
 is_stored(const struct queue *q, const struct qentry *e)
 {
-    return st.open && q->sid != 0 && e->m->store_id != 0;
+    return st.open && q->sid != 0 && msg_id(e->m) != 0;
 }
 
 static bool
@@ -262,17 +397,26 @@ add_enqueue(const struct queue *q, const struct qentry *e)
     }
 }
 
+static void scratch_unref(uint64_t seg);
+
 /* One more holder of 'm' in the store: its record once, then each
- * holder's enqueue record. */
+ * holder's enqueue record. A copy in the scratch area is not needed
+ * once the record is due in the journal. */
 static void
 add_holder(struct msg *m)
 {
-    if (m->store_id == 0) {
-        m->store_id = st.next_msg_id++;
-        m->store_state = MS_PENDING;
+    struct store_rec *r = rec_of(m);
+
+    if (r->id == 0) {
+        if (r->state == MS_SCRATCH)
+            scratch_unref(r->seg);
+        if (r->state == MS_SCRATCH || r->state == MS_SCRATCHING)
+            rec_set_state(r, MS_NONE);
+        r->id = st.next_msg_id++;
+        rec_set_state(r, MS_PENDING);
         add_op(J_MSG, 0, 0, m);
     }
-    m->store_refs++;
+    r->refs++;
 }
 
 static bool
@@ -303,7 +447,7 @@ journal_delay_hold(uint32_t sid, uint64_t seq, struct msg *m,
 static bool
 journal_delay_ready(const struct msg *m)
 {
-    return m->store_state != MS_PENDING;
+    return msg_state(m) != MS_PENDING;
 }
 
 /* The J_DELIVER record of a stored entry, or NULL. */
@@ -313,7 +457,7 @@ add_deliver(struct queue *q, const struct qentry *e)
     if (!is_stored(q, e) || q->store_gone || st.closing)
         return NULL;
     struct op *o = add_op(J_DELIVER, q->sid, e->seq,
-                          e->m->store_state == MS_WRITTEN ? NULL : e->m);
+                          msg_state(e->m) == MS_WRITTEN ? NULL : e->m);
     o->deliveries = e->deliveries;
     return o;
 }
@@ -344,7 +488,6 @@ add_ack(uint32_t sid, uint64_t seq)
         add_op(J_ACK, sid, seq, NULL);
 }
 
-static void scratch_unref(uint64_t seg);
 static void recheck_soon(void);
 
 /* A paged entry ends: it no longer holds its segment. */
@@ -371,20 +514,23 @@ paged_settled(struct queue *q, const struct qentry *e)
 static void
 drop_holder(uint32_t sid, uint64_t seq, struct msg *m, bool record)
 {
-    m->store_refs--;
+    struct store_rec *r = m->srec;
+
+    r->refs--;
     if (record) {
-        if (m->store_state == MS_WRITTEN) {
+        if (r->state == MS_WRITTEN) {
             add_ack(sid, seq);
-        } else if (m->store_refs > 0) {
+        } else if (r->refs > 0) {
             add_op(J_ACK, sid, seq, m);
         } else {
             /* Never written, and now never will be: whoever waits to
              * confirm it need not. */
-            m->store_state = MS_NONE;
+            if (r->state != MS_NONE)
+                rec_set_state(r, MS_NONE);
             recheck_soon();
         }
     }
-    if (m->store_refs == 0 && m->store_state == MS_WRITTEN)
+    if (r->refs == 0 && r->state == MS_WRITTEN)
         msg_dead(m);
 }
 
@@ -406,7 +552,7 @@ journal_settled(struct queue *q, const struct qentry *e)
 static void
 journal_delay_release(uint32_t sid, uint64_t seq, struct msg *m, bool routed)
 {
-    if (!st.open || st.closing || sid == 0 || m->store_id == 0)
+    if (!st.open || st.closing || sid == 0 || msg_id(m) == 0)
         return;
     drop_holder(sid, seq, m, routed);
 }
@@ -494,8 +640,9 @@ journal_trim_memory(void)
 static void
 journal_msg_freed(struct msg *m)
 {
-    if (m->store_state == MS_SCRATCH && st.open)
-        scratch_unref(m->store_seg);
+    if (m->srec->state == MS_SCRATCH && st.open)
+        scratch_unref(m->srec->seg);
+    rec_release(m);
 }
 
 /* Whether the journal record of 'm' can be read back now: it was
@@ -503,10 +650,11 @@ journal_msg_freed(struct msg *m)
 static bool
 readable(const struct msg *m)
 {
-    if (m->store_off == NO_OFF || m->store_seg == st.compacting)
+    const struct store_rec *r = m->srec;
+
+    if (r->off == NO_OFF || r->seg == st.compacting)
         return false;
-    return seglog_is_readable(st.log, m->store_seg, m->store_off,
-                              rec_size(m));
+    return seglog_is_readable(st.log, r->seg, r->off, rec_size(m));
 }
 
 static bool
@@ -516,25 +664,27 @@ journal_page_out(struct queue *q, struct qentry *e)
 
     if (!journal_pages())
         return false;
-    if (m->store_state == MS_WRITTEN && readable(m)) {
-        struct segacct *a = seg_of(m->store_seg);
+    struct store_rec *r = m->srec;
+
+    if (msg_state(m) == MS_WRITTEN && readable(m)) {
+        struct segacct *a = seg_of(r->seg);
         a->paged++;
         a->paged_bytes += m->body_len;
         st.paged_bytes += m->body_len;
         e->scratch = 0;
-        if (is_stored(q, e) && --m->store_refs == 0) {
+        if (is_stored(q, e) && --r->refs == 0) {
             a->live -= rec_size(m);
             st.stats.live_bytes -= rec_size(m);
         }
-    } else if (m->store_state == MS_SCRATCH) {
-        scratch_of(m->store_seg)->refs++;
+    } else if (msg_state(m) == MS_SCRATCH) {
+        scratch_of(r->seg)->refs++;
         e->scratch = 1;
     } else {
         return false;
     }
     e->body_len = (uint32_t)m->body_len;
-    e->pg.seg = m->store_seg;
-    e->pg.off = m->store_off;
+    e->pg.seg = r->seg;
+    e->pg.off = r->off;
     e->paged = 1;
     st.stats.paged_out++;
     msg_unref(m);
@@ -579,13 +729,13 @@ journal_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     struct msg *m = e->m;
     (void)q;
 
-    switch (m->store_state) {
+    switch (msg_state(m)) {
     case MS_PENDING:
     case MS_SCRATCHING:
         return 1;
     case MS_WRITTEN:
         /* Not yet synced, or being compacted: soon. */
-        return m->store_off != NO_OFF;
+        return m->srec->off != NO_OFF;
     case MS_NONE:
         break;
     default:
@@ -599,9 +749,10 @@ journal_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     /* A message with no record, under memory pressure: to scratch. */
     size_t at = st.scr_buf.len;
     put_msg(&st.scr_buf, m);
-    m->store_state = MS_SCRATCHING;
-    m->store_seg = (uint32_t)st.scr_cur;
-    m->store_off = (uint32_t)(st.scr_buf_off + at);
+    struct store_rec *r = rec_of(m);
+    rec_set_state(r, MS_SCRATCHING);
+    r->seg = (uint32_t)st.scr_cur;
+    r->off = (uint32_t)(st.scr_buf_off + at);
     st.scr_len += rec_size(m);
     struct scratchacct *a = scratch_of(st.scr_cur);
     a->refs++;
@@ -660,11 +811,16 @@ scratch_written(struct pager_job *j)
     }
     for (size_t i = 0; i < sj->n; i++) {
         struct msg *m = sj->msgs[i];
-        if (j->err) {
-            m->store_state = MS_NONE;
-            scratch_unref(m->store_seg);
+        struct store_rec *r = m->srec;
+        if (r->state != MS_SCRATCHING) {
+            /* A durable holder came meanwhile (add_holder): the copy
+             * is not needed. */
+            scratch_unref(j->seg);
+        } else if (j->err) {
+            rec_set_state(r, MS_NONE);
+            scratch_unref(r->seg);
         } else {
-            m->store_state = MS_SCRATCH;
+            rec_set_state(r, MS_SCRATCH);
         }
         msg_unref(m);
     }
@@ -694,28 +850,31 @@ journal_page_decode(const struct qentry *e, const struct pager_read *r)
     msg_body_copy_in(m, f.body);
     struct rbuf rb;
     rbuf_init(&rb, rm.payload, rm.len);
-    m->store_id = rbuf_u64(&rb);
-    m->store_seg = r->seg;
-    m->store_off = r->off;
+    struct store_rec *sr = rec_of(m);
+    sr->id = rbuf_u64(&rb);
+    sr->seg = r->seg;
+    sr->off = r->off;
     return m;
 }
 
 static void
 journal_page_in(struct queue *q, struct qentry *e, struct msg *m)
 {
+    struct store_rec *r = rec_of(m);
+
     st.stats.paged_in++;
     if (e->scratch) {
         /* The entry's hold on the scratch segment becomes the message's. */
-        m->store_state = MS_SCRATCH;
-        m->store_id = 0;
+        r->id = 0;
+        rec_set_state(r, MS_SCRATCH);
     } else {
         struct segacct *a = seg_of(e->pg.seg);
         a->paged--;
         a->paged_bytes -= e->body_len;
         st.paged_bytes -= e->body_len;
-        m->store_state = MS_WRITTEN;
+        rec_set_state(r, MS_WRITTEN);
         if (q->sid && !q->store_gone) {
-            m->store_refs = 1;
+            r->refs = 1;
             a->live += rec_size(m);
             st.stats.live_bytes += rec_size(m);
         }
@@ -820,8 +979,8 @@ journal_defs_changed(enum defs_event ev, const void *obj, void *arg)
 static bool
 journal_msg_unneeded(const struct msg *m)
 {
-    return m != NULL && m->store_id != 0 && m->store_state == MS_NONE &&
-           m->store_refs == 0;
+    return m != NULL && msg_id(m) != 0 && m->srec->state == MS_NONE &&
+           m->srec->refs == 0;
 }
 
 static void
@@ -913,7 +1072,7 @@ static void
 put_msg(struct wbuf *b, const struct msg *m)
 {
     size_t at = rec_begin(b, J_MSG);
-    wbuf_u64(b, m->store_id);
+    wbuf_u64(b, msg_id(m));
     wbuf_str(b, msg_exchange(m), msg_exchange_len(m));
     wbuf_str(b, msg_rkey(m), msg_rkey_len(m));
     wbuf_str(b, msg_hdr(m), msg_hdr_len(m));
@@ -957,9 +1116,10 @@ serialise(struct wbuf *b, size_t limit)
 
         switch (o->type) {
         case J_MSG:
-            if (m->store_refs == 0) {
+            if (m->srec->refs == 0) {
                 /* Settled before it was written: never written. */
-                m->store_state = MS_NONE;
+                if (m->srec->state != MS_NONE)
+                    rec_set_state(m->srec, MS_NONE);
                 break;
             }
             put_msg(b, m);
@@ -970,26 +1130,26 @@ serialise(struct wbuf *b, size_t limit)
                                                     sizeof(*st.job.msgs));
             }
             st.job.msgs[st.job.nmsgs++] = msg_ref(m);
-            m->store_state = MS_WRITTEN;
-            m->store_seg = (uint32_t)p.seg;
-            m->store_off = (uint32_t)p.pos;
+            rec_set_state(m->srec, MS_WRITTEN);
+            m->srec->seg = (uint32_t)p.seg;
+            m->srec->off = (uint32_t)p.pos;
             *live_of(p.seg) += rec_size(m);
             st.stats.live_bytes += rec_size(m);
             st.stats.msgs_written++;
             break;
         case J_ENQ:
-            if (m->store_state != MS_WRITTEN)
+            if (msg_state(m) != MS_WRITTEN)
                 break;
             at = rec_begin(b, J_ENQ);
             wbuf_u32(b, o->qid);
             wbuf_u64(b, o->seq);
-            wbuf_u64(b, m->store_id);
+            wbuf_u64(b, m->srec->id);
             wbuf_u64(b, o->expires_wall);
             wbuf_u32(b, o->deliveries);
             rec_end(b, at);
             break;
         case J_DELIVER:
-            if (m && m->store_state != MS_WRITTEN)
+            if (m && msg_state(m) != MS_WRITTEN)
                 break;
             at = rec_begin(b, J_DELIVER);
             wbuf_u32(b, o->qid);
@@ -1000,7 +1160,7 @@ serialise(struct wbuf *b, size_t limit)
             rec_end(b, at);
             break;
         case J_ACK:
-            if (m && m->store_state != MS_WRITTEN)
+            if (m && msg_state(m) != MS_WRITTEN)
                 break;
             at = rec_begin(b, J_ACK);
             wbuf_u32(b, o->qid);
@@ -1100,11 +1260,12 @@ rewrite_job(struct io_job *j)
     j->seg = seglog_rewrite(st.log, &j->journal);
     for (size_t i = 0; i < j->nmsgs; i++) {
         struct msg *m = j->msgs[i];
-        if (m->store_state != MS_WRITTEN || m->store_seg != old)
+        struct store_rec *r = m->srec;
+        if (r->state != MS_WRITTEN || r->seg != old)
             continue;
-        m->store_seg = (uint32_t)j->seg;
-        m->store_off = (uint32_t)seglog_moved(st.log, m->store_off);
-        if (m->store_refs > 0) {
+        r->seg = (uint32_t)j->seg;
+        r->off = (uint32_t)seglog_moved(st.log, r->off);
+        if (r->refs > 0) {
             *live_of(old) -= rec_size(m);
             *live_of(j->seg) += rec_size(m);
         }
@@ -1133,15 +1294,17 @@ struct compact_ctx {
 static bool
 compact_msg(struct compact_ctx *cc, struct msg *m)
 {
-    if (m->store_state == MS_WRITTEN && m->store_seg == cc->seg) {
-        *live_of(m->store_seg) -= rec_size(m);
+    struct store_rec *r = m->srec;
+
+    if (r->state == MS_WRITTEN && r->seg == cc->seg) {
+        *live_of(r->seg) -= rec_size(m);
         st.stats.live_bytes -= rec_size(m);
         cc->copied += rec_size(m);
-        m->store_state = MS_PENDING;
+        rec_set_state(r, MS_PENDING);
         add_op(J_MSG, 0, 0, m);
         return true;
     }
-    return m->store_state == MS_PENDING && m->store_seg == cc->seg;
+    return r->state == MS_PENDING && r->seg == cc->seg;
 }
 
 /* A live entry whose message is in the segment being compacted: write
@@ -1156,7 +1319,7 @@ copy_entry(struct queue *q, struct qentry *e, struct compact_ctx *cc)
         return false;
     }
     struct msg *m = e->m;
-    if (q->sid == 0 || q->store_gone || m->store_id == 0)
+    if (q->sid == 0 || q->store_gone || msg_id(m) == 0)
         return false;
     if (!compact_msg(cc, m))
         return false;
@@ -1563,12 +1726,13 @@ restore_msg(const struct replay *rp, const struct replay_msg *rm,
                             (struct amqp_bytes){ f.rkey, f.rkey_len }, f.hdr,
                             f.hdr_len, &f.ch, false, &st.envs);
     msg_body_copy_in(m, f.body);
-    m->store_id = rm->id;
-    m->store_state = MS_WRITTEN;
-    m->store_seg = (uint32_t)seg_numbers[rm->seg];
-    m->store_off = (uint32_t)(rm->payload - (const uint8_t *)maps[rm->seg] -
+    struct store_rec *r = rec_of(m);
+    r->id = rm->id;
+    rec_set_state(r, MS_WRITTEN);
+    r->seg = (uint32_t)seg_numbers[rm->seg];
+    r->off = (uint32_t)(rm->payload - (const uint8_t *)maps[rm->seg] -
                               REC_HDR);
-    *live_of(m->store_seg) += rec_size(m);
+    *live_of(r->seg) += rec_size(m);
     st.stats.live_bytes += rec_size(m);
     *slot = m;
     return m;
@@ -1609,19 +1773,21 @@ restore_paged(const struct replay *rp, const struct replay_entry *e,
  * segment that a live record of it is in: a compaction cut short by a
  * crash can leave its newest copy in one segment and an entry's only
  * enqueue record in an older one, which must then not be deleted as if
- * nothing in it were live. (Its record is then not where store_seg
+ * nothing in it were live. (Its record is then not where its record
  * says: it is not paged from there.)
  */
 static void
 restore_holder(struct msg *m, uint64_t es)
 {
-    if (es < m->store_seg) {
-        *live_of(m->store_seg) -= rec_size(m);
-        m->store_seg = (uint32_t)es;
-        m->store_off = NO_OFF;
+    struct store_rec *r = m->srec;
+
+    if (es < r->seg) {
+        *live_of(r->seg) -= rec_size(m);
+        r->seg = (uint32_t)es;
+        r->off = NO_OFF;
         *live_of(es) += rec_size(m);
     }
-    m->store_refs++;
+    r->refs++;
 }
 
 /* Every kept queue by its store id, for recovery. */
@@ -2084,7 +2250,9 @@ journal_close(void)
         st.pager = false;
         pager_stop();
         for (size_t i = 0; i < st.scr_nmsgs; i++) {
-            st.scr_msgs[i]->store_state = MS_NONE;
+            struct store_rec *r = st.scr_msgs[i]->srec;
+            if (r->state == MS_SCRATCHING)
+                rec_set_state(r, MS_NONE);
             msg_unref(st.scr_msgs[i]);
         }
         free(st.scr_msgs);
@@ -2143,6 +2311,7 @@ journal_close(void)
     free(st.job.unlink);
     seglog_free(st.log);
     st.log = NULL;
+    rec_free_all();
     free(st.scr);
     if (st.kick)
         event_free(st.kick);
