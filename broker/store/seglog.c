@@ -337,7 +337,7 @@ seglog_batch_begin(struct seglog *l, struct wbuf *b)
 }
 
 struct seglog_pos
-seglog_add(struct seglog *l, const struct wbuf *b, size_t at, uint64_t time)
+seglog_add(struct seglog *l, size_t at, uint64_t time)
 {
     struct seglog_pos p;
 
@@ -345,7 +345,6 @@ seglog_add(struct seglog *l, const struct wbuf *b, size_t at, uint64_t time)
     p.pos = l->batch_base + (at - l->batch_start);
     p.offset = l->next_offset++;
     note_record(&l->segs[l->batch_seg - l->base], p.offset, time, p.pos);
-    (void)b;
     return p;
 }
 
@@ -365,7 +364,7 @@ seglog_append(struct seglog *l, struct wbuf *b, uint8_t type,
     size_t at = rec_begin(b, type);
     wbuf_bytes(b, payload, len);
     rec_end(b, at);
-    return seglog_add(l, b, at, time);
+    return seglog_add(l, at, time);
 }
 
 uint64_t

@@ -91,7 +91,8 @@ struct seglog_scan {
 };
 
 /*
- * Read the segments in the directory, oldest first: map each (until
+ * Once, on a new log, before anything is appended: read the segments in
+ * the directory, oldest first: map each (until
  * seglog_unmap), walk it, rebuild the table and the indexes. 'progress'
  * (may be NULL) is called before each segment with its place and the
  * count. The next batch opens a new segment after the last. -1 with
@@ -122,8 +123,7 @@ void seglog_unmap(struct seglog *l);
  * time.
  */
 uint64_t seglog_batch_begin(struct seglog *l, struct wbuf *b);
-struct seglog_pos seglog_add(struct seglog *l, const struct wbuf *b,
-                             size_t at, uint64_t time);
+struct seglog_pos seglog_add(struct seglog *l, size_t at, uint64_t time);
 void seglog_batch_end(struct seglog *l, const struct wbuf *b);
 
 /* A record of 'type' and 'payload' built into 'b' and added. */

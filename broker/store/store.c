@@ -1123,7 +1123,7 @@ serialise(struct wbuf *b, size_t limit)
                 break;
             }
             put_msg(b, m);
-            p = seglog_add(st.log, b, at, st.batch_wall);
+            p = seglog_add(st.log, at, st.batch_wall);
             if (st.job.nmsgs == st.job.msgs_cap) {
                 st.job.msgs_cap = st.job.msgs_cap ? st.job.msgs_cap * 2 : 1024;
                 st.job.msgs = xrealloc(st.job.msgs, st.job.msgs_cap *
@@ -1176,7 +1176,7 @@ serialise(struct wbuf *b, size_t limit)
             break;
         }
         if (o->type != J_MSG && b->len > at)
-            (void)seglog_add(st.log, b, at, st.batch_wall);
+            (void)seglog_add(st.log, at, st.batch_wall);
         st.stats.records++;
     }
     for (size_t k = 0; k < i; k++)

@@ -470,6 +470,7 @@ START_TEST(rewritten_batch_moves_to_a_new_segment)
                                      0, read_one, &rd), 0);
         ck_assert_uint_ge(rd.got, 1);
     }
+    wbuf_free(&b);
     seglog_writer_close(&w);
     seglog_free(l);
     /* The torn half in the old segment is cut, the whole copy found;
