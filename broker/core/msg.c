@@ -23,7 +23,7 @@
  * referenced, which costs a chain entry but no copy. */
 #define BODY_COPY_MAX 4096
 
-_Static_assert(sizeof(struct msg) == 48, "struct msg grew");
+_Static_assert(sizeof(struct msg) == 32, "struct msg grew");
 _Static_assert(sizeof(struct msg_env) == 32, "struct msg_env grew");
 
 static uint64_t bytes_in_use;
@@ -453,7 +453,7 @@ msg_unref(struct msg *m)
         bytes_in_use -= m->body_len;
         free(ext_of(m)->body);
     }
-    if (m->store_state != 0)
+    if (m->srec != NULL)
         store_msg_freed(m);
     if (!env_inline(m))
         env_unref(m->env);

@@ -13,7 +13,7 @@
  * message's envelope (struct msg_env). A publisher that sends the same
  * envelope twice in a row shares one between its messages (struct
  * msg_env_cache); any other message carries its own, inside its
- * allocation. The struct is 48 bytes, the envelope header 32; a body
+ * allocation. The struct is 32 bytes, the envelope header 32; a body
  * outside the message costs a struct msg_ext more.
  */
 #ifndef ROOST_BROKER_MSG_H
@@ -56,22 +56,31 @@ struct msg_env {
     uint8_t unused[3];
 };
 
+/* The store's record of a message: the store's own type (for the
+ * journal, store/store.c's: its id on disk, its state, where its record
+ * is, the durable entries that hold it). */
+struct store_rec;
+
 struct msg {
     uint32_t refs;
     uint32_t body_len;          /* at most MSG_BODY_MAX */
     struct msg_env *env;        /* shared, or right after the struct */
     uint8_t body_at;            /* enum msg_body */
-    uint8_t store_state;        /* the store's (store/store.c) */
-    uint16_t unused;
-    /* the store (store/store.c): its id on disk (0: none yet), the
-     * segment holding its record (in the journal, or in the scratch
-     * area for a transient message paged out) and where in it, and the
-     * durable queue entries that hold it */
-    uint32_t store_off, store_seg, store_refs;
+    uint8_t unused[3];
     /* now_ms() when it was published (or recovered, or read back), as
      * 32 bits: for time in queue and confirm latency (stats.h) */
     uint32_t born;
-    uint64_t store_id;
+    /*
+     * The store's record of it, or NULL while the store has none (every
+     * transient message that is not paged, so the hot path never makes
+     * one). The store's fields live there, not here; this pointer
+     * stays, because the store must reach its record from the message
+     * in O(1) on every call about it (enqueue, settle, page, free), and
+     * a table keyed by message would cost a lookup on each of those and
+     * on every message freed. The store makes it, and frees it when the
+     * message goes (store_msg_freed).
+     */
+    struct store_rec *srec;
     /* then, in the same allocation: the envelope unless it is shared,
      * and either a small body or, for one that arrives later (msg_new's
      * 'body_later'), a struct msg_ext saying where it is */

@@ -285,7 +285,8 @@ store_trim_memory(void)
 {
     store_impl->trim_memory();
 }
-/* A message whose record is in the scratch area is freed (msg.c). */
+/* A message the store keeps a record of (m->srec) is freed (msg.c):
+ * the store lets the record go, and what it holds. */
 static inline void
 store_msg_freed(struct msg *m)
 {

@@ -38,7 +38,7 @@
 #include "broker/core/vhost.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
-#include "broker/store/io.h"
+#include "broker/store/seglog.h"
 #include "broker/store/journal.h"
 #include "broker/store/record.h"
 #include "broker/store/replay.h"
@@ -376,7 +376,8 @@ check_journal(struct check *c)
 {
     char path[4200], name[64], file[80];
 
-    if (io_list_segments(c->dir, &c->segs, &c->nsegs) != 0) {
+    snprintf(path, sizeof(path), "%s/msgs", c->dir);
+    if (seglog_list(path, &c->segs, &c->nsegs) != 0) {
         if (errno == ENOENT) {
             fprintf(c->out, "msgs: absent\n");
             return 0;
@@ -389,7 +390,7 @@ check_journal(struct check *c)
     c->maps = xcalloc(c->nsegs + 1, sizeof(*c->maps));
     c->lens = xcalloc(c->nsegs + 1, sizeof(*c->lens));
     for (size_t i = 0; i < c->nsegs; i++) {
-        io_seg_name(name, sizeof(name), c->segs[i]);
+        seglog_name(name, sizeof(name), c->segs[i]);
         snprintf(file, sizeof(file), "msgs/%s", name);
         snprintf(path, sizeof(path), "%s/%s", c->dir, file);
         c->seg_number = c->segs[i];

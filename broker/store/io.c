@@ -15,7 +15,6 @@
 #define _GNU_SOURCE
 #include "broker/store/io.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -29,15 +28,13 @@
 #include "broker/core/broker.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
+#include "broker/store/seglog.h"
 
 static struct {
     char dir[4096];
     char msgdir[4200];
-    int dirfd, msgdirfd;
-    uint64_t seg_size;
-    int seg_fd;
-    uint64_t seg;               /* the segment seg_fd is */
-    uint64_t seg_len;           /* bytes written to it */
+    int dirfd;
+    struct seglog_writer seg;   /* the journal's segments */
     int defs_fd;
     uint64_t defs_len;
     pthread_t thread;
@@ -52,51 +49,7 @@ static struct {
     FILE *sync_log;
     char *fail_path;
     unsigned sync_delay_us;
-} io = { .seg_fd = -1, .defs_fd = -1, .dirfd = -1, .msgdirfd = -1 };
-
-void
-io_seg_name(char *out, size_t len, uint64_t seg)
-{
-    snprintf(out, len, "%010llu.seg", (unsigned long long)seg);
-}
-
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-int
-io_list_segments(const char *dir, uint64_t **segs, size_t *nsegs)
-{
-    char path[4200];
-    size_t cap = 0;
-
-    *segs = NULL;
-    *nsegs = 0;
-    snprintf(path, sizeof(path), "%s/msgs", dir);
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return -1;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        unsigned long long n;
-        char tail[8];
-        if (sscanf(de->d_name, "%llu.se%1s", &n, tail) != 2 ||
-            strcmp(tail, "g") != 0)
-            continue;
-        if (*nsegs == cap) {
-            cap = cap ? cap * 2 : 64;
-            *segs = xrealloc(*segs, cap * sizeof(**segs));
-        }
-        (*segs)[(*nsegs)++] = (uint64_t)n;
-    }
-    closedir(d);
-    if (*nsegs)
-        qsort(*segs, *nsegs, sizeof(**segs), cmp_u64);
-    return 0;
-}
+} io = { .seg = { .fd = -1, .dirfd = -1 }, .defs_fd = -1, .dirfd = -1 };
 
 static int
 fail(struct io_job *j, const char *what)
@@ -119,19 +72,9 @@ injected_failure(void)
 static int
 write_all(int fd, const uint8_t *p, size_t n)
 {
-    while (n > 0) {
-        if (injected_failure())
-            return -1;
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+    if (injected_failure())
+        return -1;
+    return seglog_write_all(fd, p, n);
 }
 
 static int
@@ -148,42 +91,9 @@ sync_fd(int fd, const char *name, uint64_t len)
     return 0;
 }
 
-static int
-open_segment(struct io_job *j)
-{
-    char name[64];
-
-    if (io.seg_fd >= 0)
-        close(io.seg_fd);
-    io.seg_fd = -1;
-    io_seg_name(name, sizeof(name), j->seg);
-    int fd = openat(io.msgdirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                    0640);
-    if (fd < 0)
-        return fail(j, "cannot create segment");
-    /* Preallocated, so that appends do not change the file's size and
-     * a sync need not write metadata; a full disk shows here first. */
-    if (io.seg_size && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0,
-                                 (off_t)io.seg_size) != 0 &&
-        errno != EOPNOTSUPP) {
-        int e = errno;
-        close(fd);
-        unlinkat(io.msgdirfd, name, 0);
-        errno = e;
-        return fail(j, "cannot preallocate segment");
-    }
-    if (injected_failure() || fsync(io.msgdirfd) != 0) {
-        int e = errno;
-        close(fd);
-        unlinkat(io.msgdirfd, name, 0);
-        errno = e;
-        return fail(j, "cannot sync the journal directory");
-    }
-    io.seg_fd = fd;
-    io.seg = j->seg;
-    io.seg_len = 0;
-    return 0;
-}
+static const struct seglog_io seg_io = {
+    .write_all = write_all, .sync = sync_fd, .failing = injected_failure,
+};
 
 /* Write 'data' to dir/name.tmp, sync it, rename it over dir/name. */
 static int
@@ -249,50 +159,25 @@ run_defs(struct io_job *j)
 static int
 run_journal(struct io_job *j)
 {
-    char name[64];
+    const char *what = NULL;
 
-    if (j->journal.len == 0)
-        return 0;
-    if (io.seg_fd < 0 || j->seg != io.seg) {
-        if (open_segment(j) != 0)
-            return -1;
-    }
-    if (write_all(io.seg_fd, j->journal.p, j->journal.len) != 0) {
-        fail(j, "cannot write the journal");
-        goto abandon;
-    }
-    io.seg_len += j->journal.len;
-    io_seg_name(name, sizeof(name), io.seg);
-    if (sync_fd(io.seg_fd, name, io.seg_len) != 0) {
-        fail(j, "cannot sync the journal");
-        goto abandon;
-    }
-    j->synced++;
+    if (seglog_writer_append(&io.seg, j->seg, j->journal.p, j->journal.len,
+                             &what) != 0)
+        return fail(j, what);
+    if (j->journal.len)
+        j->synced++;
     return 0;
-abandon:
-    /* Never written to again: what it holds may not be what we think. */
-    close(io.seg_fd);
-    io.seg_fd = -1;
-    return -1;
 }
 
 static void
 run(struct io_job *j)
 {
-    char name[64];
-
     j->err = 0;
     j->synced = 0;
     errno = 0;
     if (run_journal(j) != 0 || run_defs(j) != 0)
         return;
-    for (size_t i = 0; i < j->nunlink; i++) {
-        io_seg_name(name, sizeof(name), j->unlink[i]);
-        if (unlinkat(io.msgdirfd, name, 0) != 0 && errno != ENOENT)
-            log_warn("cannot delete segment %s", name);
-    }
-    if (j->nunlink && fsync(io.msgdirfd) != 0)
-        log_warn("cannot sync the journal directory");
+    seglog_writer_unlink(&io.seg, j->unlink, j->nunlink);
 }
 
 static void *
@@ -338,11 +223,10 @@ io_start(const char *dir, uint64_t seg_size, void (*done)(struct io_job *j))
 {
     snprintf(io.dir, sizeof(io.dir), "%s", dir);
     snprintf(io.msgdir, sizeof(io.msgdir), "%s/msgs", dir);
-    io.seg_size = seg_size;
     io.done = done;
     io.dirfd = open(io.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    io.msgdirfd = open(io.msgdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (io.dirfd < 0 || io.msgdirfd < 0)
+    if (io.dirfd < 0 ||
+        seglog_writer_open(&io.seg, io.msgdir, seg_size, &seg_io) != 0)
         return -1;
     const char *p = getenv("ROOST_TEST_SYNC_LOG");
     if (p && *p)
@@ -388,16 +272,14 @@ io_stop(void)
     pthread_mutex_unlock(&io.mu);
     pthread_join(io.thread, NULL);
     wake_close(&io.wake);
-    if (io.seg_fd >= 0)
-        close(io.seg_fd);
+    seglog_writer_close(&io.seg);
     if (io.defs_fd >= 0)
         close(io.defs_fd);
     close(io.dirfd);
-    close(io.msgdirfd);
     if (io.sync_log)
         fclose(io.sync_log);
     free(io.fail_path);
-    io.seg_fd = io.defs_fd = io.dirfd = io.msgdirfd = -1;
+    io.defs_fd = io.dirfd = -1;
 }
 
 int

@@ -78,12 +78,4 @@ void io_wait(void);
 /* Stop the thread (after the job in hand) and close the files. */
 void io_stop(void);
 
-/* The file name of segment 'seg' under dir/msgs ("0000000042.seg"). */
-void io_seg_name(char *out, size_t len, uint64_t seg);
-
-/* The numbers of the segments in dir/msgs, oldest first, into '*segs'
- * (the caller frees it; NULL if there are none). Reads the directory
- * only, from any thread. -1 with errno if it cannot be read. */
-int io_list_segments(const char *dir, uint64_t **segs, size_t *nsegs);
-
 #endif

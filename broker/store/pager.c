@@ -27,6 +27,7 @@
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/store/io.h"
+#include "broker/store/seglog.h"
 
 TAILQ_HEAD(pager_list, pager_job);
 
@@ -55,7 +56,7 @@ static int
 open_seg(bool scratch, uint32_t seg, int flags)
 {
     char path[4300], name[64];
-    io_seg_name(name, sizeof(name), seg);
+    seglog_name(name, sizeof(name), seg);
     snprintf(path, sizeof(path), "%s/%s", scratch ? pg.scratchdir : pg.msgdir,
              name);
     return open(path, flags | O_CLOEXEC, 0600);
@@ -270,7 +271,7 @@ run_job(struct pager_job *j)
             close(pg.write_fd);
             pg.write_fd = -1;
         }
-        io_seg_name(name, sizeof(name), j->seg);
+        seglog_name(name, sizeof(name), j->seg);
         snprintf(path, sizeof(path), "%s/%s", pg.scratchdir, name);
         if (unlink(path) != 0 && errno != ENOENT)
             j->err = errno;

@@ -32,16 +32,6 @@
         (arr)[(n)++] = (v);                                                  \
     } while (0)
 
-/* One segment being read. */
-struct seg_read {
-    struct replay *rp;
-    uint32_t seg;
-    const struct replay_report *rep;
-    /* an open transaction: the arrays' lengths at its begin */
-    bool in_tx;
-    size_t tx_msgs, tx_enqs, tx_acks, tx_dels;
-};
-
 /* Whether a J_MSG payload holds all its fields (the id already read). */
 static bool
 msg_fits(struct rbuf *r)
@@ -58,7 +48,7 @@ msg_fits(struct rbuf *r)
 
 /* Collect one record; returns whether it holds its type's fields. */
 static bool
-collect(struct seg_read *sr, const struct rec *rec)
+collect(struct replay_seg *sr, const struct rec *rec)
 {
     struct replay *rp = sr->rp;
     struct rbuf r;
@@ -134,21 +124,29 @@ collect(struct seg_read *sr, const struct rec *rec)
     }
 }
 
-static void
-seg_record(void *arg, const struct rec *r, size_t off)
+void
+replay_seg_begin(struct replay_seg *sr, struct replay *rp, uint32_t seg,
+                 const struct replay_report *rep)
 {
-    struct seg_read *sr = arg;
+    memset(sr, 0, sizeof(*sr));
+    sr->rp = rp;
+    sr->seg = seg;
+    sr->rep = rep;
+}
+
+void
+replay_seg_record(struct replay_seg *sr, const struct rec *r, size_t off)
+{
     bool fits = collect(sr, r);
 
     if (sr->rep && sr->rep->record)
         sr->rep->record(sr->rep->arg, r, off, fits);
 }
 
-static void
-seg_fault(void *arg, enum rec_fault f, size_t off, size_t n)
+void
+replay_seg_fault(struct replay_seg *sr, enum rec_fault f, size_t off,
+                 size_t n)
 {
-    struct seg_read *sr = arg;
-
     if (f == REC_TORN)
         sr->rp->torn++;
     else
@@ -157,23 +155,46 @@ seg_fault(void *arg, enum rec_fault f, size_t off, size_t n)
         sr->rep->fault(sr->rep->arg, f, off, n);
 }
 
+void
+replay_seg_end(struct replay_seg *sr)
+{
+    struct replay *rp = sr->rp;
+    const struct replay_report *rep = sr->rep;
+
+    if (sr->in_tx) {
+        if (rep && rep->tx_cut)
+            rep->tx_cut(rep->arg, rp->nmsgs - sr->tx_msgs,
+                        rp->nenqs - sr->tx_enqs, rp->nacks - sr->tx_acks,
+                        rp->ndels - sr->tx_dels);
+        rp->nmsgs = sr->tx_msgs;
+        rp->nenqs = sr->tx_enqs;
+        rp->nacks = sr->tx_acks;
+        rp->ndels = sr->tx_dels;
+    }
+    sr->in_tx = false;
+}
+
+static void
+seg_record(void *arg, const struct rec *r, size_t off)
+{
+    replay_seg_record(arg, r, off);
+}
+
+static void
+seg_fault(void *arg, enum rec_fault f, size_t off, size_t n)
+{
+    replay_seg_fault(arg, f, off, n);
+}
+
 size_t
 replay_segment(struct replay *rp, uint32_t seg, const uint8_t *p, size_t len,
                const struct replay_report *rep)
 {
-    struct seg_read sr = { .rp = rp, .seg = seg, .rep = rep };
+    struct replay_seg sr;
 
+    replay_seg_begin(&sr, rp, seg, rep);
     size_t end = rec_walk(p, len, seg_record, seg_fault, &sr);
-    if (sr.in_tx) {
-        if (rep && rep->tx_cut)
-            rep->tx_cut(rep->arg, rp->nmsgs - sr.tx_msgs,
-                        rp->nenqs - sr.tx_enqs, rp->nacks - sr.tx_acks,
-                        rp->ndels - sr.tx_dels);
-        rp->nmsgs = sr.tx_msgs;
-        rp->nenqs = sr.tx_enqs;
-        rp->nacks = sr.tx_acks;
-        rp->ndels = sr.tx_dels;
-    }
+    replay_seg_end(&sr);
     return end;
 }
 

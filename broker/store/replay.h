@@ -102,6 +102,27 @@ struct replay_report {
 size_t replay_segment(struct replay *rp, uint32_t seg, const uint8_t *p,
                       size_t len, const struct replay_report *rep);
 
+/* The same, record by record, for a caller that walks the segment
+ * itself (seglog_reopen): begin, then each record and each record that
+ * does not check out as the walk meets them, then end (a transaction
+ * without its commit is dropped there). */
+struct replay_seg {
+    struct replay *rp;
+    uint32_t seg;
+    const struct replay_report *rep;
+    /* an open transaction: the arrays' lengths at its begin */
+    bool in_tx;
+    size_t tx_msgs, tx_enqs, tx_acks, tx_dels;
+};
+
+void replay_seg_begin(struct replay_seg *sr, struct replay *rp, uint32_t seg,
+                      const struct replay_report *rep);
+void replay_seg_record(struct replay_seg *sr, const struct rec *r,
+                       size_t off);
+void replay_seg_fault(struct replay_seg *sr, enum rec_fault f, size_t off,
+                      size_t n);
+void replay_seg_end(struct replay_seg *sr);
+
 /* Sort what was collected, for the walk below. After every segment. */
 void replay_resolve(struct replay *rp);
 

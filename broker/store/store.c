@@ -30,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,14 +51,98 @@
 #include "broker/store/pager.h"
 #include "broker/store/record.h"
 #include "broker/store/replay.h"
+#include "broker/store/seglog.h"
 #include "broker/store/store_defs.h"
 
 /* A message's record: none, being written to the journal, in the
  * journal, being written to the scratch area, in the scratch area. */
-enum { MS_NONE, MS_PENDING, MS_WRITTEN, MS_SCRATCHING, MS_SCRATCH };
+#define MS_STATES(X) \
+    X(MS_NONE) X(MS_PENDING) X(MS_WRITTEN) X(MS_SCRATCHING) X(MS_SCRATCH)
 
-/* store_off of a message whose record is not where store_seg says (it
- * cannot be paged from there). */
+enum ms_state {
+#define AS_ENUM(s) s,
+    MS_STATES(AS_ENUM)
+#undef AS_ENUM
+};
+
+/*
+ * What the store keeps of a message it has a record of (msg.h's srec),
+ * made on first need and freed with the message: its id on disk (0:
+ * none: only a scratch copy, or none yet), its state, the segment
+ * holding its record (in the journal, or in the scratch area) and where
+ * in it, and the durable entries and delayed holds that hold it. A
+ * freed one waits in a free list for the next.
+ */
+struct store_rec {
+    union {
+        uint64_t id;
+        struct store_rec *next_free;
+    };
+    uint32_t seg, off;
+    uint32_t refs;
+    uint8_t state;              /* enum ms_state: rec_set_state only */
+};
+
+/* The moves a record may make (rec_set_state), and why:
+ *   NONE -> PENDING        a durable holder: its record is due
+ *   NONE -> SCRATCHING     paged out under pressure, with no record
+ *   NONE -> WRITTEN        recovered, or read back from the journal
+ *   NONE -> SCRATCH        read back from the scratch area
+ *   PENDING -> WRITTEN     serialised into a batch
+ *   PENDING -> NONE        settled before it was written: never will be
+ *   WRITTEN -> PENDING     compaction writes it again
+ *   SCRATCHING -> SCRATCH  its scratch write is done
+ *   SCRATCHING -> NONE     that write failed, the store closes, or a
+ *                          durable holder came (add_holder)
+ *   SCRATCH -> NONE        a durable holder came: the scratch copy goes */
+#define MS_BIT(s) (1u << (s))
+static const uint8_t ms_next[] = {
+    [MS_NONE] = MS_BIT(MS_PENDING) | MS_BIT(MS_SCRATCHING) |
+                MS_BIT(MS_WRITTEN) | MS_BIT(MS_SCRATCH),
+    [MS_PENDING] = MS_BIT(MS_WRITTEN) | MS_BIT(MS_NONE),
+    [MS_WRITTEN] = MS_BIT(MS_PENDING),
+    [MS_SCRATCHING] = MS_BIT(MS_SCRATCH) | MS_BIT(MS_NONE),
+    [MS_SCRATCH] = MS_BIT(MS_NONE),
+};
+
+static const char *
+ms_name(unsigned s)
+{
+    static const char *const names[] = {
+#define AS_NAME(s) #s,
+        MS_STATES(AS_NAME)
+#undef AS_NAME
+    };
+    return s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
+/* The one place a record's state changes. */
+static void
+rec_set_state(struct store_rec *r, enum ms_state next)
+{
+    if (!(ms_next[r->state] & MS_BIT(next)))
+        fatalx("store: message %" PRIu64 ": record %s -> %s is not a move "
+               "it may make", r->id, ms_name(r->state), ms_name(next));
+    log_debug("store: message %" PRIu64 " record %s -> %s", r->id,
+              ms_name(r->state), ms_name(next));
+    r->state = (uint8_t)next;
+}
+
+/* Of a message with no record: its state is MS_NONE, its id 0. */
+static inline unsigned
+msg_state(const struct msg *m)
+{
+    return m->srec ? m->srec->state : MS_NONE;
+}
+
+static inline uint64_t
+msg_id(const struct msg *m)
+{
+    return m->srec ? m->srec->id : 0;
+}
+
+/* off of a record that is not where seg says (it cannot be paged from
+ * there). */
 #define NO_OFF UINT32_MAX
 
 /* One change waiting in the open batch. 'm' holds a reference while its
@@ -78,11 +161,11 @@ struct op {
 
 TAILQ_HEAD(waiter_list, store_waiter);
 
-/* One segment: bytes of live message records in it held by messages in
- * memory, entries paged to it (each holds it) and their body bytes,
- * bytes written. */
+/* What the journal keeps of each segment of its log (seglog_udata):
+ * bytes of live message records in it held by messages in memory,
+ * entries paged to it (each holds it) and their body bytes. */
 struct segacct {
-    uint64_t live, written;
+    uint64_t live;
     uint64_t paged, paged_bytes;
     uint64_t last_drop;         /* when something in it last ended (ms) */
 };
@@ -129,22 +212,12 @@ static struct {
     struct event *kick, *recheck;
     uint64_t recheck_from;      /* journal_recheck_batch(); 0: none due */
     struct waiter_list waiters;
-    /* the journal's segments: live bytes of each, from 'base' on */
-    uint64_t cur_seg, cur_len;
-    uint64_t first_seg;
-    struct segacct *live;
-    size_t nlive;
-    uint64_t disk_bytes;        /* written to segments that still exist */
+    /* the journal's segments (dir/msgs), a struct segacct each */
+    struct seglog *log;
+    uint64_t batch_wall;        /* the batch's append time */
     uint64_t compactions, copied_bytes;
-    uint64_t base;
-    uint64_t *unlink;
-    size_t nunlink, unlink_cap;
     /* definitions log */
     uint64_t defs_gen, defs_log_records, defs_live;
-    /* what the journal holds for sure: every segment below rd_seg, and
-     * rd_len bytes of it (paging reads only that) */
-    uint64_t rd_seg, rd_len;
-    uint64_t job_base;          /* the job's offset in its segment */
     uint64_t paged_bytes;       /* body bytes of entries paged to it */
     /* compaction that waits for paged messages to be read back */
     uint64_t compacting;        /* the segment; UINT64_MAX: none */
@@ -171,16 +244,63 @@ static struct {
     struct store_stats stats;
 } st;
 
+/* ---- message records ---- */
+
+#define REC_FREE_MAX 65536
+static struct store_rec *rec_free;
+static size_t rec_nfree;
+
+/* The record of 'm', made (MS_NONE, id 0) if it has none. */
+static struct store_rec *
+rec_of(struct msg *m)
+{
+    struct store_rec *r = m->srec;
+
+    if (r != NULL)
+        return r;
+    if ((r = rec_free) != NULL) {
+        rec_free = r->next_free;
+        rec_nfree--;
+    } else {
+        r = xmalloc(sizeof(*r));
+    }
+    memset(r, 0, sizeof(*r));
+    m->srec = r;
+    return r;
+}
+
+static void
+rec_release(struct msg *m)
+{
+    struct store_rec *r = m->srec;
+
+    m->srec = NULL;
+    if (!st.open || rec_nfree >= REC_FREE_MAX) {
+        free(r);
+        return;
+    }
+    r->next_free = rec_free;
+    rec_free = r;
+    rec_nfree++;
+}
+
+static void
+rec_free_all(void)
+{
+    struct store_rec *r;
+    while ((r = rec_free) != NULL) {
+        rec_free = r->next_free;
+        free(r);
+    }
+    rec_nfree = 0;
+}
+
 /* ---- segments ---- */
 
 static struct segacct *
 seg_of(uint64_t seg)
 {
-    if (seg < st.base)
-        fatalx("store: segment %" PRIu64 " below base %" PRIu64, seg, st.base);
-    size_t i = (size_t)(seg - st.base);
-    array_reach(&st.live, sizeof(*st.live), &st.nlive, i);
-    return &st.live[i];
+    return seglog_udata(st.log, seg);
 }
 
 static uint64_t *
@@ -189,29 +309,16 @@ live_of(uint64_t seg)
     return &seg_of(seg)->live;
 }
 
-/* Queue every dead segment at the front of the journal for deletion
- * (with the next job, after its sync). */
+/* Drop every dead segment at the front of the journal (deleted with the
+ * next job, after its sync). */
 static void
 collect_dead_segments(void)
 {
-    while (st.first_seg < st.cur_seg && seg_of(st.first_seg)->live == 0 &&
-           seg_of(st.first_seg)->paged == 0) {
-        if (st.nunlink == st.unlink_cap) {
-            st.unlink_cap = st.unlink_cap ? st.unlink_cap * 2 : 16;
-            st.unlink = xrealloc(st.unlink, st.unlink_cap * sizeof(*st.unlink));
-        }
-        st.unlink[st.nunlink++] = st.first_seg;
-        st.disk_bytes -= seg_of(st.first_seg)->written;
-        st.first_seg++;
-        st.stats.segments--;
-    }
-    /* Keep the accounting array from growing with the segment numbers. */
-    if (st.first_seg - st.base > 1024) {
-        size_t drop = (size_t)(st.first_seg - st.base);
-        memmove(st.live, st.live + drop, (st.nlive - drop) * sizeof(*st.live));
-        memset(st.live + st.nlive - drop, 0, drop * sizeof(*st.live));
-        st.base = st.first_seg;
-    }
+    uint64_t first;
+
+    while ((first = seglog_first(st.log)) < seglog_current(st.log) &&
+           seg_of(first)->live == 0 && seg_of(first)->paged == 0)
+        seglog_drop_first(st.log);
 }
 
 /* The size of a message's record (put_msg's), kept nowhere: the message
@@ -226,11 +333,12 @@ rec_size(const struct msg *m)
 static void
 msg_dead(struct msg *m)
 {
-    struct segacct *a = seg_of(m->store_seg);
+    struct segacct *a = seg_of(m->srec->seg);
     a->live -= rec_size(m);
     a->last_drop = now_ms();
     st.stats.live_bytes -= rec_size(m);
-    if (m->store_seg == st.first_seg && a->live == 0 && a->paged == 0)
+    if (m->srec->seg == seglog_first(st.log) && a->live == 0 &&
+        a->paged == 0)
         collect_dead_segments();
 }
 
@@ -264,7 +372,7 @@ add_op(uint8_t type, uint32_t qid, uint64_t seq, struct msg *m)
 static bool
 is_stored(const struct queue *q, const struct qentry *e)
 {
-    return st.open && q->sid != 0 && e->m->store_id != 0;
+    return st.open && q->sid != 0 && msg_id(e->m) != 0;
 }
 
 static bool
@@ -289,17 +397,26 @@ add_enqueue(const struct queue *q, const struct qentry *e)
     }
 }
 
+static void scratch_unref(uint64_t seg);
+
 /* One more holder of 'm' in the store: its record once, then each
- * holder's enqueue record. */
+ * holder's enqueue record. A copy in the scratch area is not needed
+ * once the record is due in the journal. */
 static void
 add_holder(struct msg *m)
 {
-    if (m->store_id == 0) {
-        m->store_id = st.next_msg_id++;
-        m->store_state = MS_PENDING;
+    struct store_rec *r = rec_of(m);
+
+    if (r->id == 0) {
+        if (r->state == MS_SCRATCH)
+            scratch_unref(r->seg);
+        if (r->state == MS_SCRATCH || r->state == MS_SCRATCHING)
+            rec_set_state(r, MS_NONE);
+        r->id = st.next_msg_id++;
+        rec_set_state(r, MS_PENDING);
         add_op(J_MSG, 0, 0, m);
     }
-    m->store_refs++;
+    r->refs++;
 }
 
 static bool
@@ -330,7 +447,7 @@ journal_delay_hold(uint32_t sid, uint64_t seq, struct msg *m,
 static bool
 journal_delay_ready(const struct msg *m)
 {
-    return m->store_state != MS_PENDING;
+    return msg_state(m) != MS_PENDING;
 }
 
 /* The J_DELIVER record of a stored entry, or NULL. */
@@ -340,7 +457,7 @@ add_deliver(struct queue *q, const struct qentry *e)
     if (!is_stored(q, e) || q->store_gone || st.closing)
         return NULL;
     struct op *o = add_op(J_DELIVER, q->sid, e->seq,
-                          e->m->store_state == MS_WRITTEN ? NULL : e->m);
+                          msg_state(e->m) == MS_WRITTEN ? NULL : e->m);
     o->deliveries = e->deliveries;
     return o;
 }
@@ -371,7 +488,6 @@ add_ack(uint32_t sid, uint64_t seq)
         add_op(J_ACK, sid, seq, NULL);
 }
 
-static void scratch_unref(uint64_t seg);
 static void recheck_soon(void);
 
 /* A paged entry ends: it no longer holds its segment. */
@@ -389,7 +505,7 @@ paged_settled(struct queue *q, const struct qentry *e)
     st.paged_bytes -= e->body_len;
     if (q->sid && !q->store_gone)
         add_ack(q->sid, e->seq);
-    if (e->pg.seg == st.first_seg && a->live == 0 && a->paged == 0)
+    if (e->pg.seg == seglog_first(st.log) && a->live == 0 && a->paged == 0)
         collect_dead_segments();
 }
 
@@ -398,20 +514,23 @@ paged_settled(struct queue *q, const struct qentry *e)
 static void
 drop_holder(uint32_t sid, uint64_t seq, struct msg *m, bool record)
 {
-    m->store_refs--;
+    struct store_rec *r = m->srec;
+
+    r->refs--;
     if (record) {
-        if (m->store_state == MS_WRITTEN) {
+        if (r->state == MS_WRITTEN) {
             add_ack(sid, seq);
-        } else if (m->store_refs > 0) {
+        } else if (r->refs > 0) {
             add_op(J_ACK, sid, seq, m);
         } else {
             /* Never written, and now never will be: whoever waits to
              * confirm it need not. */
-            m->store_state = MS_NONE;
+            if (r->state != MS_NONE)
+                rec_set_state(r, MS_NONE);
             recheck_soon();
         }
     }
-    if (m->store_refs == 0 && m->store_state == MS_WRITTEN)
+    if (r->refs == 0 && r->state == MS_WRITTEN)
         msg_dead(m);
 }
 
@@ -433,7 +552,7 @@ journal_settled(struct queue *q, const struct qentry *e)
 static void
 journal_delay_release(uint32_t sid, uint64_t seq, struct msg *m, bool routed)
 {
-    if (!st.open || st.closing || sid == 0 || m->store_id == 0)
+    if (!st.open || st.closing || sid == 0 || msg_id(m) == 0)
         return;
     drop_holder(sid, seq, m, routed);
 }
@@ -521,8 +640,9 @@ journal_trim_memory(void)
 static void
 journal_msg_freed(struct msg *m)
 {
-    if (m->store_state == MS_SCRATCH && st.open)
-        scratch_unref(m->store_seg);
+    if (m->srec->state == MS_SCRATCH && st.open)
+        scratch_unref(m->srec->seg);
+    rec_release(m);
 }
 
 /* Whether the journal record of 'm' can be read back now: it was
@@ -530,11 +650,11 @@ journal_msg_freed(struct msg *m)
 static bool
 readable(const struct msg *m)
 {
-    if (m->store_off == NO_OFF || m->store_seg == st.compacting)
+    const struct store_rec *r = m->srec;
+
+    if (r->off == NO_OFF || r->seg == st.compacting)
         return false;
-    return m->store_seg < st.rd_seg ||
-           (m->store_seg == st.rd_seg &&
-            (uint64_t)m->store_off + rec_size(m) <= st.rd_len);
+    return seglog_is_readable(st.log, r->seg, r->off, rec_size(m));
 }
 
 static bool
@@ -544,25 +664,27 @@ journal_page_out(struct queue *q, struct qentry *e)
 
     if (!journal_pages())
         return false;
-    if (m->store_state == MS_WRITTEN && readable(m)) {
-        struct segacct *a = seg_of(m->store_seg);
+    struct store_rec *r = m->srec;
+
+    if (msg_state(m) == MS_WRITTEN && readable(m)) {
+        struct segacct *a = seg_of(r->seg);
         a->paged++;
         a->paged_bytes += m->body_len;
         st.paged_bytes += m->body_len;
         e->scratch = 0;
-        if (is_stored(q, e) && --m->store_refs == 0) {
+        if (is_stored(q, e) && --r->refs == 0) {
             a->live -= rec_size(m);
             st.stats.live_bytes -= rec_size(m);
         }
-    } else if (m->store_state == MS_SCRATCH) {
-        scratch_of(m->store_seg)->refs++;
+    } else if (msg_state(m) == MS_SCRATCH) {
+        scratch_of(r->seg)->refs++;
         e->scratch = 1;
     } else {
         return false;
     }
     e->body_len = (uint32_t)m->body_len;
-    e->pg.seg = m->store_seg;
-    e->pg.off = m->store_off;
+    e->pg.seg = r->seg;
+    e->pg.off = r->off;
     e->paged = 1;
     st.stats.paged_out++;
     msg_unref(m);
@@ -607,13 +729,13 @@ journal_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     struct msg *m = e->m;
     (void)q;
 
-    switch (m->store_state) {
+    switch (msg_state(m)) {
     case MS_PENDING:
     case MS_SCRATCHING:
         return 1;
     case MS_WRITTEN:
         /* Not yet synced, or being compacted: soon. */
-        return m->store_off != NO_OFF;
+        return m->srec->off != NO_OFF;
     case MS_NONE:
         break;
     default:
@@ -627,9 +749,10 @@ journal_page_prepare(struct queue *q, struct qentry *e, bool pressure)
     /* A message with no record, under memory pressure: to scratch. */
     size_t at = st.scr_buf.len;
     put_msg(&st.scr_buf, m);
-    m->store_state = MS_SCRATCHING;
-    m->store_seg = (uint32_t)st.scr_cur;
-    m->store_off = (uint32_t)(st.scr_buf_off + at);
+    struct store_rec *r = rec_of(m);
+    rec_set_state(r, MS_SCRATCHING);
+    r->seg = (uint32_t)st.scr_cur;
+    r->off = (uint32_t)(st.scr_buf_off + at);
     st.scr_len += rec_size(m);
     struct scratchacct *a = scratch_of(st.scr_cur);
     a->refs++;
@@ -688,11 +811,16 @@ scratch_written(struct pager_job *j)
     }
     for (size_t i = 0; i < sj->n; i++) {
         struct msg *m = sj->msgs[i];
-        if (j->err) {
-            m->store_state = MS_NONE;
-            scratch_unref(m->store_seg);
+        struct store_rec *r = m->srec;
+        if (r->state != MS_SCRATCHING) {
+            /* A durable holder came meanwhile (add_holder): the copy
+             * is not needed. */
+            scratch_unref(j->seg);
+        } else if (j->err) {
+            rec_set_state(r, MS_NONE);
+            scratch_unref(r->seg);
         } else {
-            m->store_state = MS_SCRATCH;
+            rec_set_state(r, MS_SCRATCH);
         }
         msg_unref(m);
     }
@@ -722,28 +850,31 @@ journal_page_decode(const struct qentry *e, const struct pager_read *r)
     msg_body_copy_in(m, f.body);
     struct rbuf rb;
     rbuf_init(&rb, rm.payload, rm.len);
-    m->store_id = rbuf_u64(&rb);
-    m->store_seg = r->seg;
-    m->store_off = r->off;
+    struct store_rec *sr = rec_of(m);
+    sr->id = rbuf_u64(&rb);
+    sr->seg = r->seg;
+    sr->off = r->off;
     return m;
 }
 
 static void
 journal_page_in(struct queue *q, struct qentry *e, struct msg *m)
 {
+    struct store_rec *r = rec_of(m);
+
     st.stats.paged_in++;
     if (e->scratch) {
         /* The entry's hold on the scratch segment becomes the message's. */
-        m->store_state = MS_SCRATCH;
-        m->store_id = 0;
+        r->id = 0;
+        rec_set_state(r, MS_SCRATCH);
     } else {
         struct segacct *a = seg_of(e->pg.seg);
         a->paged--;
         a->paged_bytes -= e->body_len;
         st.paged_bytes -= e->body_len;
-        m->store_state = MS_WRITTEN;
+        rec_set_state(r, MS_WRITTEN);
         if (q->sid && !q->store_gone) {
-            m->store_refs = 1;
+            r->refs = 1;
             a->live += rec_size(m);
             st.stats.live_bytes += rec_size(m);
         }
@@ -848,8 +979,8 @@ journal_defs_changed(enum defs_event ev, const void *obj, void *arg)
 static bool
 journal_msg_unneeded(const struct msg *m)
 {
-    return m != NULL && m->store_id != 0 && m->store_state == MS_NONE &&
-           m->store_refs == 0;
+    return m != NULL && msg_id(m) != 0 && m->srec->state == MS_NONE &&
+           m->srec->refs == 0;
 }
 
 static void
@@ -941,7 +1072,7 @@ static void
 put_msg(struct wbuf *b, const struct msg *m)
 {
     size_t at = rec_begin(b, J_MSG);
-    wbuf_u64(b, m->store_id);
+    wbuf_u64(b, msg_id(m));
     wbuf_str(b, msg_exchange(m), msg_exchange_len(m));
     wbuf_str(b, msg_rkey(m), msg_rkey_len(m));
     wbuf_str(b, msg_hdr(m), msg_hdr_len(m));
@@ -973,7 +1104,8 @@ serialise(struct wbuf *b, size_t limit)
     for (i = 0; i < st.nops; i++) {
         struct op *o = &st.ops[i];
         struct msg *m = o->m;
-        size_t at;
+        size_t at = b->len;
+        struct seglog_pos p;
 
         if (o->type == J_TX_BEGIN)
             in_tx = true;
@@ -984,39 +1116,40 @@ serialise(struct wbuf *b, size_t limit)
 
         switch (o->type) {
         case J_MSG:
-            if (m->store_refs == 0) {
+            if (m->srec->refs == 0) {
                 /* Settled before it was written: never written. */
-                m->store_state = MS_NONE;
+                if (m->srec->state != MS_NONE)
+                    rec_set_state(m->srec, MS_NONE);
                 break;
             }
-            at = b->len;
             put_msg(b, m);
+            p = seglog_add(st.log, at, st.batch_wall);
             if (st.job.nmsgs == st.job.msgs_cap) {
                 st.job.msgs_cap = st.job.msgs_cap ? st.job.msgs_cap * 2 : 1024;
                 st.job.msgs = xrealloc(st.job.msgs, st.job.msgs_cap *
                                                     sizeof(*st.job.msgs));
             }
             st.job.msgs[st.job.nmsgs++] = msg_ref(m);
-            m->store_state = MS_WRITTEN;
-            m->store_seg = (uint32_t)st.cur_seg;
-            m->store_off = (uint32_t)(st.job_base + at);
-            *live_of(st.cur_seg) += rec_size(m);
+            rec_set_state(m->srec, MS_WRITTEN);
+            m->srec->seg = (uint32_t)p.seg;
+            m->srec->off = (uint32_t)p.pos;
+            *live_of(p.seg) += rec_size(m);
             st.stats.live_bytes += rec_size(m);
             st.stats.msgs_written++;
             break;
         case J_ENQ:
-            if (m->store_state != MS_WRITTEN)
+            if (msg_state(m) != MS_WRITTEN)
                 break;
             at = rec_begin(b, J_ENQ);
             wbuf_u32(b, o->qid);
             wbuf_u64(b, o->seq);
-            wbuf_u64(b, m->store_id);
+            wbuf_u64(b, m->srec->id);
             wbuf_u64(b, o->expires_wall);
             wbuf_u32(b, o->deliveries);
             rec_end(b, at);
             break;
         case J_DELIVER:
-            if (m && m->store_state != MS_WRITTEN)
+            if (m && msg_state(m) != MS_WRITTEN)
                 break;
             at = rec_begin(b, J_DELIVER);
             wbuf_u32(b, o->qid);
@@ -1027,7 +1160,7 @@ serialise(struct wbuf *b, size_t limit)
             rec_end(b, at);
             break;
         case J_ACK:
-            if (m && m->store_state != MS_WRITTEN)
+            if (m && msg_state(m) != MS_WRITTEN)
                 break;
             at = rec_begin(b, J_ACK);
             wbuf_u32(b, o->qid);
@@ -1042,6 +1175,8 @@ serialise(struct wbuf *b, size_t limit)
             rec_end(b, at);
             break;
         }
+        if (o->type != J_MSG && b->len > at)
+            (void)seglog_add(st.log, at, st.batch_wall);
         st.stats.records++;
     }
     for (size_t k = 0; k < i; k++)
@@ -1053,6 +1188,7 @@ serialise(struct wbuf *b, size_t limit)
     return i;
 }
 
+/* The record each segment of the journal opens with (seglog.h). */
 static void
 seg_header(struct wbuf *b, uint64_t seg)
 {
@@ -1075,26 +1211,18 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
 
     if (st.busy || st.failed || st.in_tx)
         return;
-    if (st.nops == 0 && st.defs.len == 0 && st.nunlink == 0)
+    if (st.nops == 0 && st.defs.len == 0 && !seglog_has_unlinks(st.log))
         return;
     j->batch = st.open_batch++;
     j->journal.len = 0;
     j->durable_upto = 0;
     if (st.nops > 0) {
-        if (st.cur_len >= st.seg_size) {
-            st.cur_seg++;
-            st.cur_len = 0;
-            st.stats.segments++;
-        }
-        if (st.cur_len == 0)
-            seg_header(&j->journal, st.cur_seg);
-        st.job_base = st.cur_len;
+        (void)seglog_batch_begin(st.log, &j->journal);
+        st.batch_wall = wall_ms();
         serialise(&j->journal, JOB_MAX_BYTES);
-        st.cur_len += j->journal.len;
-        seg_of(st.cur_seg)->written += j->journal.len;
-        st.disk_bytes += j->journal.len;
+        seglog_batch_end(st.log, &j->journal);
     }
-    j->seg = st.cur_seg;
+    j->seg = seglog_current(st.log);
     /* What is left over belongs to batches this job does not finish. */
     j->durable_upto = st.nops ? st.ops[0].batch - 1 : j->batch;
     /* Definitions: compact into a snapshot once the log is mostly
@@ -1114,10 +1242,7 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
     }
     st.defs.len = 0;
     free(j->unlink);
-    j->unlink = st.unlink;
-    j->nunlink = st.nunlink;
-    st.unlink = NULL;
-    st.nunlink = st.unlink_cap = 0;
+    seglog_take_unlinks(st.log, &j->unlink, &j->nunlink);
     st.busy = true;
     st.stats.batches++;
     st.stats.bytes_written += j->journal.len + j->defs.len + j->defs_snap.len;
@@ -1131,35 +1256,20 @@ static void
 rewrite_job(struct io_job *j)
 {
     uint64_t old = j->seg;
-    struct wbuf again = { 0 };
-    struct rec r;
-    size_t off = 0;
 
-    st.cur_seg++;
-    st.stats.segments++;
-    seg_header(&again, st.cur_seg);
-    if (rec_read(j->journal.p, j->journal.len, &r) == REC_OK && r.type == J_SEG)
-        off = r.size;
-    size_t head = again.len;
-    wbuf_bytes(&again, j->journal.p + off, j->journal.len - off);
-    wbuf_free(&j->journal);
-    j->journal = again;
-    j->seg = st.cur_seg;
-    st.cur_len = j->journal.len;
-    seg_of(st.cur_seg)->written += j->journal.len;
-    st.disk_bytes += j->journal.len;
+    j->seg = seglog_rewrite(st.log, &j->journal);
     for (size_t i = 0; i < j->nmsgs; i++) {
         struct msg *m = j->msgs[i];
-        if (m->store_state != MS_WRITTEN || m->store_seg != old)
+        struct store_rec *r = m->srec;
+        if (r->state != MS_WRITTEN || r->seg != old)
             continue;
-        m->store_seg = (uint32_t)st.cur_seg;
-        m->store_off = (uint32_t)(m->store_off - st.job_base - off + head);
-        if (m->store_refs > 0) {
+        r->seg = (uint32_t)j->seg;
+        r->off = (uint32_t)seglog_moved(st.log, r->off);
+        if (r->refs > 0) {
             *live_of(old) -= rec_size(m);
-            *live_of(st.cur_seg) += rec_size(m);
+            *live_of(j->seg) += rec_size(m);
         }
     }
-    st.job_base = 0;
 }
 
 static void
@@ -1184,15 +1294,17 @@ struct compact_ctx {
 static bool
 compact_msg(struct compact_ctx *cc, struct msg *m)
 {
-    if (m->store_state == MS_WRITTEN && m->store_seg == cc->seg) {
-        *live_of(m->store_seg) -= rec_size(m);
+    struct store_rec *r = m->srec;
+
+    if (r->state == MS_WRITTEN && r->seg == cc->seg) {
+        *live_of(r->seg) -= rec_size(m);
         st.stats.live_bytes -= rec_size(m);
         cc->copied += rec_size(m);
-        m->store_state = MS_PENDING;
+        rec_set_state(r, MS_PENDING);
         add_op(J_MSG, 0, 0, m);
         return true;
     }
-    return m->store_state == MS_PENDING && m->store_seg == cc->seg;
+    return r->state == MS_PENDING && r->seg == cc->seg;
 }
 
 /* A live entry whose message is in the segment being compacted: write
@@ -1207,7 +1319,7 @@ copy_entry(struct queue *q, struct qentry *e, struct compact_ctx *cc)
         return false;
     }
     struct msg *m = e->m;
-    if (q->sid == 0 || q->store_gone || m->store_id == 0)
+    if (q->sid == 0 || q->store_gone || msg_id(m) == 0)
         return false;
     if (!compact_msg(cc, m))
         return false;
@@ -1280,15 +1392,17 @@ maybe_compact(void)
         return;
     bool resumed = st.compacting != UINT64_MAX;
     st.compacting = UINT64_MAX;
-    if (st.first_seg >= st.cur_seg || st.first_seg == stuck)
+    uint64_t first = seglog_first(st.log);
+    if (first >= seglog_current(st.log) || first == stuck)
         goto out;
-    struct segacct *a = seg_of(st.first_seg);
+    struct segacct *a = seg_of(first);
+    uint64_t written = seglog_seg_bytes(st.log, first);
     uint64_t live = a->live + a->paged_bytes, now = now_ms();
     /* A front segment that is being consumed is not copied: it empties
      * soon enough by itself. Only one in which nothing ended for a
      * second is (a few messages that stay); an idle broker looks again
      * when that second is over. */
-    bool sparse = live * 2 <= a->written;
+    bool sparse = live * 2 <= written;
     if (sparse && now < a->last_drop + 1000) {
         if (st.compact_timer == NULL)
             st.compact_timer = evtimer_new(broker.base, compact_timer_cb, NULL);
@@ -1298,11 +1412,11 @@ maybe_compact(void)
         evtimer_add(st.compact_timer, &tv);
         sparse = false;
     }
-    bool bloated = st.disk_bytes >
+    bool bloated = seglog_bytes(st.log) >
                    2 * (st.stats.live_bytes + st.paged_bytes) + 2 * st.seg_size;
     if ((a->live == 0 && a->paged == 0) || !(sparse || bloated))
         goto out;
-    struct compact_ctx cc = { st.first_seg, 0, false };
+    struct compact_ctx cc = { first, 0, false };
     size_t pos = 0, qpos, reads = 0;
     struct hmap_slot *s, *qs;
     while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
@@ -1323,7 +1437,7 @@ maybe_compact(void)
     st.copied_bytes += cc.copied;
     log_debug("store: compacting segment %" PRIu64 ": %" PRIu64 " of %" PRIu64
               " bytes live, copied forward (%s)%s", cc.seg, cc.copied,
-              a->written, sparse ? "mostly dead" : "journal over twice live",
+              written, sparse ? "mostly dead" : "journal over twice live",
               reads ? "; reading paged messages back first" : "");
     if (reads) {
         st.compacting = cc.seg;
@@ -1384,8 +1498,7 @@ job_done(struct io_job *j)
     if (j->durable_upto > st.durable_batch)
         st.durable_batch = j->durable_upto;
     if (j->journal.len > 0) {
-        st.rd_seg = j->seg;
-        st.rd_len = st.cur_len;
+        seglog_batch_synced(st.log);
     }
     bool wrote_msgs = j->nmsgs > 0;
     release_job_msgs(j);
@@ -1406,6 +1519,7 @@ static void
 journal_get_stats(struct store_stats *s)
 {
     *s = st.stats;
+    s->segments = seglog_count(st.log);
     s->disk_bytes = 0;
 }
 
@@ -1562,6 +1676,11 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
         return -1;
     }
     st.seg_size = (uint64_t)cfg->store_segment_size;
+    const struct seglog_config lc = {
+        .dir = path, .name = "store", .seg_size = st.seg_size,
+        .udata_size = sizeof(struct segacct), .header = seg_header,
+    };
+    st.log = seglog_new(&lc);
     st.next_msg_id = 1;
     st.next_qid = 1;
     st.next_txid = 1;
@@ -1576,20 +1695,6 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
 }
 
 /* ---- recovery ---- */
-
-/* What replay_segment() meets, said in the log. */
-static void
-recover_fault(void *arg, enum rec_fault f, size_t off, size_t n)
-{
-    const char *name = arg;
-
-    if (f == REC_TORN)
-        /* Only zeros after it: a write the crash cut short. */
-        log_warnx("store: %s: torn record at offset %zu cut", name, off);
-    else
-        log_warnx("store: %s: corrupt record at offset %zu skipped (%zu "
-                  "bytes); the records after it are kept", name, off, n);
-}
 
 static void
 recover_tx_cut(void *arg, size_t msgs, size_t enqs, size_t acks, size_t dels)
@@ -1621,12 +1726,13 @@ restore_msg(const struct replay *rp, const struct replay_msg *rm,
                             (struct amqp_bytes){ f.rkey, f.rkey_len }, f.hdr,
                             f.hdr_len, &f.ch, false, &st.envs);
     msg_body_copy_in(m, f.body);
-    m->store_id = rm->id;
-    m->store_state = MS_WRITTEN;
-    m->store_seg = (uint32_t)seg_numbers[rm->seg];
-    m->store_off = (uint32_t)(rm->payload - (const uint8_t *)maps[rm->seg] -
+    struct store_rec *r = rec_of(m);
+    r->id = rm->id;
+    rec_set_state(r, MS_WRITTEN);
+    r->seg = (uint32_t)seg_numbers[rm->seg];
+    r->off = (uint32_t)(rm->payload - (const uint8_t *)maps[rm->seg] -
                               REC_HDR);
-    *live_of(m->store_seg) += rec_size(m);
+    *live_of(r->seg) += rec_size(m);
     st.stats.live_bytes += rec_size(m);
     *slot = m;
     return m;
@@ -1667,19 +1773,21 @@ restore_paged(const struct replay *rp, const struct replay_entry *e,
  * segment that a live record of it is in: a compaction cut short by a
  * crash can leave its newest copy in one segment and an entry's only
  * enqueue record in an older one, which must then not be deleted as if
- * nothing in it were live. (Its record is then not where store_seg
+ * nothing in it were live. (Its record is then not where its record
  * says: it is not paged from there.)
  */
 static void
 restore_holder(struct msg *m, uint64_t es)
 {
-    if (es < m->store_seg) {
-        *live_of(m->store_seg) -= rec_size(m);
-        m->store_seg = (uint32_t)es;
-        m->store_off = NO_OFF;
+    struct store_rec *r = m->srec;
+
+    if (es < r->seg) {
+        *live_of(r->seg) -= rec_size(m);
+        r->seg = (uint32_t)es;
+        r->off = NO_OFF;
         *live_of(es) += rec_size(m);
     }
-    m->store_refs++;
+    r->refs++;
 }
 
 /* Every kept queue by its store id, for recovery. */
@@ -1794,11 +1902,13 @@ progress(const char *fmt, size_t a, size_t b)
 /* What recovery holds while it rebuilds the queues. */
 struct recovery {
     struct replay rp;
+    struct replay_seg seg;      /* the segment being read */
+    struct replay_report rep;
+    char seg_name[64];
+    bool in_seg;
     uint64_t *segs;             /* the journal's segments, oldest first */
     size_t nsegs;
-    void **maps;                /* each mapped, or NULL */
-    size_t *lens;
-    uint64_t bytes;             /* read in all */
+    void **maps;                /* each mapped (seglog_mapped), or NULL */
     bool clean;                 /* the last stop synced everything */
     uint64_t now_wall, now;
     struct holders by_sid;
@@ -1806,58 +1916,71 @@ struct recovery {
     uint64_t nrec, orphans, nheld;
 };
 
-/* Map each segment and replay its records into rc->rp; then the store's
- * segment table, and the ids the journal still names. */
+/* seglog_reopen's walk, record by record into the replay. */
+static struct replay_seg *
+scan_seg(struct recovery *rc, size_t i)
+{
+    if (!rc->in_seg) {
+        uint64_t seg;
+        size_t len;
+        (void)seglog_mapped(st.log, i, &len, &seg);
+        seglog_name(rc->seg_name, sizeof(rc->seg_name), seg);
+        rc->rep = (struct replay_report){ .tx_cut = recover_tx_cut,
+                                          .arg = rc->seg_name };
+        replay_seg_begin(&rc->seg, &rc->rp, (uint32_t)i, &rc->rep);
+        rc->in_seg = true;
+    }
+    return &rc->seg;
+}
+
 static void
+scan_record(void *arg, size_t i, const struct rec *r, size_t pos)
+{
+    replay_seg_record(scan_seg(arg, i), r, pos);
+}
+
+/* The log said what it was (seglog.c); the replay counts it. */
+static void
+scan_fault(void *arg, size_t i, enum rec_fault f, size_t pos, size_t n)
+{
+    replay_seg_fault(scan_seg(arg, i), f, pos, n);
+}
+
+static void
+scan_end(void *arg, size_t i)
+{
+    struct recovery *rc = arg;
+    replay_seg_end(scan_seg(rc, i));
+    rc->in_seg = false;
+}
+
+static void
+scan_progress(size_t i, size_t n)
+{
+    progress("recovering: reading journal segment %zu of %zu", i + 1, n);
+}
+
+/* Reopen the journal's log, replaying its records into rc->rp; then the
+ * ids the journal still names. */
+static int
 read_segments(struct recovery *rc)
 {
-    char path[4200];
-    uint64_t *seglens = xcalloc(rc->nsegs + 1, sizeof(*seglens));
+    const struct seglog_scan scan = {
+        .record = scan_record, .fault = scan_fault, .segment_end = scan_end,
+        .arg = rc,
+    };
 
+    if (seglog_reopen(st.log, &scan, scan_progress) != 0) {
+        log_warn("store: cannot read %s/msgs", st.dir);
+        return -1;
+    }
+    rc->nsegs = seglog_nmapped(st.log);
+    rc->segs = xcalloc(rc->nsegs + 1, sizeof(*rc->segs));
     rc->maps = xcalloc(rc->nsegs + 1, sizeof(*rc->maps));
-    rc->lens = xcalloc(rc->nsegs + 1, sizeof(*rc->lens));
     for (size_t i = 0; i < rc->nsegs; i++) {
-        char name[64];
-        progress("recovering: reading journal segment %zu of %zu", i + 1,
-                 rc->nsegs);
-        io_seg_name(name, sizeof(name), rc->segs[i]);
-        snprintf(path, sizeof(path), "%s/msgs/%s", st.dir, name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        struct stat sb;
-        if (fd < 0 || fstat(fd, &sb) != 0) {
-            log_warn("store: cannot open %s", path);
-            if (fd >= 0)
-                close(fd);
-            continue;
-        }
-        if (sb.st_size > 0) {
-            void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ,
-                             MAP_PRIVATE, fd, 0);
-            if (map != MAP_FAILED) {
-                rc->maps[i] = map;
-                rc->lens[i] = (size_t)sb.st_size;
-                madvise(map, rc->lens[i], MADV_SEQUENTIAL | MADV_WILLNEED);
-                struct replay_report rep = {
-                    .fault = recover_fault, .tx_cut = recover_tx_cut,
-                    .arg = name,
-                };
-                replay_segment(&rc->rp, (uint32_t)i, map, rc->lens[i], &rep);
-                rc->bytes += rc->lens[i];
-                seglens[i] = rc->lens[i];
-            }
-        }
-        close(fd);
+        size_t len;
+        rc->maps[i] = (void *)seglog_mapped(st.log, i, &len, &rc->segs[i]);
     }
-    st.base = rc->nsegs ? rc->segs[0] : 1;
-    st.first_seg = st.base;
-    for (size_t i = 0; i < rc->nsegs; i++) {
-        seg_of(rc->segs[i])->written = seglens[i];
-        st.disk_bytes += seglens[i];
-    }
-    free(seglens);
-    st.cur_seg = rc->nsegs ? rc->segs[rc->nsegs - 1] + 1 : 1;
-    st.cur_len = 0;
-    st.stats.segments = rc->nsegs + 1;
     st.next_msg_id = rc->rp.max_id + 1;
     /* Queue ids the journal still names are not given out again, even
      * when the definitions no longer know them (a snapshot leaves out
@@ -1868,6 +1991,7 @@ read_segments(struct recovery *rc)
     for (size_t i = 0; i < rc->rp.nacks; i++)
         if (rc->rp.acks[i].qid >= st.next_qid)
             st.next_qid = rc->rp.acks[i].qid + 1;
+    return 0;
 }
 
 /* A live entry held by the delayed exchange 'hx': its expiry field is
@@ -2018,11 +2142,8 @@ recovery_free(struct recovery *rc)
     for (size_t i = 0; i < rc->rp.nmsgs; i++)
         msg_unref(rc->made[i]);
     free(rc->made);
-    for (size_t i = 0; i < rc->nsegs; i++)
-        if (rc->maps[i])
-            munmap(rc->maps[i], rc->lens[i]);
+    seglog_unmap(st.log);
     free(rc->maps);
-    free(rc->lens);
     free(rc->segs);
     replay_free(&rc->rp);
 }
@@ -2050,8 +2171,6 @@ recovery_finish(void)
         log_warn("store: cannot start the I/O thread");
         return -1;
     }
-    st.rd_seg = st.cur_seg;
-    st.rd_len = 0;
     st.compacting = UINT64_MAX;
     st.scr_base = st.scr_cur = 1;
     if (pager_start(st.dir) != 0) {
@@ -2090,11 +2209,10 @@ journal_recover(void)
         return -1;
     }
     st.next_qid = max_qid + 1;
-    if (io_list_segments(st.dir, &rc.segs, &rc.nsegs) != 0) {
+    if (read_segments(&rc) != 0) {
         defs_quiet(false);
         return -1;
     }
-    read_segments(&rc);
     replay_resolve(&rc.rp);
     rc.now_wall = wall_ms();
     rc.now = now_ms();
@@ -2103,6 +2221,7 @@ journal_recover(void)
     uint64_t nqueues = restore_entries(&rc);
     keep_positions(&rc);
     uint64_t corrupt = rc.rp.corrupt, torn = rc.rp.torn;
+    uint64_t bytes = seglog_mapped_bytes(st.log);
     recovery_free(&rc);
     defs_quiet(false);
     collect_dead_segments();
@@ -2115,7 +2234,7 @@ journal_recover(void)
              "in %" PRIu64 " ms after %s stop; %" PRIu64 " orphan records "
              "dropped, %" PRIu64 " corrupt records skipped, %" PRIu64
              " torn tails cut", ndefs, rc.nrec,
-             nqueues - rc.by_sid.delayed_known, rc.nsegs, rc.bytes,
+             nqueues - rc.by_sid.delayed_known, rc.nsegs, bytes,
              now_ms() - t0, rc.clean ? "a clean" : "an unclean", rc.orphans,
              corrupt, torn);
     return recovery_finish();
@@ -2131,7 +2250,9 @@ journal_close(void)
         st.pager = false;
         pager_stop();
         for (size_t i = 0; i < st.scr_nmsgs; i++) {
-            st.scr_msgs[i]->store_state = MS_NONE;
+            struct store_rec *r = st.scr_msgs[i]->srec;
+            if (r->state == MS_SCRATCHING)
+                rec_set_state(r, MS_NONE);
             msg_unref(st.scr_msgs[i]);
         }
         free(st.scr_msgs);
@@ -2151,7 +2272,7 @@ journal_close(void)
             io_wait();
             continue;
         }
-        if (!journal_has_pending() && st.nunlink == 0)
+        if (!journal_has_pending() && !seglog_has_unlinks(st.log))
             break;
         kick_cb(-1, 0, NULL);
         if (!st.busy)
@@ -2188,8 +2309,9 @@ journal_close(void)
     release_job_msgs(&st.job);
     free(st.job.msgs);
     free(st.job.unlink);
-    free(st.unlink);
-    free(st.live);
+    seglog_free(st.log);
+    st.log = NULL;
+    rec_free_all();
     free(st.scr);
     if (st.kick)
         event_free(st.kick);
