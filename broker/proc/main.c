@@ -163,6 +163,7 @@ struct cmdline {
     char warns[16384];          /* the file's, "path:line: message" lines */
     const char *export_file;    /* --export-definitions */
     const char *check_dir;      /* --check-data */
+    bool accept_data_loss;      /* --accept-data-loss */
 };
 
 /* The line after the one at 'w' (its NUL if it is the last). */
@@ -270,6 +271,9 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
             break;
         case 'K':
             cl->check_dir = optarg;
+            break;
+        case 'A':
+            cl->accept_data_loss = true;
             break;
         case 't':
             cl->test_only = true;
@@ -484,12 +488,14 @@ main(int argc, char **argv)
         return 1;
     }
     /* Durable definitions and messages first. */
+    store_accept_data_loss(cl.accept_data_loss);
     if (store_recover() != 0)
         return 1;
     /* As RabbitMQ: the default vhost, the default user and its
-     * permissions there are made once, in a data directory that has no
-     * users (its first start), and kept (or deleted) from then on. */
-    if (auth_user_count() == 0) {
+     * permissions there are made once, at the data directory's first
+     * start, and kept (or deleted) from then on: never again because
+     * the definitions went missing. */
+    if (store_is_new()) {
         const char *p[PERM_KINDS] = {
             [PERM_CONFIGURE] = broker.cfg.default_perm_configure,
             [PERM_WRITE] = broker.cfg.default_perm_write,
@@ -502,6 +508,11 @@ main(int argc, char **argv)
         if (perm_set(broker.cfg.default_vhost, broker.cfg.default_user, p,
                      false, err, sizeof(err)) != 0)
             fatalx("default_permissions: %s", err);
+    } else if (auth_user_count() == 0) {
+        log_warnx("the data directory %s has no users, and the default "
+                  "user is made only at its first start: add one with "
+                  "--import-definitions (load_definitions)",
+                  broker.cfg.data_dir);
     }
     /* Then what the operator asked to load (RabbitMQ's load_definitions),
      * into the recovered broker: what exists is kept. */

@@ -13,7 +13,9 @@
  * whose payload does not parse or whose type is unknown, a definition
  * record that does not apply, a segment whose header does not match its
  * name, and a live queue entry whose message is missing or does not
- * decode. A torn tail, orphan entries of deleted queues and a
+ * decode; definitions a start stops at (a file no record of which
+ * checks out, a log with no record beside a snapshot or a journal). A
+ * torn tail, orphan entries of deleted queues and a
  * transaction cut before its commit are what a crash or normal operation
  * leaves, and recovery handles them: they are reported, not counted.
  */
@@ -62,6 +64,9 @@ struct check {
     const char *file;
     uint64_t counts[256];
     uint64_t records;
+    /* the definitions: a snapshot, and the log's records */
+    bool has_snap;
+    size_t log_records;
     /* the journal: its segments, mapped, and their records */
     uint64_t *segs;
     size_t nsegs;
@@ -292,8 +297,19 @@ check_defs(struct check *c, const char *name, uint32_t *max_qid)
      * above reported: keep them out of the way. */
     enum log_level was = log_level_now();
     log_set_level(LOG_LVL_ERROR);
-    long n = defs_replay(name, p, len, &gen, max_qid);
+    struct defs_damage dmg;
+    long n = defs_replay(name, p, len, &gen, max_qid, &dmg);
     log_set_level(was);
+    /* What stops a start (store.c's check_defs), corrupt records aside,
+     * which the scan above counted. */
+    if (dmg.torn && dmg.records == 0)
+        problem(c, "no record checks out: not a torn tail after good "
+                "records but a file that cannot be read; a start stops "
+                "here");
+    if (strcmp(name, "defs.snap") == 0)
+        c->has_snap = true;
+    else
+        c->log_records = dmg.records;
     if (n >= 0 && (uint64_t)n < good)
         problem(c, "%" PRIu64 " definition record%s do not apply (a field "
                 "that does not make sense, or a type this roostd does not "
@@ -683,6 +699,15 @@ store_check_data(const char *dir, FILE *out)
              check_defs(&c, "defs.log", &max_qid) == 0 &&
              check_journal(&c) == 0;
     defs_quiet(false);
+    if (ok && c.log_records == 0 &&
+        (c.has_snap || c.rp.nmsgs > 0 || c.rp.nenqs > 0)) {
+        fprintf(out, "defs.log: missing or holds no record, beside %s "
+                "and %zu journal records: a start stops here (its queues' "
+                "definitions are gone)\n",
+                c.has_snap ? "a snapshot" : "no snapshot",
+                c.rp.nmsgs + c.rp.nenqs);
+        c.corrupt++;
+    }
     if (ok) {
         report_contents(&c);
         if (c.corrupt)
