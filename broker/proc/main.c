@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
@@ -393,9 +394,22 @@ export_definitions(const char *file)
         return 1;
     }
     bool to_stdout = strcmp(file, "-") == 0;
-    /* A file appears whole or not at all. */
+    /* A file appears whole or not at all, and, as it holds password
+     * hashes, readable by its owner only: the temporary file is made
+     * 0600 (fchmod: one left by an earlier run keeps its mode through
+     * open) and renamed over the target, whose mode goes with it. */
     snprintf(tmp, sizeof(tmp), "%s.tmp", file);
-    FILE *fp = to_stdout ? stdout : fopen(tmp, "w");
+    FILE *fp = stdout;
+    if (!to_stdout) {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0 && fchmod(fd, 0600) != 0) {
+            close(fd);
+            fd = -1;
+        }
+        fp = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (fp == NULL && fd >= 0)
+            close(fd);
+    }
     if (fp == NULL) {
         fprintf(stderr, "roostd: cannot write %s: %s\n", tmp, strerror(errno));
     } else if (defs_json_export(fp, err, sizeof(err)) != 0) {
