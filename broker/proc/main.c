@@ -482,7 +482,7 @@ main(int argc, char **argv)
         log_close();
         return rc;
     }
-    if (mkdir(broker.cfg.data_dir, 0750) != 0 && errno != EEXIST)
+    if (mkdir(broker.cfg.data_dir, 0700) != 0 && errno != EEXIST)
         fatal("cannot create data directory %s", broker.cfg.data_dir);
     signal(SIGPIPE, SIG_IGN);
     /* Message bodies come and go at high rates: keep freed heap memory

@@ -1663,6 +1663,50 @@ store_check_format(const char *dir, bool *is_new, char *err, size_t errlen)
     return 0;
 }
 
+/* The data directory holds password hashes and messages: say so when
+ * its group or others may look in. */
+static void
+warn_if_open(const char *dir)
+{
+    struct stat sb;
+
+    if (stat(dir, &sb) == 0 && (sb.st_mode & (S_IRWXG | S_IRWXO)))
+        log_warnx("store: the data directory %s is accessible by its group "
+                  "or others (mode %04o), and holds password hashes and "
+                  "messages: make it 0700", dir,
+                  (unsigned)(sb.st_mode & 07777));
+}
+
+/* The directory 'name' in 'dir', made if missing; anything else there
+ * (a plain file) stops the start with a message that says so. */
+static int
+make_subdir(const char *dir, const char *name, char *err, size_t errlen)
+{
+    char path[4200];
+    struct stat sb;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (mkdir(path, 0700) == 0)
+        return 0;
+    if (errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (stat(path, &sb) != 0) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s is not a directory (%s): the store keeps "
+                 "its %s there; move it out of the way", path,
+                 S_ISREG(sb.st_mode) ? "a plain file" : "not a directory",
+                 strcmp(name, "msgs") == 0 ? "message segments"
+                                           : "paged-out transient messages");
+        return -1;
+    }
+    return 0;
+}
+
 int
 store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
 {
@@ -1675,11 +1719,11 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
         return -1;
     if (store_check_format(dir, &st.is_new, err, errlen) != 0)
         return -1;
-    snprintf(path, sizeof(path), "%s/msgs", dir);
-    if (mkdir(path, 0750) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+    warn_if_open(dir);
+    if (make_subdir(dir, "scratch", err, errlen) != 0 ||
+        make_subdir(dir, "msgs", err, errlen) != 0)
         return -1;
-    }
+    snprintf(path, sizeof(path), "%s/msgs", dir);
     st.seg_size = (uint64_t)cfg->store_segment_size;
     const struct seglog_config lc = {
         .dir = path, .name = "store", .seg_size = st.seg_size,
