@@ -11,7 +11,7 @@ import stat
 
 import pika
 
-from hostile import Broker, check, check_healthy, run, until
+from hostile import Broker, check, check_healthy, publish_confirmed, run
 
 NMSGS = 20
 
@@ -22,12 +22,7 @@ def make_store():
     b = Broker().start()
     c = pika.BlockingConnection(pika.ConnectionParameters(
         "127.0.0.1", b.port, connection_attempts=1))
-    ch = c.channel()
-    ch.confirm_delivery()
-    ch.queue_declare("kept", durable=True)
-    for i in range(NMSGS):
-        ch.basic_publish("", "kept", b"m%d" % i,
-                         pika.BasicProperties(delivery_mode=2))
+    publish_confirmed(c.channel(), "kept", NMSGS)
     c.close()
     b.stop()
     return b
@@ -63,12 +58,7 @@ def refused(base, sub):
     shutil.rmtree(path, ignore_errors=True)
     with open(path, "w") as f:
         f.write("not a directory\n")
-    b.start(wait=False)
-    until(lambda: b.proc.poll() is not None or
-          "ready for connections" in b.log_text(), 20)
-    rc = b.proc.poll()
-    if rc is None:
-        b.kill9()
+    rc = b.start_refused()
     check("%s as a plain file: exit 1" % sub, rc == 1,
           "exit %s: %s" % (rc, b.tail()))
     check("%s as a plain file: the log says so" % sub,
