@@ -236,6 +236,7 @@ static struct {
     struct msg **scr_msgs;
     size_t scr_nmsgs, scr_msgs_cap;
     uint64_t scr_retry_at;      /* after a failed write, not before */
+    char fail_msg[1024];        /* the last failed write's, for the alarm */
     struct event *scr_retry;
     /* envelopes shared by the messages recovered or paged in */
     struct msg_env_cache envs;
@@ -1472,6 +1473,7 @@ job_done(struct io_job *j)
 {
     if (j->err != 0) {
         st.failures++;
+        snprintf(st.fail_msg, sizeof(st.fail_msg), "%s", j->errmsg);
         log_warnx("store: batch %" PRIu64 " not written (%s); segment %" PRIu64
                   " abandoned, nothing in the batch is confirmed, writing it "
                   "again to a new segment", j->batch, j->errmsg, j->seg);
@@ -1509,6 +1511,12 @@ job_done(struct io_job *j)
     if (wrote_msgs)
         queue_pager_kick(false);
     schedule();
+}
+
+static const char *
+journal_failure(void)
+{
+    return st.fail_msg;
 }
 
 static bool
@@ -2498,6 +2506,7 @@ const struct store_ops store_journal_ops = {
     .wait = journal_wait,
     .unwait = journal_unwait,
     .is_failed = journal_is_failed,
+    .failure = journal_failure,
     .get_stats = journal_get_stats,
     .recover = journal_recover,
     .close = journal_close,
