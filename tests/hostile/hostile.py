@@ -45,9 +45,8 @@ class Broker:
 
     def start(self, extra=(), wait=True):
         argv = [ROOSTD, "--port", "0", "--data-dir", self.data,
-                "--log-file", self.log, "-s", "prometheus.tcp.port=-1"]
-        argv += (["-s", "management.tcp.port=0"] if self.mgmt else
-                 ["-s", "management.tcp.port=-1"])
+                "--log-file", self.log, "-s", "prometheus.tcp.port=-1",
+                "-s", "management.tcp.port=0"]
         argv += self.args + list(extra)
         nofile = self.nofile
 
