@@ -22,6 +22,7 @@
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/mgmt/mgmt.h"
+#include "broker/proc/limits.h"
 #include "broker/proc/notify.h"
 #include "tls/tls.h"
 
@@ -298,6 +299,8 @@ reload_run(void)
         }
         opt_take(o, &broker.cfg, &fresh);
         log_info("reload: %s changed from %s to %s", o->name, was, now);
+        if (strcmp(o->name, "connection_max") == 0)
+            limits_fit_connections(&broker.cfg);
         applied++;
         if (strncmp(o->name, "log.", 4) == 0)
             levels = true;

@@ -1551,7 +1551,7 @@ conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
     }
     /* Sockets still in the handshake count too, with some slack, so that
      * a flood of half-open connections cannot exhaust descriptors. */
-    if (nconns >= (size_t)broker.cfg.connection_max + 128) {
+    if (nconns >= (size_t)broker.cfg.connection_max + CONN_HANDSHAKE_SLACK) {
         static uint64_t last_log;
         if (now_ms() - last_log > 10000) {
             log_warnx("connection_max (%lld) reached: refusing new sockets",

@@ -69,6 +69,11 @@ struct sockaddr;
  * low one. */
 #define CONN_OUTPUTS(X) X(CONN_OUTPUT_FLOWING) X(CONN_OUTPUT_CONGESTED)
 
+/* Sockets a broker holds beyond connection_max: those still in their
+ * handshake, which do not count as connections yet. Past it, a new
+ * socket is closed at once (logged once per 10 s). */
+#define CONN_HANDSHAKE_SLACK 128
+
 #define CONN_AS_ENUM(s) s,
 enum conn_state { CONN_STATES(CONN_AS_ENUM) };
 enum conn_pause { CONN_PAUSES(CONN_AS_ENUM) };
