@@ -90,6 +90,8 @@ struct msg {
  * or lent by an input block (and listed in it). */
 struct msg_ext {
     uint8_t *body;
+    uint32_t cap;               /* MSG_BODY_HEAP: bytes allocated, grown
+                                 * as the body's frames arrive */
     struct inblock *blk;
     TAILQ_ENTRY(msg_ext) blk_link;  /* in blk->msgs */
     struct msg *m;
@@ -189,8 +191,10 @@ msg_headers(const struct msg *m)
  * shared with the last message made through 'cache' if it is the same
  * (a NULL 'cache' shares nothing). The body's space is part of the
  * allocation, unless 'body_later': then the first body frame either
- * lends the body (msg_borrow_body) or makes room for it
- * (msg_body_alloc). Returns a new reference (refs == 1).
+ * lends the body (msg_borrow_body: the whole body in that frame) or
+ * starts the body's own allocation, which grows in steps as the frames
+ * arrive (msg_body_reserve), charged to the memory figure only as it
+ * grows. Returns a new reference (refs == 1).
  */
 struct msg *msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
                     const uint8_t *hdr, size_t hdr_len,

@@ -97,9 +97,11 @@ static const uint16_t pause_next[] = {
 };
 
 static const uint16_t hold_next[] = {
-    [CONN_HOLD_NONE] = TO(CONN_HOLD_STORE) | TO(CONN_HOLD_GET),
+    [CONN_HOLD_NONE] = TO(CONN_HOLD_STORE) | TO(CONN_HOLD_GET) |
+                       TO(CONN_HOLD_CONTENT),
     [CONN_HOLD_STORE] = TO(CONN_HOLD_NONE),
     [CONN_HOLD_GET] = TO(CONN_HOLD_NONE),
+    [CONN_HOLD_CONTENT] = TO(CONN_HOLD_NONE),
 };
 
 static const uint16_t output_next[] = {
@@ -887,6 +889,25 @@ conn_hold_input(struct conn *c)
     /* Held already when a basic.get waits again for its queue's head. */
     if (c->hold != CONN_HOLD_GET)
         set_hold(c, CONN_HOLD_GET);
+}
+
+void
+conn_content_grew(struct conn *c, int64_t delta)
+{
+    c->unfinished += (uint64_t)delta;
+    if (c->unfinished > CONN_UNFINISHED_MAX && c->hold == CONN_HOLD_NONE &&
+        !conn_is_closed(c)) {
+        conn_log(c, LOG_LVL_WARN, "unfinished contents hold %" PRIu64
+                 " bytes, over %" PRIu64 " (twice max_message_size): not "
+                 "read until they are published", c->unfinished,
+                 CONN_UNFINISHED_MAX);
+        set_hold(c, CONN_HOLD_CONTENT);
+    } else if (c->unfinished <= CONN_UNFINISHED_MAX &&
+               c->hold == CONN_HOLD_CONTENT) {
+        /* Only a channel dropped while the connection is held gets here
+         * (no frame is handled meanwhile): reading again is enough. */
+        set_hold(c, CONN_HOLD_NONE);
+    }
 }
 
 void

@@ -60,9 +60,11 @@ struct sockaddr;
 
 /* Input that waits, neither read nor handled: for the store's sync of a
  * reply already in the output, which is not written meanwhile
- * (conn_hold_for_store), or for a basic.get's message to be read back
- * (conn_hold_input). */
-#define CONN_HOLDS(X) X(CONN_HOLD_NONE) X(CONN_HOLD_STORE) X(CONN_HOLD_GET)
+ * (conn_hold_for_store), for a basic.get's message to be read back
+ * (conn_hold_input), or because the contents it has begun on its
+ * channels hold more than CONN_UNFINISHED_MAX (conn_content_grew). */
+#define CONN_HOLDS(X)                                                        \
+    X(CONN_HOLD_NONE) X(CONN_HOLD_STORE) X(CONN_HOLD_GET) X(CONN_HOLD_CONTENT)
 
 /* The output against its watermarks: CONGESTED over the high one (no
  * deliveries, never paused by flow control) until it drains below the
@@ -98,6 +100,7 @@ struct conn {
     bool flush_queued;          /* on that list */
     size_t read_size;           /* bytes to ask for in the next read */
     size_t input_max;           /* input held before reading pauses */
+    uint64_t unfinished;        /* conn_content_grew's bytes */
     char peer[64];              /* "127.0.0.1:53422" */
     char local[64];             /* the address it reached: "127.0.0.1:5672" */
     bool peer_is_loopback;
@@ -298,6 +301,18 @@ void conn_channel_closed(struct conn *c, uint16_t number);
 /* What was just answered must reach the disk before the client hears
  * of it: hold output and input until the store's open batch is durable. */
 void conn_hold_for_store(struct conn *c);
+
+/*
+ * The bytes that the unfinished contents of 'c''s channels hold changed
+ * by 'delta' (channel.c: a small body's allocation when its header
+ * arrives, a large one's frames as they arrive, minus it all when the
+ * content is published or dropped). Past CONN_UNFINISHED_MAX, twice
+ * max_message_size, the connection is no longer read (CONN_HOLD_CONTENT)
+ * until it is back under: only that client waits, and a heartbeat
+ * timeout still ends it.
+ */
+#define CONN_UNFINISHED_MAX ((uint64_t)broker.cfg.max_message_size * 2)
+void conn_content_grew(struct conn *c, int64_t delta);
 
 /* Handle no further input until conn_release_input (a basic.get waits
  * for a read: queue_get_wait). */

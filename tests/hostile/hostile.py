@@ -286,6 +286,23 @@ def declare_queue(s, ch, name, durable=False, wait=True):
         raise RuntimeError("no queue.declare-ok")
 
 
+def queue_depth(s, ch, name):
+    """A passive queue.declare's message count, or None."""
+    s.sendall(method(ch, 50, 10, struct.pack(">H", 0) + shortstr(name) +
+                     b"\x01" + struct.pack(">I", 0)))
+    f = until_method(s, 50, 11)
+    if f is None:
+        return None
+    n = f[2][4]
+    return struct.unpack(">I", f[2][5 + n:9 + n])[0]
+
+
+def confirm_select(s, ch):
+    s.sendall(method(ch, 85, 10, b"\x00"))
+    if until_method(s, 85, 11) is None:
+        raise RuntimeError("no confirm.select-ok")
+
+
 def publish(s, ch, routing_key, data, exchange="", mandatory=False,
             frame_max=131072, props=b"\x00\x00"):
     out = method(ch, 60, 40, struct.pack(">H", 0) + shortstr(exchange) +
