@@ -373,14 +373,6 @@ msg_body_frame(struct msg *m, struct inblock *b, const uint8_t *data,
     memcpy(body_of(m) + filled, data, n);
 }
 
-static void
-body_ref_done(const void *data, size_t len, void *arg)
-{
-    (void)data;
-    (void)len;
-    msg_unref(arg);
-}
-
 void
 msg_body_out(struct msg *m, struct evbuffer *out, uint64_t off, size_t n,
              msg_lend_fn *lend, void *arg)
@@ -390,10 +382,9 @@ msg_body_out(struct msg *m, struct evbuffer *out, uint64_t off, size_t n,
     if (n <= BODY_COPY_MAX) {
         evbuffer_add(out, body + off, n);
     } else if (m->body_at == MSG_BODY_LENT) {
-        lend(arg, body + off, n, ext_of(m)->blk);
+        lend(arg, body + off, n, ext_of(m)->blk, NULL);
     } else {
-        msg_ref(m);
-        evbuffer_add_reference(out, body + off, n, body_ref_done, m);
+        lend(arg, body + off, n, NULL, m);
     }
 }
 

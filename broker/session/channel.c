@@ -678,9 +678,10 @@ channel_can_deliver(const struct channel *ch, const struct consumer *c)
 }
 
 static void
-lend_to_conn(void *arg, const uint8_t *data, size_t len, struct inblock *b)
+lend_to_conn(void *arg, const uint8_t *data, size_t len, struct inblock *b,
+             struct msg *m)
 {
-    conn_output_lend(arg, data, len, b);
+    conn_output_lend(arg, data, len, b, m);
 }
 
 /* 'method', the content header 'hdr', and the message's body frames. */

@@ -67,9 +67,15 @@ struct sockaddr;
     X(CONN_HOLD_NONE) X(CONN_HOLD_STORE) X(CONN_HOLD_GET) X(CONN_HOLD_CONTENT)
 
 /* The output against its watermarks: CONGESTED over the high one (no
- * deliveries, never paused by flow control) until it drains below the
+ * deliveries, never paused by flow control), STALLED over the hard bound,
+ * CONN_OUTPUT_HARD_MAX (replies that are not deliveries, basic.get-ok
+ * and basic.return among them, pile up there: the connection is no
+ * longer read, nor blamed for silence), each until it drains below the
  * low one. */
-#define CONN_OUTPUTS(X) X(CONN_OUTPUT_FLOWING) X(CONN_OUTPUT_CONGESTED)
+#define CONN_OUTPUTS(X)                                                      \
+    X(CONN_OUTPUT_FLOWING) X(CONN_OUTPUT_CONGESTED) X(CONN_OUTPUT_STALLED)
+#define CONN_OUTPUT_HARD_MAX                                                 \
+    ((size_t)broker.cfg.consumer_output_high_watermark * 4)
 
 /* Sockets a broker holds beyond connection_max: those still in their
  * handshake, which do not count as connections yet. Past it, a new
@@ -143,6 +149,8 @@ struct conn {
      * to lent bodies keep alive (counted once per run of references to
      * the same block); they count against the watermarks */
     size_t out_pinned;
+    size_t out_shared;          /* output bytes that are references to
+                                 * bodies (conn_output_lend) */
     const struct inblock *last_lent;
     uint64_t wrote_ms;          /* last write that the socket took */
     TAILQ_ENTRY(conn) flow_link;    /* paused by flow control (CONN_FLOW) */
@@ -173,11 +181,13 @@ void conn_send_method(struct conn *c, uint16_t channel,
  * conn_output_added() before returning to the loop. */
 struct evbuffer *conn_output(struct conn *c);
 
-/* Add 'len' bytes at 'data', a body lent by input block 'b', to the
- * output by reference (no copy). The block stays alive until they are
- * written, and counts against the output watermarks. */
+/* Add 'len' bytes at 'data', a body lent by input block 'b' or the body
+ * of message 'm' (one of them NULL), to the output by reference (no
+ * copy). The block or message stays alive until they are written; they
+ * count against the output watermarks, but not in the memory figure
+ * (conn_buffer_bytes), where the block or message counts them once. */
 void conn_output_lend(struct conn *c, const uint8_t *data, size_t len,
-                      struct inblock *b);
+                      struct inblock *b, struct msg *m);
 
 /* Called after output was added: tracks congestion and queues the
  * connection to be written at the end of this loop turn. */
