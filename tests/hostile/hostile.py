@@ -8,7 +8,8 @@ up, a control client gets its connection.start within 100 ms, and its
 RSS stayed under the case's bound.
 
 A case prints "PASS name" and "FAIL name: why" lines (checks.py's
-format) and exits 1 if any failed, 77 if it cannot run here."""
+format), then "CASE: N passed, N failed" (which scripts/summary.sh adds
+up), and exits 1 if any failed, 77 if it cannot run here."""
 import os
 import resource
 import socket
@@ -329,4 +330,8 @@ def run(main):
         main()
     except Exception as e:  # a case that stops half way fails
         check("ran to its end", False, "%s: %s" % (type(e).__name__, e))
+    import checks   # the summary line scripts/summary.sh adds up
+    print("%s: %d passed, %d failed" % (
+        os.path.basename(sys.argv[0]).rsplit(".", 1)[0], checks.passes,
+        checks.fails))
     done()
