@@ -911,8 +911,14 @@ channel_cancel_consumer(struct channel *ch, struct amqp_bytes tag)
     struct consumer *c = hmap_del(&ch->consumers, tag.ptr, tag.len);
     if (c == NULL)
         return false;
-    queue_remove_consumer(c->q, c);
+    struct queue *q = queue_ref(c->q);
+    queue_remove_consumer(q, c);
     consumer_unref(c);
+    /* What waited for it (a single active consumer's queue) goes to the
+     * next consumer now. (A channel that closes requeues its deliveries
+     * first, which dispatches.) */
+    queue_dispatch(q);
+    queue_unref(q);
     return true;
 }
 
