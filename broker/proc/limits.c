@@ -41,7 +41,7 @@ limits_raise_nofile(void)
 }
 
 void
-limits_fit_connections(struct config *cfg)
+limits_fit_connections(struct config *cfg, bool warn)
 {
     uint64_t limit = nofile();
 
@@ -53,11 +53,13 @@ limits_fit_connections(struct config *cfg)
         fits = 1;
     if (cfg->connection_max <= fits)
         return;
-    log_warnx("connection_max %lld with %d sockets in handshake and %llu "
-              "descriptors in reserve exceeds the open file limit of %llu: "
-              "connection_max lowered to %lld (raise LimitNOFILE or "
-              "ulimit -n)", (long long)cfg->connection_max,
-              CONN_HANDSHAKE_SLACK, (unsigned long long)reserve,
-              (unsigned long long)limit, (long long)fits);
+    if (warn)
+        log_warnx("connection_max %lld with %d sockets in handshake and %llu "
+                  "descriptors in reserve exceeds the open file limit of "
+                  "%llu: "
+                  "connection_max lowered to %lld (raise LimitNOFILE or "
+                  "ulimit -n)", (long long)cfg->connection_max,
+                  CONN_HANDSHAKE_SLACK, (unsigned long long)reserve,
+                  (unsigned long long)limit, (long long)fits);
     cfg->connection_max = fits;
 }

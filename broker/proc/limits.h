@@ -13,6 +13,7 @@
 #ifndef ROOST_BROKER_LIMITS_H
 #define ROOST_BROKER_LIMITS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct config;
@@ -25,7 +26,8 @@ struct config;
 uint64_t limits_raise_nofile(void);
 
 /* Lower cfg->connection_max to fit the descriptor limit in force, with
- * a warning; at start and after each reload. */
-void limits_fit_connections(struct config *cfg);
+ * a warning if 'warn'; at start (warned) and on each reload (before the
+ * new configuration is compared with the running one: not warned). */
+void limits_fit_connections(struct config *cfg, bool warn);
 
 #endif

@@ -466,7 +466,7 @@ main(int argc, char **argv)
         return rc;
     }
     limits_raise_nofile();
-    limits_fit_connections(&broker.cfg);
+    limits_fit_connections(&broker.cfg, true);
     if (mkdir(broker.cfg.data_dir, 0750) != 0 && errno != EEXIST)
         fatal("cannot create data directory %s", broker.cfg.data_dir);
     signal(SIGPIPE, SIG_IGN);

@@ -277,6 +277,9 @@ reload_run(void)
         log_errorx("reload: TLS (ssl_options.*): %s; nothing changed", err);
         goto out;
     }
+    /* As at start: a connection_max that does not fit the descriptor
+     * limit is lowered (said at start; here only if it then changed). */
+    limits_fit_connections(&fresh, false);
     if (mgmt_tls_prepare(&fresh, &https_tls, err, sizeof(err)) != 0) {
         log_errorx("reload: management API HTTPS (management.ssl.*): %s; "
                    "nothing changed", err);
@@ -299,8 +302,6 @@ reload_run(void)
         }
         opt_take(o, &broker.cfg, &fresh);
         log_info("reload: %s changed from %s to %s", o->name, was, now);
-        if (strcmp(o->name, "connection_max") == 0)
-            limits_fit_connections(&broker.cfg);
         applied++;
         if (strncmp(o->name, "log.", 4) == 0)
             levels = true;
