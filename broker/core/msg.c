@@ -329,35 +329,48 @@ msg_borrow_body(struct msg *m, struct inblock *b, const uint8_t *body)
     b->pinned += m->body_len;
 }
 
-/* Room for the body in its own allocation (body_later, body not lent). */
+/* The first step of a body's own allocation; each next one doubles it,
+ * up to the announced size. */
+#define BODY_STEP_MIN (64 * 1024)
+
+/* Room for 'need' bytes of the body in its own allocation (body_later,
+ * not lent), grown in steps as frames arrive: what a publisher
+ * announces costs nothing until it is sent, and an allocation is never
+ * more than twice what arrived. Charged as it grows. */
 static void
-msg_body_alloc(struct msg *m)
+msg_body_reserve(struct msg *m, uint64_t need)
 {
-    ext_of(m)->body = xmalloc(m->body_len ? m->body_len : 1);
-    m->body_at = MSG_BODY_HEAP;
-    bytes_in_use += m->body_len;
+    struct msg_ext *x = ext_of(m);
+
+    if (m->body_at == MSG_BODY_NONE) {
+        m->body_at = MSG_BODY_HEAP;
+        x->cap = 0;
+    }
+    if (need <= x->cap)
+        return;
+    uint64_t cap = (uint64_t)x->cap * 2;
+    if (cap < BODY_STEP_MIN)
+        cap = BODY_STEP_MIN;
+    if (cap > m->body_len)
+        cap = m->body_len;
+    if (cap < need)
+        cap = need;
+    x->body = xrealloc(x->body, (size_t)cap);
+    bytes_in_use += cap - x->cap;
+    x->cap = (uint32_t)cap;
 }
 
 void
 msg_body_frame(struct msg *m, struct inblock *b, const uint8_t *data,
                size_t n, uint64_t filled)
 {
-    if (m->body_at == MSG_BODY_NONE) {
-        if (n == m->body_len) {
-            msg_borrow_body(m, b, data);
-            return;
-        }
-        msg_body_alloc(m);
+    if (m->body_at == MSG_BODY_NONE && n == m->body_len) {
+        msg_borrow_body(m, b, data);
+        return;
     }
+    if (m->body_at != MSG_BODY_INLINE)
+        msg_body_reserve(m, filled + n);
     memcpy(body_of(m) + filled, data, n);
-}
-
-static void
-body_ref_done(const void *data, size_t len, void *arg)
-{
-    (void)data;
-    (void)len;
-    msg_unref(arg);
 }
 
 void
@@ -369,10 +382,9 @@ msg_body_out(struct msg *m, struct evbuffer *out, uint64_t off, size_t n,
     if (n <= BODY_COPY_MAX) {
         evbuffer_add(out, body + off, n);
     } else if (m->body_at == MSG_BODY_LENT) {
-        lend(arg, body + off, n, ext_of(m)->blk);
+        lend(arg, body + off, n, ext_of(m)->blk, NULL);
     } else {
-        msg_ref(m);
-        evbuffer_add_reference(out, body + off, n, body_ref_done, m);
+        lend(arg, body + off, n, NULL, m);
     }
 }
 
@@ -434,7 +446,9 @@ msg_unborrow_all(struct inblock *b)
         struct msg *m = x->m;
         const uint8_t *lent = x->body;
         unborrow(m);
-        msg_body_alloc(m);
+        m->body_at = MSG_BODY_NONE;
+        x->body = NULL;
+        msg_body_reserve(m, m->body_len);
         memcpy(x->body, lent, m->body_len);
     }
     inblock_unref(b);
@@ -450,7 +464,7 @@ msg_unref(struct msg *m)
     if (m->body_at == MSG_BODY_LENT) {
         unborrow(m);
     } else if (m->body_at == MSG_BODY_HEAP) {
-        bytes_in_use -= m->body_len;
+        bytes_in_use -= ext_of(m)->cap;
         free(ext_of(m)->body);
     }
     if (m->srec != NULL)

@@ -90,6 +90,8 @@ struct msg {
  * or lent by an input block (and listed in it). */
 struct msg_ext {
     uint8_t *body;
+    uint32_t cap;               /* MSG_BODY_HEAP: bytes allocated, grown
+                                 * as the body's frames arrive */
     struct inblock *blk;
     TAILQ_ENTRY(msg_ext) blk_link;  /* in blk->msgs */
     struct msg *m;
@@ -189,8 +191,10 @@ msg_headers(const struct msg *m)
  * shared with the last message made through 'cache' if it is the same
  * (a NULL 'cache' shares nothing). The body's space is part of the
  * allocation, unless 'body_later': then the first body frame either
- * lends the body (msg_borrow_body) or makes room for it
- * (msg_body_alloc). Returns a new reference (refs == 1).
+ * lends the body (msg_borrow_body: the whole body in that frame) or
+ * starts the body's own allocation, which grows in steps as the frames
+ * arrive (msg_body_reserve), charged to the memory figure only as it
+ * grows. Returns a new reference (refs == 1).
  */
 struct msg *msg_new(struct amqp_bytes exchange, struct amqp_bytes rkey,
                     const uint8_t *hdr, size_t hdr_len,
@@ -210,15 +214,16 @@ void msg_body_frame(struct msg *m, struct inblock *b, const uint8_t *data,
 /*
  * Where the body lives is msg.c's business alone: these are the only
  * ways to its bytes. msg_body_out appends bytes [off, off + n) to 'out'
- * (copied when small, else referenced: 'out' holds the message until
- * written); bytes lent by an input block are handed to 'lend' with 'arg'
- * instead, which appends them holding the block (the session's output
- * counts the block it pins). msg_body_copy copies the whole body to
- * 'dst'.
+ * when they are few (copied); more are handed to 'lend' with 'arg',
+ * which appends them by reference holding what they live in: input
+ * block 'b' for a body lent by its block, else message 'm' (the session's
+ * output counts what it pins, and counts a referenced body's bytes not
+ * as its own memory: the block or message already does). msg_body_copy
+ * copies the whole body to 'dst'.
  */
 struct evbuffer;
 typedef void msg_lend_fn(void *arg, const uint8_t *data, size_t len,
-                         struct inblock *b);
+                         struct inblock *b, struct msg *m);
 void msg_body_out(struct msg *m, struct evbuffer *out, uint64_t off,
                   size_t n, msg_lend_fn *lend, void *arg);
 void msg_body_copy(const struct msg *m, uint8_t *dst);

@@ -49,6 +49,7 @@
 #include "broker/core/perm.h"
 #include "broker/core/stats.h"
 #include "broker/defs/defs_json.h"
+#include "broker/lib/accept_guard.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/mgmt/mgmt_int.h"
@@ -186,6 +187,7 @@ static const struct route routes[] = {
 
 struct server {
     struct evhttp *http;
+    struct accept_guard *guard;     /* its listener's */
     bool tls;
     char ip[INET6_ADDRSTRLEN];  /* as bound; "::" for all addresses */
     int port;
@@ -1584,6 +1586,25 @@ mgmt_listen(const char *ip, int port, char *bound, size_t len,
     return fd;
 }
 
+struct accept_guard *
+mgmt_accept(struct evhttp *http, int fd, const char *what)
+{
+    struct accept_guard *g = accept_guard_new(broker.base, fd, NULL, NULL,
+                                              what);
+
+    if (g == NULL) {
+        close(fd);
+        log_errorx("%s: cannot create a listener", what);
+        return NULL;
+    }
+    if (evhttp_bind_listener(http, accept_guard_listener(g)) == NULL) {
+        accept_guard_free(g, true);
+        log_errorx("%s: cannot accept", what);
+        return NULL;
+    }
+    return g;
+}
+
 /* Start server 's' on 'ip' and 'port'. 0; 1 if the port is taken and
  * 'optional' (warned); -1 (logged). */
 static int
@@ -1632,15 +1653,16 @@ start_server(struct server *s, bool tls, const char *ip, int port,
     evhttp_set_gencb(s->http, request_cb, s);
     if (tls)
         evhttp_set_bevcb(s->http, https_bev_cb, NULL);
-    if (evhttp_accept_socket_with_handle(s->http, fd) == NULL) {
-        close(fd);
+    bound_address(fd, s);
+    char what[128];
+    snprintf(what, sizeof(what), "management API listener %s:%d", s->ip,
+             s->port);
+    s->guard = mgmt_accept(s->http, fd, what);
+    if (s->guard == NULL) {
         evhttp_free(s->http);
         s->http = NULL;
-        log_errorx("management API: cannot accept on %s port %d", shown,
-                   port);
         return -1;
     }
-    bound_address(fd, s);
     if (strchr(s->ip, ':'))
         log_info("management API listening on %s://[%s]:%d/", scheme, s->ip,
                  s->port);
@@ -1707,6 +1729,8 @@ mgmt_stop(void)
     /* Answer what waits before evhttp frees its requests. */
     mgmt_deadletters_stop();
     for (size_t i = 0; i < NELEMS(servers); i++) {
+        accept_guard_free(servers[i].guard, false);
+        servers[i].guard = NULL;
         if (servers[i].http != NULL)
             evhttp_free(servers[i].http);
         servers[i].http = NULL;

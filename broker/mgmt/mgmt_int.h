@@ -296,6 +296,14 @@ uint64_t mgmt_rss_bytes(void);
 int mgmt_listen(const char *ip, int port, char *bound, size_t len,
                 int *bound_port);
 
+/* 'http' accepting on the listening socket 'fd' through a guarded
+ * listener (lib/accept_guard.h: it backs off when accept fails), named
+ * 'what' in the log; the guard, which the caller frees before 'http'
+ * (accept_guard_free(g, false)), or NULL with 'fd' closed (logged). */
+struct accept_guard;
+struct accept_guard *mgmt_accept(struct evhttp *http, int fd,
+                                 const char *what);
+
 void mgmt_connections(struct mgmt_req *r);
 void mgmt_vhost_connections(struct mgmt_req *r);
 void mgmt_connection(struct mgmt_req *r);

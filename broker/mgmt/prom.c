@@ -47,6 +47,7 @@
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
 #include "broker/core/vhost.h"
+#include "broker/lib/accept_guard.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/lib/version.h"
@@ -444,6 +445,7 @@ struct scrape {
 };
 
 static struct evhttp *http;
+static struct accept_guard *guard;     /* http's listener's */
 static char bound_ip[64];
 static int bound_port;
 static LIST_HEAD(, scrape) scrapes = LIST_HEAD_INITIALIZER(scrapes);
@@ -1492,12 +1494,13 @@ prom_start(void)
     evhttp_set_timeout_tv(http, &idle);
     evhttp_set_default_content_type(http, NULL);
     evhttp_set_gencb(http, request_cb, NULL);
-    if (evhttp_accept_socket_with_handle(http, fd) == NULL) {
-        close(fd);
+    char what[128];
+    snprintf(what, sizeof(what), "Prometheus listener %s:%d", bound_ip,
+             bound_port);
+    guard = mgmt_accept(http, fd, what);
+    if (guard == NULL) {
         evhttp_free(http);
         http = NULL;
-        log_errorx("prometheus: cannot accept on %s port %d", shown,
-                   c->prom_tcp_port);
         return -1;
     }
     if (strchr(bound_ip, ':'))
@@ -1518,6 +1521,8 @@ prom_stop(void)
         evhttp_connection_set_closecb(s->evcon, NULL, NULL);
         scrape_free(s);
     }
+    accept_guard_free(guard, false);
+    guard = NULL;
     if (http != NULL)
         evhttp_free(http);
     http = NULL;

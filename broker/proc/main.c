@@ -34,6 +34,7 @@
 #include "broker/mgmt/mgmt.h"
 #include "broker/mgmt/prom.h"
 #include "broker/proc/cmdline.h"
+#include "broker/proc/limits.h"
 #include "broker/proc/manpage.h"
 #include "broker/proc/notify.h"
 #include "broker/proc/reload.h"
@@ -482,6 +483,8 @@ main(int argc, char **argv)
         log_close();
         return rc;
     }
+    limits_raise_nofile();
+    limits_fit_connections(&broker.cfg, true);
     if (mkdir(broker.cfg.data_dir, 0700) != 0 && errno != EEXIST)
         fatal("cannot create data directory %s", broker.cfg.data_dir);
     signal(SIGPIPE, SIG_IGN);

@@ -22,6 +22,7 @@
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/mgmt/mgmt.h"
+#include "broker/proc/limits.h"
 #include "broker/proc/notify.h"
 #include "tls/tls.h"
 
@@ -278,6 +279,9 @@ reload_run(void)
         log_errorx("reload: TLS (ssl_options.*): %s; nothing changed", err);
         goto out;
     }
+    /* As at start: a connection_max that does not fit the descriptor
+     * limit is lowered (said at start; here only if it then changed). */
+    limits_fit_connections(&fresh, false);
     if (mgmt_tls_prepare(&fresh, &https_tls, err, sizeof(err)) != 0) {
         log_errorx("reload: management API HTTPS (management.ssl.*): %s; "
                    "nothing changed", err);

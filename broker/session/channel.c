@@ -40,6 +40,8 @@
  * Smaller ones are copied: they would pin a block for little gain. */
 #define BODY_LEND_MIN (16 * 1024)
 
+static void content_uncharge(struct channel *ch);
+
 /* ---- the channel's two machines (channel.h) ---- */
 
 #define CH_AS_NAME(s) #s,
@@ -155,6 +157,7 @@ channel_release(struct channel *ch)
     ch->tx_cap = 0;
     msg_unref(ch->pub_msg);
     ch->pub_msg = NULL;
+    content_uncharge(ch);
     if (ch->content != CA_IDLE)
         set_content(ch, CA_IDLE);
 }
@@ -675,9 +678,10 @@ channel_can_deliver(const struct channel *ch, const struct consumer *c)
 }
 
 static void
-lend_to_conn(void *arg, const uint8_t *data, size_t len, struct inblock *b)
+lend_to_conn(void *arg, const uint8_t *data, size_t len, struct inblock *b,
+             struct msg *m)
 {
-    conn_output_lend(arg, data, len, b);
+    conn_output_lend(arg, data, len, b, m);
 }
 
 /* 'method', the content header 'hdr', and the message's body frames. */
@@ -907,8 +911,14 @@ channel_cancel_consumer(struct channel *ch, struct amqp_bytes tag)
     struct consumer *c = hmap_del(&ch->consumers, tag.ptr, tag.len);
     if (c == NULL)
         return false;
-    queue_remove_consumer(c->q, c);
+    struct queue *q = queue_ref(c->q);
+    queue_remove_consumer(q, c);
     consumer_unref(c);
+    /* What waited for it (a single active consumer's queue) goes to the
+     * next consumer now. (A channel that closes requeues its deliveries
+     * first, which dispatches.) */
+    queue_dispatch(q);
+    queue_unref(q);
     return true;
 }
 
@@ -1244,6 +1254,25 @@ channel_await_content(struct channel *ch)
     set_content(ch, CA_AWAIT_HEADER);
 }
 
+/* The unfinished content's bytes, as its connection bounds them: a
+ * large body's frames as they arrive (a small one, under BODY_LEND_MIN,
+ * is allocated whole with its header: at most that much a channel). */
+static void
+content_charge(struct channel *ch, uint64_t n)
+{
+    ch->pub_charged += n;
+    conn_content_grew(ch->conn, (int64_t)n);
+}
+
+static void
+content_uncharge(struct channel *ch)
+{
+    if (ch->pub_charged == 0)
+        return;
+    conn_content_grew(ch->conn, -(int64_t)ch->pub_charged);
+    ch->pub_charged = 0;
+}
+
 static void
 header_frame(struct channel *ch, const struct frame *f)
 {
@@ -1289,8 +1318,10 @@ header_frame(struct channel *ch, const struct frame *f)
     if ((h.props.flags & AMQP_BASIC_HEADERS_FLAG) &&
         !channel_check_cc_bcc(ch, h.props.headers))
         return;
-    bool lendable = h.body_size >= BODY_LEND_MIN &&
-                    h.body_size <= ch->conn->frame_max;
+    /* A large body arrives later: lent by its block if it comes in one
+     * frame, else in an allocation that grows with what arrived, so an
+     * announced size costs nothing until it is sent. */
+    bool lendable = h.body_size >= BODY_LEND_MIN;
     /* Direct reply-to: reply_to names the channel's address instead. */
     if ((h.props.flags & AMQP_BASIC_REPLY_TO_FLAG) &&
         reply_to_is_pseudo(h.props.reply_to)) {
@@ -1331,11 +1362,15 @@ body_frame(struct channel *ch, const struct frame *f)
                   "body size %" PRIu32, ch->pub_filled + f->size, m->body_len);
         return;
     }
+    /* A body in one frame is lent and complete at once: nothing waits. */
+    if (f->size < m->body_len)
+        content_charge(ch, f->size);
     /* The whole body in one frame is lent, not copied (inbuf.h). */
     msg_body_frame(m, conn_input_block(ch->conn), f->payload, f->size,
                    ch->pub_filled);
     ch->pub_filled += f->size;
     if (ch->pub_filled == m->body_len) {
+        content_uncharge(ch);
         ch->pub_msg = NULL;
         set_content(ch, CA_IDLE);
         channel_publish(ch, m, ch->pub_mandatory);

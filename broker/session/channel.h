@@ -81,6 +81,7 @@ struct channel {
     bool pub_mandatory;
     struct msg *pub_msg;
     uint64_t pub_filled;            /* body bytes of pub_msg so far */
+    uint64_t pub_charged;           /* of them, told conn_content_grew */
     struct msg_env_cache envs;      /* envelopes its publishes share */
     /* consuming */
     struct hmap consumers;          /* tag -> struct consumer */

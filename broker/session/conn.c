@@ -97,14 +97,19 @@ static const uint16_t pause_next[] = {
 };
 
 static const uint16_t hold_next[] = {
-    [CONN_HOLD_NONE] = TO(CONN_HOLD_STORE) | TO(CONN_HOLD_GET),
+    [CONN_HOLD_NONE] = TO(CONN_HOLD_STORE) | TO(CONN_HOLD_GET) |
+                       TO(CONN_HOLD_CONTENT),
     [CONN_HOLD_STORE] = TO(CONN_HOLD_NONE),
     [CONN_HOLD_GET] = TO(CONN_HOLD_NONE),
+    [CONN_HOLD_CONTENT] = TO(CONN_HOLD_NONE),
 };
 
 static const uint16_t output_next[] = {
-    [CONN_OUTPUT_FLOWING] = TO(CONN_OUTPUT_CONGESTED),
-    [CONN_OUTPUT_CONGESTED] = TO(CONN_OUTPUT_FLOWING),
+    [CONN_OUTPUT_FLOWING] = TO(CONN_OUTPUT_CONGESTED) |
+                            TO(CONN_OUTPUT_STALLED),
+    [CONN_OUTPUT_CONGESTED] = TO(CONN_OUTPUT_FLOWING) |
+                              TO(CONN_OUTPUT_STALLED),
+    [CONN_OUTPUT_STALLED] = TO(CONN_OUTPUT_FLOWING),
 };
 #undef ENDS
 #undef TO
@@ -149,7 +154,8 @@ wants_input(const struct conn *c)
         return true;
     if (c->state >= CONN_CLOSING_DEAF)
         return false;
-    return c->pause == CONN_RUNNING && c->hold == CONN_HOLD_NONE;
+    return c->pause == CONN_RUNNING && c->hold == CONN_HOLD_NONE &&
+           c->output != CONN_OUTPUT_STALLED;
 }
 
 /* Tell the transport when that changes; every setter calls it. */
@@ -169,7 +175,7 @@ static bool
 handles_input(const struct conn *c)
 {
     return !conn_is_closed(c) && c->pause < CONN_BLOCKING &&
-           c->hold == CONN_HOLD_NONE;
+           c->hold == CONN_HOLD_NONE && c->output != CONN_OUTPUT_STALLED;
 }
 
 /* We sent connection.close: only its close-ok (or the deadline) ends
@@ -213,6 +219,7 @@ set_output(struct conn *c, enum conn_output next)
 {
     conn_move(c, &outputs, c->output, next);
     c->output = next;
+    update_reading(c);
 }
 
 size_t
@@ -457,7 +464,8 @@ set_pause(struct conn *c, enum conn_pause next)
 /* An output reference to a lent body: what to release once written. */
 struct lent {
     struct conn *c;
-    struct inblock *b;
+    struct inblock *b;          /* the block it lies in, or */
+    struct msg *m;              /* the message whose body it is */
     size_t extra;               /* what it added to c->out_pinned */
 };
 
@@ -466,26 +474,34 @@ lent_done(const void *data, size_t len, void *arg)
 {
     struct lent *l = arg;
     (void)data;
-    (void)len;
     l->c->out_pinned -= l->extra;
-    inblock_unref(l->b);
+    l->c->out_shared -= len;
+    if (l->b != NULL)
+        inblock_unref(l->b);
+    else
+        msg_unref(l->m);
     free(l);
 }
 
 void
 conn_output_lend(struct conn *c, const uint8_t *data, size_t len,
-                 struct inblock *b)
+                 struct inblock *b, struct msg *m)
 {
     struct lent *l = xmalloc(sizeof(*l));
 
     l->c = c;
-    l->b = inblock_ref(b);
-    /* The rest of the block is counted with the first of a run of
+    l->b = b != NULL ? inblock_ref(b) : NULL;
+    l->m = b == NULL ? msg_ref(m) : NULL;
+    l->extra = 0;
+    /* The rest of a block is counted with the first of a run of
      * references to it; the output drains in order, so what this leaves
      * uncounted is never more than one block. */
-    l->extra = b != c->last_lent && b->cap > len ? b->cap - len : 0;
-    c->last_lent = b;
+    if (b != NULL) {
+        l->extra = b != c->last_lent && b->cap > len ? b->cap - len : 0;
+        c->last_lent = b;
+    }
     c->out_pinned += l->extra;
+    c->out_shared += len;
     if (evbuffer_add_reference(c->out, data, len, lent_done, l) != 0) {
         evbuffer_add(c->out, data, len);
         lent_done(data, len, l);
@@ -503,13 +519,20 @@ void
 conn_output_added(struct conn *c)
 {
     c->last_send_ms = now_ms();
+    size_t weight = output_weight(c);
     if (c->output == CONN_OUTPUT_FLOWING &&
-        output_weight(c) > (size_t)broker.cfg.consumer_output_high_watermark) {
+        weight > (size_t)broker.cfg.consumer_output_high_watermark) {
         set_output(c, CONN_OUTPUT_CONGESTED);
         /* A congested connection is never paused (conn_flow): it may be
          * a client that reads only between its writes. */
         if (c->pause == CONN_FLOW)
             set_pause(c, CONN_RUNNING);
+    }
+    if (c->output != CONN_OUTPUT_STALLED && weight > CONN_OUTPUT_HARD_MAX) {
+        conn_log(c, LOG_LVL_INFO, "output of %zu bytes over %zu: not read "
+                 "until it drains below %lld", weight, CONN_OUTPUT_HARD_MAX,
+                 (long long)broker.cfg.consumer_output_low_watermark);
+        set_output(c, CONN_OUTPUT_STALLED);
     }
     if (!c->flush_queued && c->state != CONN_RELEASED) {
         c->flush_queued = true;
@@ -890,6 +913,25 @@ conn_hold_input(struct conn *c)
 }
 
 void
+conn_content_grew(struct conn *c, int64_t delta)
+{
+    c->unfinished += (uint64_t)delta;
+    if (c->unfinished > CONN_UNFINISHED_MAX && c->hold == CONN_HOLD_NONE &&
+        !conn_is_closed(c)) {
+        conn_log(c, LOG_LVL_WARN, "unfinished contents hold %" PRIu64
+                 " bytes, over %" PRIu64 " (twice max_message_size): not "
+                 "read until they are published", c->unfinished,
+                 CONN_UNFINISHED_MAX);
+        set_hold(c, CONN_HOLD_CONTENT);
+    } else if (c->unfinished <= CONN_UNFINISHED_MAX &&
+               c->hold == CONN_HOLD_CONTENT) {
+        /* Only a channel dropped while the connection is held gets here
+         * (no frame is handled meanwhile): reading again is enough. */
+        set_hold(c, CONN_HOLD_NONE);
+    }
+}
+
+void
 conn_release_input(struct conn *c)
 {
     if (c->hold != CONN_HOLD_GET)
@@ -931,7 +973,7 @@ conn_buffer_bytes(void)
     uint64_t n = 0;
     struct conn *c;
     TAILQ_FOREACH(c, &conns, link)
-        n += evbuffer_get_length(c->out);
+        n += evbuffer_get_length(c->out) - c->out_shared;
     return n;
 }
 
@@ -1329,9 +1371,13 @@ write_now(struct conn *c)
             conn_release(c);
         return;
     }
-    if (c->output == CONN_OUTPUT_CONGESTED &&
+    if (c->output != CONN_OUTPUT_FLOWING &&
         output_weight(c) <= (size_t)broker.cfg.consumer_output_low_watermark) {
+        bool stalled = c->output == CONN_OUTPUT_STALLED;
         set_output(c, CONN_OUTPUT_FLOWING);
+        /* What was read before it stalled is handled now. */
+        if (stalled)
+            process_input(c);
         size_t pos = 0;
         struct channel *ch;
         while (c->output == CONN_OUTPUT_FLOWING &&
@@ -1411,7 +1457,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     /* A connection we stopped reading cannot be blamed for silence; any
      * other is dropped after two intervals without a byte from it, about
      * when RabbitMQ's receiver gives up. */
-    if (c->pause == CONN_RUNNING && now - c->last_recv_ms > 2 * hb) {
+    if (c->pause == CONN_RUNNING && c->output != CONN_OUTPUT_STALLED &&
+        now - c->last_recv_ms > 2 * hb) {
         conn_log(c, LOG_LVL_WARN, "missed heartbeats from client, timeout: "
                  "%us", c->heartbeat);
         conn_release(c);
@@ -1551,7 +1598,7 @@ conn_accept(int fd, const struct sockaddr *sa, int salen, struct tls_ctx *tls)
     }
     /* Sockets still in the handshake count too, with some slack, so that
      * a flood of half-open connections cannot exhaust descriptors. */
-    if (nconns >= (size_t)broker.cfg.connection_max + 128) {
+    if (nconns >= (size_t)broker.cfg.connection_max + CONN_HANDSHAKE_SLACK) {
         static uint64_t last_log;
         if (now_ms() - last_log > 10000) {
             log_warnx("connection_max (%lld) reached: refusing new sockets",

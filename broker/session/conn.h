@@ -60,14 +60,27 @@ struct sockaddr;
 
 /* Input that waits, neither read nor handled: for the store's sync of a
  * reply already in the output, which is not written meanwhile
- * (conn_hold_for_store), or for a basic.get's message to be read back
- * (conn_hold_input). */
-#define CONN_HOLDS(X) X(CONN_HOLD_NONE) X(CONN_HOLD_STORE) X(CONN_HOLD_GET)
+ * (conn_hold_for_store), for a basic.get's message to be read back
+ * (conn_hold_input), or because the contents it has begun on its
+ * channels hold more than CONN_UNFINISHED_MAX (conn_content_grew). */
+#define CONN_HOLDS(X)                                                        \
+    X(CONN_HOLD_NONE) X(CONN_HOLD_STORE) X(CONN_HOLD_GET) X(CONN_HOLD_CONTENT)
 
 /* The output against its watermarks: CONGESTED over the high one (no
- * deliveries, never paused by flow control) until it drains below the
+ * deliveries, never paused by flow control), STALLED over the hard bound,
+ * CONN_OUTPUT_HARD_MAX (replies that are not deliveries, basic.get-ok
+ * and basic.return among them, pile up there: the connection is no
+ * longer read, nor blamed for silence), each until it drains below the
  * low one. */
-#define CONN_OUTPUTS(X) X(CONN_OUTPUT_FLOWING) X(CONN_OUTPUT_CONGESTED)
+#define CONN_OUTPUTS(X)                                                      \
+    X(CONN_OUTPUT_FLOWING) X(CONN_OUTPUT_CONGESTED) X(CONN_OUTPUT_STALLED)
+#define CONN_OUTPUT_HARD_MAX                                                 \
+    ((size_t)broker.cfg.consumer_output_high_watermark * 4)
+
+/* Sockets a broker holds beyond connection_max: those still in their
+ * handshake, which do not count as connections yet. Past it, a new
+ * socket is closed at once (logged once per 10 s). */
+#define CONN_HANDSHAKE_SLACK 128
 
 #define CONN_AS_ENUM(s) s,
 enum conn_state { CONN_STATES(CONN_AS_ENUM) };
@@ -93,6 +106,7 @@ struct conn {
     bool flush_queued;          /* on that list */
     size_t read_size;           /* bytes to ask for in the next read */
     size_t input_max;           /* input held before reading pauses */
+    uint64_t unfinished;        /* conn_content_grew's bytes */
     char peer[64];              /* "127.0.0.1:53422" */
     char local[64];             /* the address it reached: "127.0.0.1:5672" */
     bool peer_is_loopback;
@@ -135,6 +149,8 @@ struct conn {
      * to lent bodies keep alive (counted once per run of references to
      * the same block); they count against the watermarks */
     size_t out_pinned;
+    size_t out_shared;          /* output bytes that are references to
+                                 * bodies (conn_output_lend) */
     const struct inblock *last_lent;
     uint64_t wrote_ms;          /* last write that the socket took */
     TAILQ_ENTRY(conn) flow_link;    /* paused by flow control (CONN_FLOW) */
@@ -165,11 +181,13 @@ void conn_send_method(struct conn *c, uint16_t channel,
  * conn_output_added() before returning to the loop. */
 struct evbuffer *conn_output(struct conn *c);
 
-/* Add 'len' bytes at 'data', a body lent by input block 'b', to the
- * output by reference (no copy). The block stays alive until they are
- * written, and counts against the output watermarks. */
+/* Add 'len' bytes at 'data', a body lent by input block 'b' or the body
+ * of message 'm' (one of them NULL), to the output by reference (no
+ * copy). The block or message stays alive until they are written; they
+ * count against the output watermarks, but not in the memory figure
+ * (conn_buffer_bytes), where the block or message counts them once. */
 void conn_output_lend(struct conn *c, const uint8_t *data, size_t len,
-                      struct inblock *b);
+                      struct inblock *b, struct msg *m);
 
 /* Called after output was added: tracks congestion and queues the
  * connection to be written at the end of this loop turn. */
@@ -293,6 +311,18 @@ void conn_channel_closed(struct conn *c, uint16_t number);
 /* What was just answered must reach the disk before the client hears
  * of it: hold output and input until the store's open batch is durable. */
 void conn_hold_for_store(struct conn *c);
+
+/*
+ * The bytes that the unfinished contents of 'c''s channels hold changed
+ * by 'delta' (channel.c: a small body's allocation when its header
+ * arrives, a large one's frames as they arrive, minus it all when the
+ * content is published or dropped). Past CONN_UNFINISHED_MAX, twice
+ * max_message_size, the connection is no longer read (CONN_HOLD_CONTENT)
+ * until it is back under: only that client waits, and a heartbeat
+ * timeout still ends it.
+ */
+#define CONN_UNFINISHED_MAX ((uint64_t)broker.cfg.max_message_size * 2)
+void conn_content_grew(struct conn *c, int64_t delta);
 
 /* Handle no further input until conn_release_input (a basic.get waits
  * for a read: queue_get_wait). */

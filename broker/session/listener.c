@@ -18,12 +18,13 @@
 #include <unistd.h>
 
 #include "broker/core/broker.h"
+#include "broker/lib/accept_guard.h"
 #include "broker/lib/log.h"
 #include "broker/session/conn.h"
 
 #define MAX_LISTENERS 16
 
-static struct evconnlistener *listeners[MAX_LISTENERS];
+static struct accept_guard *listeners[MAX_LISTENERS];
 static int nlisteners;
 
 static void
@@ -36,15 +37,6 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
         return;
     }
     conn_accept(fd, sa, salen, arg);
-}
-
-static void
-accept_error_cb(struct evconnlistener *l, void *arg)
-{
-    (void)l;
-    (void)arg;
-    /* EMFILE and friends: log and go on; the listener stays enabled. */
-    log_warn("accept failed");
 }
 
 static int
@@ -139,15 +131,16 @@ listener_start(const char *bind_addr, int port, int backlog,
         return -1;
     }
     int bound = bound_port(fd, desc, sizeof(desc));
-    struct evconnlistener *l =
-        evconnlistener_new(broker.base, accept_cb, tls,
-                           LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+    char what[128];
+    snprintf(what, sizeof(what), "AMQP%s listener %s", tls ? " over TLS" : "",
+             desc);
+    struct accept_guard *l = accept_guard_new(broker.base, fd, accept_cb, tls,
+                                              what);
     if (l == NULL) {
         close(fd);
         log_errorx("cannot create a listener");
         return -1;
     }
-    evconnlistener_set_error_cb(l, accept_error_cb);
     listeners[nlisteners++] = l;
     log_info("listening for AMQP%s on %s (port %d)", tls ? " over TLS" : "",
              desc, bound);
@@ -188,6 +181,6 @@ void
 listener_stop(void)
 {
     for (int i = 0; i < nlisteners; i++)
-        evconnlistener_free(listeners[i]);
+        accept_guard_free(listeners[i], true);
     nlisteners = 0;
 }

@@ -238,6 +238,33 @@ START_TEST(sac_takeover_on_connection_death_keeps_order)
 }
 END_TEST
 
+/* The active consumer cancelled while it holds an unacked delivery and
+ * the queue holds more: the next one gets them at once, as in RabbitMQ,
+ * not at the next publish or ack. */
+START_TEST(sac_cancel_hands_over_at_once)
+{
+    amqp_connection_state_t c1 = h_connect(H), c2 = h_connect(H);
+    char q[256], order[512];
+    int a = 0, b = 0;
+
+    declare_sac(c1, "sac-cancel", q);
+    qos(c1, 1, 1);
+    consume_with(c1, 1, q, "a", false, amqp_empty_table);
+    SYNC(c1, 1, NULL, 0);
+    consume_with(c2, 1, q, "b", false, amqp_empty_table);
+    PUBLISH_N(c2, 1, q, "m", 0, 4);
+    collect(c1, 1, &a, &b, order, sizeof(order));
+    ck_assert_str_eq(order, "a:m0");
+    amqp_basic_cancel(c1, 1, amqp_cstring_bytes("a"));
+    EXPECT_OK(c1, "basic.cancel");
+    a = b = 0;
+    collect(c2, 3, &a, &b, order, sizeof(order));
+    ck_assert_str_eq(order, "b:m1,b:m2,b:m3");
+    h_close(c1);
+    h_close(c2);
+}
+END_TEST
+
 START_TEST(sac_not_a_bool_406)
 {
     amqp_connection_state_t c = h_connect(H);
@@ -375,6 +402,7 @@ main(void)
     tc = h_tcase(s, "single active consumer", 20, true);
     tcase_add_test(tc, sac_one_consumer_then_the_next);
     tcase_add_test(tc, sac_takeover_on_connection_death_keeps_order);
+    tcase_add_test(tc, sac_cancel_hands_over_at_once);
     tcase_add_test(tc, sac_not_a_bool_406);
     tcase_add_test(tc, sac_compared_on_redeclare);
 

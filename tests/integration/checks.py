@@ -12,11 +12,13 @@ import urllib.parse
 import urllib.request
 
 fails = 0
+passes = 0
 
 
 def check(name, cond, why=""):
-    global fails
+    global fails, passes
     if cond:
+        passes += 1
         print("PASS " + name)
     else:
         fails += 1
