@@ -636,7 +636,15 @@ struct page {
     long page, size;
     const char *name;           /* the filter, or NULL */
     void *re;                   /* with use_regex */
+    /* The filter's budget: a regular expression past its match limit on
+     * a name (perm_re_run), or a filter that took more than
+     * PAGE_FILTER_MS in all, ends the request with a 400 (page_over). */
+    const char *over;           /* why it ended, or NULL */
+    size_t tested;
+    int64_t started_ms;
 };
+
+#define PAGE_FILTER_MS 250
 
 /*
  * The page the query asks for (RabbitMQ's rabbit_mgmt_util:paginate):
@@ -682,14 +690,35 @@ page_args(struct mgmt_req *r, struct page *pg)
 }
 
 static bool
-page_keeps(const struct page *pg, const char *name)
+page_keeps(struct page *pg, const char *name)
 {
     if (pg->name == NULL)
         return true;
-    if (name == NULL)
+    if (name == NULL || pg->over != NULL)
         return false;
-    return pg->re ? perm_re_match(pg->re, name, strlen(name))
-                  : name_has(name, pg->name);
+    if (pg->re == NULL)
+        return name_has(name, pg->name);
+    if (pg->tested++ % 64 == 0) {
+        if (pg->started_ms == 0)
+            pg->started_ms = mono_ms();
+        else if (mono_ms() - pg->started_ms > PAGE_FILTER_MS)
+            pg->over = "took too long";
+    }
+    enum perm_re_result m = perm_re_run(pg->re, name, strlen(name));
+    if (m == PERM_RE_LIMIT)
+        pg->over = "exceeds its match limit";
+    return m == PERM_RE_YES;
+}
+
+/* Whether the filter's budget ran out: then answered with a 400. */
+static bool
+page_over(struct mgmt_req *r, const struct page *pg)
+{
+    if (pg->over == NULL)
+        return false;
+    mgmt_bad_request(r, "Pagination parameters are invalid: the name's "
+                     "regular expression %s", pg->over);
+    return true;
 }
 
 /* Where page 'pg' of 'filtered' items starts, or -1 having answered
@@ -741,6 +770,10 @@ paginate(struct mgmt_req *r, json_t *arr, json_t **out)
             json_array_append(kept, item);
     }
     perm_re_free(pg.re);
+    if (page_over(r, &pg)) {
+        json_decref(kept);
+        return -1;
+    }
     size_t filtered = json_array_size(kept);
     long start = page_start(r, &pg, filtered);
     if (start < 0) {
@@ -947,6 +980,8 @@ reply_page(struct mgmt_req *r, struct sort_item *v, size_t n,
             ops->release(v[i].item);
     }
     n = kept;
+    if (page_over(r, &pg))
+        goto out;
     qsort(v, n, sizeof(*v), cmp_sort_items);
     long start = page_start(r, &pg, n);
     if (start < 0)
