@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,7 +52,20 @@ struct tls_ctx {
     SSL_CTX *ssl;
     int handshake_timeout_ms;
     struct login_rule login;
+    char warning[4400];         /* tls_ctx_warning's */
 };
+
+/*
+ * TLS 1.2 suites offered when ssl_options.ciphers names none: RabbitMQ's
+ * recommended list, AEAD ciphers with forward secrecy only (ECDHE with
+ * AES-GCM or ChaCha20-Poly1305), so no SHA-1 MAC, no CBC and no static
+ * RSA key exchange. TLS 1.3's are all AEAD with forward secrecy:
+ * OpenSSL's defaults stand.
+ */
+static const char tls12_default_ciphers[] =
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256";
 
 /* ---- the context ---- */
 
@@ -161,7 +175,9 @@ set_ciphers(SSL_CTX *ctx, const char *list, char *err, size_t errlen)
     if (*v13 != '\0' && SSL_CTX_set_ciphersuites(ctx, v13) != 1) {
         ssl_error(err, errlen, "ssl_options.ciphers (TLS 1.3)", NULL);
         rc = -1;
-    } else if (*v12 != '\0' && SSL_CTX_set_cipher_list(ctx, v12) != 1) {
+    } else if (SSL_CTX_set_cipher_list(ctx, *v12 != '\0'
+                                                ? v12
+                                                : tls12_default_ciphers) != 1) {
         ssl_error(err, errlen, "ssl_options.ciphers", NULL);
         rc = -1;
     }
@@ -319,7 +335,20 @@ tls_ctx_new(const struct tls_options *o, char *err, size_t errlen)
     c->ssl = ssl;
     c->handshake_timeout_ms = o->handshake_timeout_ms;
     c->login = rule;
+    /* A key others can read is a key others may have. */
+    struct stat sb;
+    if (stat(o->keyfile, &sb) == 0 && (sb.st_mode & (S_IRWXG | S_IRWXO)))
+        snprintf(c->warning, sizeof(c->warning), "the private key %s is "
+                 "readable or writable by its group or others (mode %04o): "
+                 "make it 0600 or 0400", o->keyfile,
+                 (unsigned)(sb.st_mode & 07777));
     return c;
+}
+
+const char *
+tls_ctx_warning(const struct tls_ctx *c)
+{
+    return c->warning;
 }
 
 void

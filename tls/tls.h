@@ -27,7 +27,9 @@ struct tls_options {
     bool verify_peer;           /* verify = verify_peer */
     bool fail_if_no_peer_cert;
     const char *versions;       /* "tlsv1.2\ntlsv1.3\n"; "" = 1.2 and 1.3 */
-    const char *ciphers;        /* one per line; "" = OpenSSL's defaults */
+    const char *ciphers;        /* one per line; none for TLS 1.2: AEAD
+                                 * suites with forward secrecy; none for
+                                 * TLS 1.3: OpenSSL's defaults */
     bool honor_cipher_order;
     int depth;
     bool reuse_sessions;
@@ -49,6 +51,11 @@ struct tls_ctx;
  * option at fault in 'err'. */
 struct tls_ctx *tls_ctx_new(const struct tls_options *o, char *err,
                             size_t errlen);
+
+/* What the caller should warn about in the context 'c' (from
+ * tls_ctx_new), "" if nothing: a private key file readable by its group
+ * or others. tls/ does not log. */
+const char *tls_ctx_warning(const struct tls_ctx *c);
 
 /* A reload (SIGHUP): 'live' takes what 'fresh' (from tls_ctx_new) was
  * made with, and 'fresh' is freed. New connections use the new

@@ -108,7 +108,11 @@ set_alarms(bool mem, bool disk)
         mem_alarm = mem;
     }
     if (disk != disk_alarm) {
-        if (disk)
+        if (disk && store_is_failed())
+            log_warnx("disk resource limit alarm set on %s: the store "
+                      "cannot write (%s); publishers will be blocked",
+                      broker.cfg.data_dir, store_failure());
+        else if (disk)
             log_warnx("disk resource limit alarm set on %s: free space below "
                       "%" PRId64 " bytes; publishers will be blocked",
                       broker.cfg.data_dir, broker.cfg.disk_free_limit);

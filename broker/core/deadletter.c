@@ -64,7 +64,8 @@ put_death(struct wire_wr *w, int64_t count, const char *reason,
 }
 
 /* Write the new headers table (entries only, with its length prefix)
- * into 'w'; false if this death would repeat a cycle. */
+ * into 'w': this death first in x-death, its (queue, reason) entry's
+ * count one more. */
 static bool
 build_headers(struct wire_wr *w, const struct msg *m,
               const struct content_header *h, const char *queue,
@@ -83,8 +84,6 @@ build_headers(struct wire_wr *w, const struct msg *m,
         while (array_next(&it, &v))
             if (v.kind == AMQP_FIELD_TABLE && entry_is(v.v.table, queue, reason)) {
                 struct amqp_field c;
-                if (strcmp(reason, "rejected") != 0)
-                    return false;
                 if (table_get(v.v.table, "count", &c) &&
                     (c.kind == AMQP_FIELD_I64 || c.kind == AMQP_FIELD_L64))
                     count = c.v.i + 1;
@@ -127,17 +126,14 @@ build_headers(struct wire_wr *w, const struct msg *m,
 struct death {
     const struct msg *m;
     const char *queue, *reason;
-    bool cycle;                 /* it died here for this reason before */
 };
 
 static bool
 death_headers(struct wire_wr *w, struct content_header *h, void *arg)
 {
     struct death *d = arg;
-    if (!build_headers(w, d->m, h, d->queue, d->reason)) {
-        d->cycle = true;
+    if (!build_headers(w, d->m, h, d->queue, d->reason))
         return false;
-    }
     /* The expiration moved into x-death as original-expiration. */
     h->props.flags &= (uint16_t)~AMQP_BASIC_EXPIRATION_FLAG;
     return true;
@@ -147,25 +143,47 @@ struct msg *
 deadletter_msg(const struct msg *m, const char *queue, const char *reason,
                const char *dlx, const char *dlrk)
 {
-    struct death d = { m, queue, reason, false };
+    struct death d = { m, queue, reason };
     struct amqp_bytes xn = amqp_cstr(dlx), rk;
 
     if (dlrk)
         rk = amqp_cstr(dlrk);
     struct msg *dm = reheader_copy(m, death_headers, &d, &xn,
                                    dlrk ? &rk : NULL);
-    if (dm == NULL) {
-        /* A cycle ends here, silently. With x-death added, the headers
-         * can outgrow what a table may hold (16 MiB): such a message
-         * cannot be dead-lettered and is dropped, as one that would
-         * expire forever. */
-        if (!d.cycle)
-            log_warnx("queue '%s': a message too large to dead-letter with "
-                      "x-death was dropped", queue);
+    /* With x-death added, the headers can outgrow what a table may
+     * hold (16 MiB): such a message cannot be dead-lettered. */
+    if (dm == NULL)
         return NULL;
-    }
     dm->born = (uint32_t)now_ms();   /* its time in the DLQ starts now */
     return dm;
+}
+
+bool
+deadletter_is_cycle(const struct msg *dm, const char *queue)
+{
+    struct amqp_field deaths, v, f;
+    struct table_iter it;
+    bool automatic = true;
+
+    if (!table_get(msg_headers(dm), "x-death", &deaths) ||
+        deaths.kind != AMQP_FIELD_ARRAY)
+        return false;
+    array_iter_init(&it, deaths.v.array);
+    while (array_next(&it, &v)) {
+        /* Something RabbitMQ would not have written there: a client
+         * did, so the cycle is not fully automatic. */
+        if (v.kind != AMQP_FIELD_TABLE) {
+            automatic = false;
+            continue;
+        }
+        if (table_get(v.v.table, "reason", &f) &&
+            f.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(f.v.str, "rejected"))
+            automatic = false;
+        if (table_get(v.v.table, "queue", &f) &&
+            f.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(f.v.str, queue))
+            return automatic;
+    }
+    return false;
 }
 
 static struct amqp_bytes

@@ -19,12 +19,23 @@ struct msg;
 /*
  * A new message (one reference) for dead-lettering 'm' from 'queue' for
  * 'reason' to exchange 'dlx', with routing key 'dlrk' (NULL: keep the
- * original). NULL when the message already died in this queue for this
- * reason and the reason is not "rejected": RabbitMQ drops such cycles.
+ * original). NULL when its headers with x-death would be larger than a
+ * table may be.
  */
 struct msg *deadletter_msg(const struct msg *m, const char *queue,
                            const char *reason, const char *dlx,
                            const char *dlrk);
+
+/*
+ * Whether delivering the dead-lettered 'dm' (its x-death already says
+ * this death) into 'queue' closes a fully automatic cycle, which
+ * RabbitMQ 3.10 drops for that queue: x-death names 'queue' (the
+ * message died there before, or is dying there now), and neither that
+ * entry nor any newer one has reason "rejected" (a client's decision
+ * breaks the cycle). A message published again (a replay) keeps its
+ * x-death and is judged by the same rule.
+ */
+bool deadletter_is_cycle(const struct msg *dm, const char *queue);
 
 /* The first (newest) entry of a message's x-death header, borrowing
  * the message's bytes; a field it lacks is empty ('count' 0). */

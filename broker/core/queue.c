@@ -10,6 +10,7 @@
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,8 +184,9 @@ over_limit(const struct queue *q, size_t extra_len, uint64_t extra_bytes)
 }
 
 static struct exchange *dead_letter_exchange(const struct queue *q);
-static void route_dead(struct queue *q, struct exchange *dlx, struct msg *dm,
-                       const char *reason);
+static void dead_letter_copy(struct queue *q, const struct msg *m,
+                             const char *reason, unsigned deliveries,
+                             struct exchange *dlx, struct qentry *done);
 
 /* A push of a message with TTL 0 offers it to the consumers ready now
  * (as RabbitMQ), due at once only after: its queue and sequence number
@@ -205,12 +207,9 @@ ring_push(struct queue *q, struct msg *m)
         over_limit(q, 1, m->body_len)) {
         /* reject-publish-dlx: refused, and dead-lettered as "maxlen". */
         struct exchange *dlx;
-        struct msg *dm;
         if (q->qa.overflow == OVERFLOW_REJECT_PUBLISH_DLX &&
-            (dlx = dead_letter_exchange(q)) != NULL &&
-            (dm = deadletter_msg(m, q->name, "maxlen", q->qa.dlx,
-                                 q->qa.dlrk)) != NULL)
-            route_dead(q, dlx, dm, "maxlen");
+            (dlx = dead_letter_exchange(q)) != NULL)
+            dead_letter_copy(q, m, "maxlen", 0, dlx, NULL);
         return -1;
     }
     if (msg_ttl(m) >= 0 && (ttl < 0 || msg_ttl(m) < ttl))
@@ -321,24 +320,29 @@ head_can_go(struct queue *q, const struct qring *r)
     return false;
 }
 
-/* Give up entry 'e' for 'reason' ("rejected", "expired", "maxlen"):
- * republish its message through the queue's dead-letter exchange if it
- * has one, else drop it. */
-/* Route 'dm', the dead-lettered copy of a message of 'q' (its DLX is
- * 'dlx'), and let go of it. Not back into 'q' itself unless rejected
- * there (RabbitMQ's rule against cycles). */
-static void
-route_dead(struct queue *q, struct exchange *dlx, struct msg *dm,
-           const char *reason)
+/* Route 'dm', the dead-lettered copy of a message, through its queue's
+ * dead-letter exchange 'dlx' into every queue it reaches, except where
+ * it would close a fully automatic cycle (deadletter_is_cycle: RabbitMQ
+ * drops it for those), and let go of it. How many queues took it;
+ * '*cycles' how many it was kept from. */
+static size_t
+route_dead(struct exchange *dlx, struct msg *dm, size_t *cycles)
 {
     struct route_result rr;
+    size_t took = 0;
+
+    *cycles = 0;
     route_result_init(&rr);
     exchange_route(dlx, dm, &rr);
-    for (size_t i = 0; i < rr.n; i++)
-        if (rr.qs[i] != q || strcmp(reason, "rejected") == 0)
-            (void)ring_push(rr.qs[i], dm);
+    for (size_t i = 0; i < rr.n; i++) {
+        if (deadletter_is_cycle(dm, rr.qs[i]->name))
+            (*cycles)++;
+        else if (ring_push(rr.qs[i], dm) >= 0)
+            took++;
+    }
     route_result_free(&rr);
     msg_unref(dm);
+    return took;
 }
 
 /* A log line about 'q' and the message 'm' (NULL: none): the queue,
@@ -362,42 +366,111 @@ queue_log(const struct queue *q, const struct msg *m, enum log_level level,
     va_end(ap);
 }
 
+/* A message of 'q' let go for 'reason' that reached no queue: counted
+ * as dropped for that reason, and said in the log as a drop ('why') at
+ * most once per queue every QUEUE_DROP_LOG_MS, with how many more there
+ * were since. */
+#define QUEUE_DROP_LOG_MS 10000
+
+static void __attribute__((format(printf, 5, 6)))
+queue_drop(struct queue *q, const struct msg *m, const char *reason,
+           unsigned deliveries, const char *why, ...)
+{
+    enum drop_reason d = drop_reason_of(reason);
+    uint64_t now = now_ms();
+    char name[300], text[512];
+    va_list ap;
+
+    q->dropped[d]++;
+    stats_churn.dropped[d]++;
+    if (q->drop_logged_ms != 0 && now - q->drop_logged_ms < QUEUE_DROP_LOG_MS) {
+        q->drops_unlogged++;
+        return;
+    }
+    va_start(ap, why);
+    vsnprintf(text, sizeof(text), why, ap);
+    va_end(ap);
+    log_escape(name, sizeof(name), q->name, q->name_len);
+    if (q->drops_unlogged > 0)
+        queue_log(q, m, LOG_LVL_INFO, "queue '%s' in vhost '%s': a message "
+                  "dropped (%s, after %u deliveries): %s; %" PRIu64 " more "
+                  "dropped in the last %" PRIu64 " s", name, q->vh->name,
+                  reason, deliveries, text, q->drops_unlogged,
+                  (now - q->drop_logged_ms) / 1000);
+    else
+        queue_log(q, m, LOG_LVL_INFO, "queue '%s' in vhost '%s': a message "
+                  "dropped (%s, after %u deliveries): %s", name, q->vh->name,
+                  reason, deliveries, text);
+    q->drop_logged_ms = now;
+    q->drops_unlogged = 0;
+}
+
+/* Dead-letter message 'm' of 'q' for 'reason' through 'dlx': a copy
+ * with x-death routed on, counted as dead-lettered if a queue took it,
+ * else as dropped. 'done' (NULL: none) is the entry 'm' was, ended once
+ * the copy is made and before it is routed. */
+static void
+dead_letter_copy(struct queue *q, const struct msg *m, const char *reason,
+                 unsigned deliveries, struct exchange *dlx,
+                 struct qentry *done)
+{
+    enum drop_reason d = drop_reason_of(reason);
+    struct msg *dm = deadletter_msg(m, q->name, reason, q->qa.dlx,
+                                    q->qa.dlrk);
+    char name[300], xname[300];
+    size_t cycles = 0;
+
+    if (dm == NULL) {
+        queue_drop(q, m, reason, deliveries, "its headers with x-death "
+                   "would be larger than a table may be");
+        if (done != NULL)
+            entry_end(q, *done);
+        return;
+    }
+    /* The log line names the original; the copy is about to go. */
+    log_escape(xname, sizeof(xname), dlx->name, strlen(dlx->name));
+    if (done != NULL)
+        entry_end(q, *done);
+    msg_ref(dm);
+    size_t took = route_dead(dlx, dm, &cycles);
+    if (took > 0) {
+        q->dead_lettered[d]++;
+        stats_churn.dead_lettered[d]++;
+        /* A poison message (over its delivery limit) is worth a line;
+         * the others come by the thousand (expiry, length limits). */
+        log_escape(name, sizeof(name), q->name, q->name_len);
+        queue_log(q, dm, strcmp(reason, "delivery_limit") == 0
+                             ? LOG_LVL_INFO : LOG_LVL_DEBUG,
+                  "queue '%s' in vhost '%s': a message dead-lettered (%s, "
+                  "after %u deliveries) to exchange '%s' (%zu queue%s)",
+                  name, q->vh->name, reason, deliveries, xname, took,
+                  took == 1 ? "" : "s");
+    } else if (cycles > 0) {
+        queue_drop(q, dm, reason, deliveries, "dead-lettering it through "
+                   "exchange '%s' would close a cycle with no rejection in "
+                   "it", xname);
+    } else {
+        queue_drop(q, dm, reason, deliveries, "its dead-letter exchange "
+                   "'%s' routed it to no queue", xname);
+    }
+    msg_unref(dm);
+}
+
+/* Give up entry 'e' for 'reason' ("rejected", "expired", "maxlen",
+ * "delivery_limit"): dead-letter it if its queue has a dead-letter
+ * exchange, else drop it. */
 static void
 dead_letter(struct queue *q, struct qentry e, const char *reason)
 {
     struct exchange *dlx;
-    struct msg *dm;
-    char name[300];
-    /* A poison message (over its delivery limit) is worth a line; the
-     * others come by the thousand (expiry, length limits). */
-    enum log_level level = strcmp(reason, "delivery_limit") == 0
-                               ? LOG_LVL_INFO : LOG_LVL_DEBUG;
-    enum drop_reason why = drop_reason_of(reason);
 
-    log_escape(name, sizeof(name), q->name, q->name_len);
     if (e.paged || (dlx = dead_letter_exchange(q)) == NULL) {
-        queue_log(q, e.paged ? NULL : e.m, level, "queue '%s' in vhost '%s': "
-                  "a message dropped (%s, after %u deliveries): no "
-                  "dead-letter exchange", name, q->vh->name, reason,
-                  e.deliveries);
-        q->dropped[why]++;
-        stats_churn.dropped[why]++;
+        queue_drop(q, e.paged ? NULL : e.m, reason, e.deliveries,
+                   "no dead-letter exchange");
         entry_end(q, e);
         return;
     }
-    queue_log(q, e.m, level, "queue '%s' in vhost '%s': a message "
-              "dead-lettered (%s, after %u deliveries) to exchange '%s'",
-              name, q->vh->name, reason, e.deliveries, dlx->name);
-    dm = deadletter_msg(e.m, q->name, reason, q->qa.dlx, q->qa.dlrk);
-    entry_end(q, e);
-    if (dm == NULL) {   /* a cycle that would expire forever, or too large */
-        q->dropped[why]++;
-        stats_churn.dropped[why]++;
-        return;
-    }
-    q->dead_lettered[why]++;
-    stats_churn.dead_lettered[why]++;
-    route_dead(q, dlx, dm, reason);
+    dead_letter_copy(q, e.m, reason, e.deliveries, dlx, &e);
 }
 
 static bool ring_pop(struct queue *q, struct qring *r, struct qentry *out);

@@ -229,6 +229,8 @@ struct queue {
      * first delivery) and the rates of the last interval */
     struct msg_stats ms;
     uint64_t dead_lettered[DROP_COUNT], dropped[DROP_COUNT];
+    uint64_t drop_logged_ms;        /* queue_drop's last line; 0: none */
+    uint64_t drops_unlogged;        /* drops since that line */
     uint64_t bytes_unacked;     /* body bytes taken, not yet settled */
     uint64_t bytes_paged;       /* body bytes of the entries paged out */
     uint64_t persistent, bytes_persistent;  /* entries the store keeps */

@@ -141,6 +141,9 @@ struct store_ops {
     void (*wait)(struct store_waiter *w, uint64_t batch);
     void (*unwait)(struct store_waiter *w);
     bool (*is_failed)(void);
+    /* While is_failed: what failed (the error and the file); NULL: the
+     * store does not say. */
+    const char *(*failure)(void);
     void (*get_stats)(struct store_stats *s);
     int (*recover)(void);
     void (*close)(void);
@@ -395,6 +398,13 @@ static inline bool
 store_is_failed(void)
 {
     return store_impl->is_failed();
+}
+
+/* While store_is_failed(): what failed, or "". */
+static inline const char *
+store_failure(void)
+{
+    return store_impl->failure ? store_impl->failure() : "";
 }
 
 /* Hand a read job to the store's pager ('done' runs on the loop once it

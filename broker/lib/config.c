@@ -56,7 +56,10 @@ const struct opt_def config_opts[] = {
         "tlsv1.3; none set: both (1.0 and 1.1 are refused)"),
     OPT("ssl_options.ciphers", OPT_LIST, "", 0, 0, true, ssl_ciphers,
         "cipher suites offered, ssl_options.ciphers.N = OpenSSL name "
-        "(TLS_... names are TLS 1.3 suites); none set: OpenSSL's defaults"),
+        "(TLS_... names are TLS 1.3 suites); no TLS 1.2 name set: "
+        "RabbitMQ's recommended AEAD suites with forward secrecy (ECDHE "
+        "with AES-GCM or CHACHA20-POLY1305); no TLS 1.3 name set: "
+        "OpenSSL's defaults"),
     OPT("ssl_options.honor_cipher_order", OPT_BOOL, "false", 0, 0, true,
         ssl_honor_cipher_order,
         "true: the server's cipher order wins over the client's"),

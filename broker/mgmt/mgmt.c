@@ -1731,7 +1731,10 @@ https_make(const struct config *c, char *err, size_t errlen)
                  "management.ssl.certfile and management.ssl.keyfile");
         return NULL;
     }
-    return tls_ctx_new(&o, err, errlen);
+    struct tls_ctx *t = tls_ctx_new(&o, err, errlen);
+    if (t && tls_ctx_warning(t)[0] != '\0')
+        log_warnx("management.ssl.keyfile: %s", tls_ctx_warning(t));
+    return t;
 }
 
 int

@@ -39,6 +39,11 @@ const struct cmdline_opt cmdline_opts[] = {
     { "check-data", 'K', false, "DIR",
       "verify a stopped broker's data directory, print what it holds, "
       "and exit (0 clean, 1 corrupt, 2 cannot check)" },
+    { "accept-data-loss", 'A', false, NULL,
+      "start even though the definitions in the data directory are "
+      "damaged or missing (else the start stops, naming --check-data): "
+      "what cannot be read is lost, and so are the messages of the queues "
+      "it defined" },
     { "ignore-unsupported", 'U', false, NULL,
       "skip, with a warning, RabbitMQ keys that Roost does not implement "
       "(else they stop the start when they would change anything)" },

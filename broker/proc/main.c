@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
@@ -164,6 +165,7 @@ struct cmdline {
     char warns[16384];          /* the file's, "path:line: message" lines */
     const char *export_file;    /* --export-definitions */
     const char *check_dir;      /* --check-data */
+    bool accept_data_loss;      /* --accept-data-loss */
 };
 
 /* The line after the one at 'w' (its NUL if it is the last). */
@@ -271,6 +273,9 @@ parse_args(int argc, char **argv, struct config *cfg, struct cmdline *cl)
             break;
         case 'K':
             cl->check_dir = optarg;
+            break;
+        case 'A':
+            cl->accept_data_loss = true;
             break;
         case 't':
             cl->test_only = true;
@@ -390,9 +395,22 @@ export_definitions(const char *file)
         return 1;
     }
     bool to_stdout = strcmp(file, "-") == 0;
-    /* A file appears whole or not at all. */
+    /* A file appears whole or not at all, and, as it holds password
+     * hashes, readable by its owner only: the temporary file is made
+     * 0600 (fchmod: one left by an earlier run keeps its mode through
+     * open) and renamed over the target, whose mode goes with it. */
     snprintf(tmp, sizeof(tmp), "%s.tmp", file);
-    FILE *fp = to_stdout ? stdout : fopen(tmp, "w");
+    FILE *fp = stdout;
+    if (!to_stdout) {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0 && fchmod(fd, 0600) != 0) {
+            close(fd);
+            fd = -1;
+        }
+        fp = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (fp == NULL && fd >= 0)
+            close(fd);
+    }
     if (fp == NULL) {
         fprintf(stderr, "roostd: cannot write %s: %s\n", tmp, strerror(errno));
     } else if (defs_json_export(fp, err, sizeof(err)) != 0) {
@@ -467,7 +485,7 @@ main(int argc, char **argv)
     }
     limits_raise_nofile();
     limits_fit_connections(&broker.cfg, true);
-    if (mkdir(broker.cfg.data_dir, 0750) != 0 && errno != EEXIST)
+    if (mkdir(broker.cfg.data_dir, 0700) != 0 && errno != EEXIST)
         fatal("cannot create data directory %s", broker.cfg.data_dir);
     signal(SIGPIPE, SIG_IGN);
     /* Message bodies come and go at high rates: keep freed heap memory
@@ -487,12 +505,14 @@ main(int argc, char **argv)
         return 1;
     }
     /* Durable definitions and messages first. */
+    store_accept_data_loss(cl.accept_data_loss);
     if (store_recover() != 0)
         return 1;
     /* As RabbitMQ: the default vhost, the default user and its
-     * permissions there are made once, in a data directory that has no
-     * users (its first start), and kept (or deleted) from then on. */
-    if (auth_user_count() == 0) {
+     * permissions there are made once, at the data directory's first
+     * start, and kept (or deleted) from then on: never again because
+     * the definitions went missing. */
+    if (store_is_new()) {
         const char *p[PERM_KINDS] = {
             [PERM_CONFIGURE] = broker.cfg.default_perm_configure,
             [PERM_WRITE] = broker.cfg.default_perm_write,
@@ -505,6 +525,11 @@ main(int argc, char **argv)
         if (perm_set(broker.cfg.default_vhost, broker.cfg.default_user, p,
                      false, err, sizeof(err)) != 0)
             fatalx("default_permissions: %s", err);
+    } else if (auth_user_count() == 0) {
+        log_warnx("the data directory %s has no users, and the default "
+                  "user is made only at its first start: add one with "
+                  "--import-definitions (load_definitions)",
+                  broker.cfg.data_dir);
     }
     /* Then what the operator asked to load (RabbitMQ's load_definitions),
      * into the recovered broker: what exists is kept. */

@@ -104,6 +104,8 @@ reload_amqp_tls(const struct config *c, char *err, size_t errlen)
         .san_index = c->ssl_cert_login_san_index,
     };
     struct tls_ctx *t = tls_ctx_new(&o, err, errlen);
+    if (t && tls_ctx_warning(t)[0] != '\0')
+        log_warnx("ssl_options.keyfile: %s", tls_ctx_warning(t));
     free(versions);
     free(ciphers);
     return t;

@@ -9,11 +9,15 @@
  * nothing but its pid in LOCK.
  *
  * What counts as corrupt (exit status 1): a record that does not check
- * out with valid records after it, records hidden behind zeros, a record
+ * out with valid records after it, records hidden behind zeros (except
+ * in the newest segment after a crash, where damage that fits in the
+ * last write is its unsynced tail: judge_tail), a record
  * whose payload does not parse or whose type is unknown, a definition
  * record that does not apply, a segment whose header does not match its
  * name, and a live queue entry whose message is missing or does not
- * decode. A torn tail, orphan entries of deleted queues and a
+ * decode; definitions a start stops at (a file no record of which
+ * checks out, a log with no record beside a snapshot or a journal). A
+ * torn tail, orphan entries of deleted queues and a
  * transaction cut before its commit are what a crash or normal operation
  * leaves, and recovery handles them: they are reported, not counted.
  */
@@ -62,6 +66,17 @@ struct check {
     const char *file;
     uint64_t counts[256];
     uint64_t records;
+    /* the definitions: a snapshot, and the log's records */
+    bool has_snap;
+    size_t log_records;
+    /* the newest segment after a crash (no CLEAN): its damage may be the
+     * last write, never synced, as a power cut that reordered it left it */
+    bool unclean;
+    bool tail_mode;             /* reading that segment */
+    size_t tail_first;          /* its first damage; SIZE_MAX: none */
+    uint64_t tail_faults;
+    size_t tail_max_rec;        /* its largest record */
+    bool tail_unsynced;         /* judge_tail found an unsynced tail */
     /* the journal: its segments, mapped, and their records */
     uint64_t *segs;
     size_t nsegs;
@@ -212,6 +227,22 @@ scan_record(void *arg, const struct rec *r, size_t off)
     (void)off;
     c->counts[r->type]++;
     c->records++;
+    if (r->size > c->tail_max_rec)
+        c->tail_max_rec = r->size;
+}
+
+/* Damage at 'off': corrupt, unless it may be the newest segment's
+ * unsynced tail (check_segment decides, once it has read it all). */
+static void
+damage(struct check *c, size_t off)
+{
+    if (!c->tail_mode) {
+        c->corrupt++;
+        return;
+    }
+    if (off < c->tail_first)
+        c->tail_first = off;
+    c->tail_faults++;
 }
 
 /* A record that does not (rec_walk, replay_segment). */
@@ -220,12 +251,14 @@ scan_fault(void *arg, enum rec_fault f, size_t off, size_t n)
 {
     struct check *c = arg;
 
-    if (f == REC_TORN)
+    if (f == REC_TORN) {
         note(c, "torn record at offset %zu (%zu bytes), cut by recovery",
              off, n);
-    else
-        problem(c, "corrupt record at offset %zu (%zu bytes), skipped; the "
-                "records after it are kept", off, n);
+    } else {
+        note(c, "corrupt record at offset %zu (%zu bytes), skipped; the "
+             "records after it are kept", off, n);
+        damage(c, off);
+    }
 }
 
 /*
@@ -241,8 +274,9 @@ scan_end(struct check *c, const uint8_t *p, size_t len, size_t stop)
         return len;
     size_t next = rec_resync(p, len, stop);
     if (next < len) {
-        problem(c, "zeros at offset %zu hide records from offset %zu on "
-                "(recovery stops at the zeros)", stop, next);
+        note(c, "zeros at offset %zu hide records from offset %zu on "
+             "(recovery stops at the zeros)", stop, next);
+        damage(c, stop);
     } else if (len - stop < REC_HDR) {
         for (size_t i = stop; i < len; i++)
             if (p[i]) {
@@ -292,8 +326,19 @@ check_defs(struct check *c, const char *name, uint32_t *max_qid)
      * above reported: keep them out of the way. */
     enum log_level was = log_level_now();
     log_set_level(LOG_LVL_ERROR);
-    long n = defs_replay(name, p, len, &gen, max_qid);
+    struct defs_damage dmg;
+    long n = defs_replay(name, p, len, &gen, max_qid, &dmg);
     log_set_level(was);
+    /* What stops a start (store.c's check_defs), corrupt records aside,
+     * which the scan above counted. */
+    if (dmg.torn && dmg.records == 0)
+        problem(c, "no record checks out: not a torn tail after good "
+                "records but a file that cannot be read; a start stops "
+                "here");
+    if (strcmp(name, "defs.snap") == 0)
+        c->has_snap = true;
+    else
+        c->log_records = dmg.records;
     if (n >= 0 && (uint64_t)n < good)
         problem(c, "%" PRIu64 " definition record%s do not apply (a field "
                 "that does not make sense, or a type this roostd does not "
@@ -352,6 +397,45 @@ journal_tx_cut(void *arg, size_t msgs, size_t enqs, size_t acks, size_t dels)
 }
 
 /* The records of one segment, collected as recovery collects them. */
+/* Larger than any one write of the I/O thread (store.c's JOB_MAX_BYTES;
+ * a single larger message is a write of its own). */
+#define CHECK_WRITE_MAX (16u * 1024 * 1024)
+
+/*
+ * The newest segment after a crash has damage from c->tail_first on.
+ * The I/O thread writes a batch, syncs it, and only then writes the
+ * next: so everything before its last write was synced, and a power cut
+ * can only have damaged that last write, which was never confirmed. If
+ * the damage and every byte written after it fit in one write, it may
+ * be that unsynced tail, which recovery cuts or skips (the records that
+ * check out are kept, what they miss is dropped): not corruption. If
+ * not, synced data is damaged: corruption.
+ */
+static void
+judge_tail(struct check *c, const uint8_t *p, size_t len)
+{
+    size_t end = len;
+    while (end > c->tail_first && p[end - 1] == 0)
+        end--;
+    size_t span = end - c->tail_first;
+    size_t limit = c->tail_max_rec > CHECK_WRITE_MAX ? c->tail_max_rec
+                                                     : CHECK_WRITE_MAX;
+    if (span <= limit) {
+        note(c, "offsets %zu to %zu: an unsynced tail, not corruption: the "
+             "last stop was a crash (no CLEAN), and the damage and "
+             "everything written after it fit in the last write (%zu "
+             "bytes at most), which was never synced nor confirmed; "
+             "recovery keeps the records that check out and drops the rest",
+             c->tail_first, end, limit);
+        c->tail_unsynced = true;
+        return;
+    }
+    problem(c, "damage to synced data: offsets %zu to %zu span more than "
+            "one write (%zu bytes), so what is damaged was synced before "
+            "the crash", c->tail_first, end, limit);
+    c->corrupt += c->tail_faults - 1;
+}
+
 static void
 check_segment(struct check *c, uint32_t idx, const uint8_t *p, size_t len)
 {
@@ -362,8 +446,15 @@ check_segment(struct check *c, uint32_t idx, const uint8_t *p, size_t len)
 
     scan_begin(c);
     c->tx_cut = false;
+    c->tail_mode = c->unclean && idx + 1 == c->nsegs;
+    c->tail_first = SIZE_MAX;
+    c->tail_faults = 0;
+    c->tail_max_rec = 0;
     size_t used = scan_end(c, p, len, replay_segment(&c->rp, idx, p, len,
                                                      &rep));
+    if (c->tail_faults)
+        judge_tail(c, p, len);
+    c->tail_mode = false;
     if (c->tx_cut)
         note(c, "a transaction without its commit record: its %zu message, "
              "%zu enqueue and %zu settled records are ignored by recovery",
@@ -481,6 +572,15 @@ resolve_entries(struct check *c, struct totals *t)
             log_escape(qn, sizeof(qn), cq->q->name, cq->q->name_len);
         else
             log_escape(qn, sizeof(qn), cq->x->name, cq->x->name_len);
+        /* A message is in the same write as its enqueue records: one
+         * enqueued in an unsynced tail lost its message there. */
+        if (e.msg == NULL && c->tail_unsynced && e.enq_seg + 1 == c->nsegs) {
+            fprintf(c->out, "%s '%s' in vhost '%s': message %" PRIu64 " at "
+                    "position %" PRIu64 " was in the unsynced tail (never "
+                    "confirmed; recovery drops the entry)\n", kind, qn, vn,
+                    e.msg_id, e.seq);
+            continue;
+        }
         if (e.msg == NULL) {
             problem(c, "%s '%s' in vhost '%s': message %" PRIu64 " at "
                     "position %" PRIu64 " is missing (recovery drops the "
@@ -678,11 +778,23 @@ store_check_data(const char *dir, FILE *out)
         return 2;
     }
     fprintf(out, "data directory %s (roost-store %d)\n", dir, STORE_FORMAT);
+    char clean[4200];
+    snprintf(clean, sizeof(clean), "%s/CLEAN", dir);
+    c.unclean = access(clean, F_OK) != 0;
     defs_quiet(true);
     int ok = check_defs(&c, "defs.snap", &max_qid) == 0 &&
              check_defs(&c, "defs.log", &max_qid) == 0 &&
              check_journal(&c) == 0;
     defs_quiet(false);
+    if (ok && c.log_records == 0 &&
+        (c.has_snap || c.rp.nmsgs > 0 || c.rp.nenqs > 0)) {
+        fprintf(out, "defs.log: missing or holds no record, beside %s "
+                "and %zu journal records: a start stops here (its queues' "
+                "definitions are gone)\n",
+                c.has_snap ? "a snapshot" : "no snapshot",
+                c.rp.nmsgs + c.rp.nenqs);
+        c.corrupt++;
+    }
     if (ok) {
         report_contents(&c);
         if (c.corrupt)

@@ -695,6 +695,7 @@ struct defs_file {
     uint64_t *gen;
     uint32_t *max_qid;
     long n;
+    struct defs_damage dmg;
 };
 
 static void
@@ -703,6 +704,7 @@ apply_record(void *arg, const struct rec *rec, size_t off)
     struct defs_file *df = arg;
     struct rbuf r;
 
+    df->dmg.records++;
     rbuf_init(&r, rec->payload, rec->len);
     if (!apply(rec->type, &r, df->gen, df->max_qid))
         log_warnx("store: %s: definition record of type %u at offset "
@@ -716,21 +718,42 @@ report_fault(void *arg, enum rec_fault f, size_t off, size_t n)
 {
     struct defs_file *df = arg;
 
-    if (f == REC_TORN)
+    if (f == REC_TORN) {
+        df->dmg.torn = true;
+        df->dmg.torn_at = off;
         log_warnx("store: %s: torn record at offset %zu cut (%zu bytes)",
                   df->file, off, n);
-    else
+    } else {
+        df->dmg.corrupt++;
         log_warnx("store: %s: corrupt record at offset %zu skipped (%zu "
                   "bytes)", df->file, off, n);
+    }
+}
+
+bool
+defs_is_damaged(const struct defs_damage *d)
+{
+    return d->corrupt > 0 || (d->torn && d->records == 0);
 }
 
 long
 defs_replay(const char *file, const uint8_t *p, size_t len, uint64_t *gen,
-            uint32_t *max_qid)
+            uint32_t *max_qid, struct defs_damage *dmg)
 {
-    struct defs_file df = { file, gen, max_qid, 0 };
+    struct defs_file df = { file, gen, max_qid, 0, { 0 } };
 
     *gen = 0;
-    (void)rec_walk(p, len, apply_record, report_fault, &df);
+    size_t end = rec_walk(p, len, apply_record, report_fault, &df);
+    /* The walk stops at a zero header: what follows must be zeros too
+     * (the log is never preallocated, so a zero header means bytes
+     * that were never written, or were written over). */
+    for (size_t i = end; i < len && !df.dmg.hidden; i++)
+        if (p[i] != 0) {
+            df.dmg.hidden = true;
+            log_warnx("store: %s: records at offset %zu hidden behind "
+                      "zeros from offset %zu", file, i, end);
+        }
+    if (dmg)
+        *dmg = df.dmg;
     return df.n;
 }

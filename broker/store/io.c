@@ -55,7 +55,10 @@ static int
 fail(struct io_job *j, const char *what)
 {
     j->err = errno ? errno : EIO;
-    snprintf(j->errmsg, sizeof(j->errmsg), "%s: %s", what, strerror(j->err));
+    /* run_journal's what is under 900 bytes: the error fits after it. */
+    if (snprintf(j->errmsg, sizeof(j->errmsg), "%s: %s", what,
+                 strerror(j->err)) < 0)
+        j->errmsg[0] = '\0';
     return -1;
 }
 
@@ -162,8 +165,15 @@ run_journal(struct io_job *j)
     const char *what = NULL;
 
     if (seglog_writer_append(&io.seg, j->seg, j->journal.p, j->journal.len,
-                             &what) != 0)
-        return fail(j, what);
+                             &what) != 0) {
+        /* Say which file: the alarm's line repeats this. */
+        char name[64], at[900];
+        seglog_name(name, sizeof(name), j->seg);
+        if (snprintf(at, sizeof(at), "%s (%s/%s)", what, io.msgdir,
+                     name) < 0)
+            snprintf(at, sizeof(at), "%s", what);
+        return fail(j, at);
+    }
     if (j->journal.len)
         j->synced++;
     return 0;

@@ -58,7 +58,7 @@ struct io_job {
     size_t nmsgs, msgs_cap;
     /* result */
     int err;                    /* 0, or the errno of the failure */
-    char errmsg[256];
+    char errmsg[1024];
     uint64_t synced;            /* fdatasync calls made */
 };
 

@@ -343,7 +343,7 @@ pager_start(const char *dir)
 {
     snprintf(pg.msgdir, sizeof(pg.msgdir), "%s/msgs", dir);
     snprintf(pg.scratchdir, sizeof(pg.scratchdir), "%s/scratch", dir);
-    if (mkdir(pg.scratchdir, 0750) != 0 && errno != EEXIST)
+    if (mkdir(pg.scratchdir, 0700) != 0 && errno != EEXIST)
         return -1;
     wipe_scratch();
     pg.fail_path = test_hook_path("ROOST_TEST_SCRATCH_FAIL");

@@ -165,6 +165,7 @@ struct walk {
     size_t i;
     uint64_t seg;
     struct seg *s;
+    size_t records;             /* that checked out */
 };
 
 static void
@@ -175,6 +176,7 @@ walk_record(void *arg, const struct rec *r, size_t pos)
     uint64_t offset = l->next_offset, time = 0;
     bool takes;
 
+    w->records++;
     if (l->stamp)
         takes = l->stamp(r, &offset, &time);
     else
@@ -207,6 +209,25 @@ walk_fault(void *arg, enum rec_fault f, size_t pos, size_t n)
     }
     if (w->scan && w->scan->fault)
         w->scan->fault(w->scan->arg, w->i, f, pos, n);
+}
+
+/* A segment with no record, not even its header: emptied (truncated)
+ * or zeroed. What it held is lost, and nothing else records how much.
+ * The newest may instead have been made just before a crash, before
+ * its first write was synced: then it held nothing confirmed. */
+static void
+empty_segment(struct seglog *l, uint64_t seg, size_t len, bool newest)
+{
+    char name[64];
+
+    seglog_name(name, sizeof(name), seg);
+    log_warnx("%s: %s/%s holds no record (%zu bytes, %s): the messages it "
+              "held are lost, and how many is recorded nowhere else%s",
+              l->name, l->dir, name, len,
+              len ? "none at its start" : "empty",
+              newest ? " (or, as the newest, it was made just before a "
+                       "crash, before anything in it was synced)"
+                     : "");
 }
 
 /* Map segment 'seg' into 'm' (empty if it cannot be). */
@@ -253,7 +274,7 @@ seglog_reopen(struct seglog *l, const struct seglog_scan *scan,
     l->nmaps = n;
     l->base = l->first = n ? nums[0] : 1;
     for (size_t i = 0; i < n; i++) {
-        struct walk w = { l, scan, i, nums[i], NULL };
+        struct walk w = { l, scan, i, nums[i], NULL, 0 };
         if (progress)
             progress(i, n);
         map_segment(l, nums[i], &l->maps[i]);
@@ -264,6 +285,8 @@ seglog_reopen(struct seglog *l, const struct seglog_scan *scan,
         if (l->maps[i].p)
             (void)rec_walk(l->maps[i].p, l->maps[i].len, walk_record,
                            walk_fault, &w);
+        if (w.records == 0)
+            empty_segment(l, nums[i], l->maps[i].len, i + 1 == n);
         if (scan && scan->segment_end)
             scan->segment_end(scan->arg, i);
     }

@@ -218,6 +218,8 @@ static struct {
     uint64_t compactions, copied_bytes;
     /* definitions log */
     uint64_t defs_gen, defs_log_records, defs_live;
+    bool is_new;                /* no FORMAT, no definitions, no journal */
+    bool accept_loss;           /* --accept-data-loss */
     uint64_t paged_bytes;       /* body bytes of entries paged to it */
     /* compaction that waits for paged messages to be read back */
     uint64_t compacting;        /* the segment; UINT64_MAX: none */
@@ -234,6 +236,7 @@ static struct {
     struct msg **scr_msgs;
     size_t scr_nmsgs, scr_msgs_cap;
     uint64_t scr_retry_at;      /* after a failed write, not before */
+    char fail_msg[1024];        /* the last failed write's, for the alarm */
     struct event *scr_retry;
     /* envelopes shared by the messages recovered or paged in */
     struct msg_env_cache envs;
@@ -1470,6 +1473,7 @@ job_done(struct io_job *j)
 {
     if (j->err != 0) {
         st.failures++;
+        snprintf(st.fail_msg, sizeof(st.fail_msg), "%s", j->errmsg);
         log_warnx("store: batch %" PRIu64 " not written (%s); segment %" PRIu64
                   " abandoned, nothing in the batch is confirmed, writing it "
                   "again to a new segment", j->batch, j->errmsg, j->seg);
@@ -1507,6 +1511,12 @@ job_done(struct io_job *j)
     if (wrote_msgs)
         queue_pager_kick(false);
     schedule();
+}
+
+static const char *
+journal_failure(void)
+{
+    return st.fail_msg;
 }
 
 static bool
@@ -1620,14 +1630,16 @@ store_lock_dir(const char *dir, char *err, size_t errlen)
     return fd;
 }
 
-/* Check the format version of 'dir' (writing it if new). */
+/* Check the format version of 'dir' (writing it if new, and saying
+ * so in '*is_new'). */
 static int
-store_check_format(const char *dir, char *err, size_t errlen)
+store_check_format(const char *dir, bool *is_new, char *err, size_t errlen)
 {
     char path[4200];
     uint8_t *text;
     size_t len;
 
+    *is_new = false;
     snprintf(path, sizeof(path), "%s/FORMAT", dir);
     int r = store_read_file(path, &text, &len);
     if (r < 0) {
@@ -1641,6 +1653,7 @@ store_check_format(const char *dir, char *err, size_t errlen)
             snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
             return -1;
         }
+        *is_new = true;
         return 0;
     }
     text[len] = '\0';
@@ -1658,6 +1671,50 @@ store_check_format(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
+/* The data directory holds password hashes and messages: say so when
+ * its group or others may look in. */
+static void
+warn_if_open(const char *dir)
+{
+    struct stat sb;
+
+    if (stat(dir, &sb) == 0 && (sb.st_mode & (S_IRWXG | S_IRWXO)))
+        log_warnx("store: the data directory %s is accessible by its group "
+                  "or others (mode %04o), and holds password hashes and "
+                  "messages: make it 0700", dir,
+                  (unsigned)(sb.st_mode & 07777));
+}
+
+/* The directory 'name' in 'dir', made if missing; anything else there
+ * (a plain file) stops the start with a message that says so. */
+static int
+make_subdir(const char *dir, const char *name, char *err, size_t errlen)
+{
+    char path[4200];
+    struct stat sb;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (mkdir(path, 0700) == 0)
+        return 0;
+    if (errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (stat(path, &sb) != 0) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s is not a directory (%s): the store keeps "
+                 "its %s there; move it out of the way", path,
+                 S_ISREG(sb.st_mode) ? "a plain file" : "not a directory",
+                 strcmp(name, "msgs") == 0 ? "message segments"
+                                           : "paged-out transient messages");
+        return -1;
+    }
+    return 0;
+}
+
 int
 store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
 {
@@ -1668,13 +1725,13 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
     st.lock_fd = store_lock_dir(dir, err, errlen);
     if (st.lock_fd < 0)
         return -1;
-    if (store_check_format(dir, err, errlen) != 0)
+    if (store_check_format(dir, &st.is_new, err, errlen) != 0)
+        return -1;
+    warn_if_open(dir);
+    if (make_subdir(dir, "scratch", err, errlen) != 0 ||
+        make_subdir(dir, "msgs", err, errlen) != 0)
         return -1;
     snprintf(path, sizeof(path), "%s/msgs", dir);
-    if (mkdir(path, 0750) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        return -1;
-    }
     st.seg_size = (uint64_t)cfg->store_segment_size;
     const struct seglog_config lc = {
         .dir = path, .name = "store", .seg_size = st.seg_size,
@@ -1852,8 +1909,28 @@ find_queue(void *arg, uint32_t sid)
     return q;
 }
 
+bool
+store_is_new(void)
+{
+    return st.is_new;
+}
+
+void
+store_accept_data_loss(bool yes)
+{
+    st.accept_loss = yes;
+}
+
+/* What recover_defs found of the two files. */
+struct defs_found {
+    bool has_snap;
+    struct defs_damage snap, log;
+};
+
+/* Replay the snapshot, then the log; -1 if either cannot be read (with
+ * errno), else the records applied. */
 static int
-recover_defs(uint32_t *max_qid)
+recover_defs(uint32_t *max_qid, struct defs_found *df)
 {
     char path[4200];
     uint8_t *p;
@@ -1861,24 +1938,86 @@ recover_defs(uint32_t *max_qid)
     uint64_t snap_gen = 0, log_gen = 0;
     long n = 0;
 
+    *df = (struct defs_found){ .has_snap = false };
     snprintf(path, sizeof(path), "%s/defs.snap", st.dir);
     if (store_read_file(path, &p, &len) < 0)
         return -1;
     if (p) {
-        n += defs_replay("defs.snap", p, len, &snap_gen, max_qid);
+        df->has_snap = true;
+        n += defs_replay("defs.snap", p, len, &snap_gen, max_qid, &df->snap);
         free(p);
     }
     snprintf(path, sizeof(path), "%s/defs.log", st.dir);
     if (store_read_file(path, &p, &len) < 0)
         return -1;
     if (p) {
-        long k = defs_replay("defs.log", p, len, &log_gen, max_qid);
+        long k = defs_replay("defs.log", p, len, &log_gen, max_qid, &df->log);
         n += k;
         st.defs_log_records = (uint64_t)k;
         free(p);
     }
     st.defs_gen = snap_gen > log_gen ? snap_gen : log_gen;
     return (int)n;
+}
+
+/*
+ * Whether recovery may go on over the definitions it found, with the
+ * journal read into 'rp' (nothing has been written yet). Damage to
+ * either file stops the start, and so does a log with no record when
+ * the directory is not new: its definitions are what make the
+ * journal's records anything but orphans, and recovery would drop
+ * them all (and a start would make the default user again). A torn
+ * tail after good records is a crash's, and goes on. With nothing in
+ * the journal and no snapshot, a log with no record is a first start
+ * that stopped before its first sync: the directory is new.
+ * --accept-data-loss goes on over all of it. 0: go on; -1: stop
+ * (logged).
+ */
+static int
+check_defs(const struct defs_found *df, const struct replay *rp,
+           size_t nsegs)
+{
+    const char *file = NULL, *what = NULL;
+    bool journal = rp->nmsgs > 0 || rp->nenqs > 0;
+
+    /* A directory an older roostd made without FORMAT is not new. */
+    if (df->log.records > 0 || df->has_snap || journal)
+        st.is_new = false;
+
+    if (df->has_snap && defs_is_damaged(&df->snap)) {
+        file = "defs.snap";
+        what = df->snap.corrupt ? "has corrupt records" : "is unreadable";
+    } else if (defs_is_damaged(&df->log)) {
+        file = "defs.log";
+        what = df->log.corrupt ? "has corrupt records" : "is unreadable";
+    } else if (df->log.records == 0 && !st.is_new &&
+               (df->has_snap || journal)) {
+        file = "defs.log";
+        what = "is missing or holds no record";
+    } else {
+        if (df->log.records == 0 && !df->has_snap && !st.is_new) {
+            log_warnx("store: %s has no definitions and no messages: "
+                      "taken as a new data directory", st.dir);
+            st.is_new = true;
+        }
+        return 0;
+    }
+    if (st.accept_loss) {
+        log_warnx("store: %s/%s %s; --accept-data-loss: starting with "
+                  "the definitions that could be read, and dropping the "
+                  "messages of queues they do not hold (%zu records in %zu "
+                  "segments)", st.dir, file, what, rp->nmsgs + rp->nenqs,
+                  nsegs);
+        return 0;
+    }
+    log_warnx("store: %s/%s %s, and the definitions are what the %zu "
+              "message segments' %zu records belong to: not started, and "
+              "nothing changed. See what the directory holds with "
+              "'roostd --check-data %s' (stopped), restore the definitions "
+              "from a backup, or start with --accept-data-loss to drop "
+              "what they kept", st.dir, file, what, nsegs,
+              rp->nmsgs + rp->nenqs, st.dir);
+    return -1;
 }
 
 static void (*recovery_progress)(const char *status);
@@ -2197,12 +2336,11 @@ journal_recover(void)
      * is never taken for a clean stop. */
     snprintf(path, sizeof(path), "%s/CLEAN", st.dir);
     rc.clean = access(path, F_OK) == 0;
-    if (rc.clean && (unlink(path) != 0 || sync_dir(st.dir) != 0)) {
-        log_warn("store: cannot remove %s", path);
-        return -1;
-    }
+    /* Reading changes nothing: the definitions and the journal are read
+     * and judged before CLEAN goes. */
+    struct defs_found df;
     defs_quiet(true);
-    int ndefs = recover_defs(&max_qid);
+    int ndefs = recover_defs(&max_qid, &df);
     if (ndefs < 0) {
         defs_quiet(false);
         log_warn("store: cannot read the definitions in %s", st.dir);
@@ -2210,6 +2348,15 @@ journal_recover(void)
     }
     st.next_qid = max_qid + 1;
     if (read_segments(&rc) != 0) {
+        defs_quiet(false);
+        return -1;
+    }
+    if (check_defs(&df, &rc.rp, rc.nsegs) != 0) {
+        defs_quiet(false);
+        return -1;
+    }
+    if (rc.clean && (unlink(path) != 0 || sync_dir(st.dir) != 0)) {
+        log_warn("store: cannot remove %s", path);
         defs_quiet(false);
         return -1;
     }
@@ -2359,6 +2506,7 @@ const struct store_ops store_journal_ops = {
     .wait = journal_wait,
     .unwait = journal_unwait,
     .is_failed = journal_is_failed,
+    .failure = journal_failure,
     .get_stats = journal_get_stats,
     .recover = journal_recover,
     .close = journal_close,

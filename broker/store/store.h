@@ -35,6 +35,16 @@ extern const struct store_ops store_journal_ops;
 int store_open(const char *dir, const struct config *cfg, char *err,
                size_t errlen);
 
+/* After store_recover: whether the data directory was new (no FORMAT,
+ * no definitions, no journal), the one start at which the default
+ * user is made. */
+bool store_is_new(void);
+
+/* --accept-data-loss: before store_recover, let recovery go on over
+ * damaged or missing definitions (it stops the start otherwise),
+ * dropping the journal's records they no longer hold. */
+void store_accept_data_loss(bool yes);
+
 /* A piece of store_open, for offline tools: lock 'dir' (returns the
  * lock's fd). */
 int store_lock_dir(const char *dir, char *err, size_t errlen);

@@ -44,13 +44,31 @@ uint64_t defs_snapshot(struct wbuf *out, uint64_t gen);
 /* A header record for generation 'gen'. */
 void defs_header(struct wbuf *out, uint64_t gen);
 
+/* What defs_replay() found wrong with a file, besides records that do
+ * not apply. */
+struct defs_damage {
+    size_t records;         /* that checked out, applied or not */
+    size_t corrupt;         /* records skipped in the middle */
+    bool torn;              /* the walk ended at a record cut short */
+    size_t torn_at;         /* its offset */
+    bool hidden;            /* bytes not zero after a zero header */
+};
+
+/* Damage the store cannot start over: a corrupt record, or a torn
+ * record with no good record before it (the file is not a definitions
+ * log at all). A torn tail after good records is what a crash leaves,
+ * and is not; nor are bytes behind zeros (logged), which a power cut
+ * that reordered unsynced writes may leave. */
+bool defs_is_damaged(const struct defs_damage *d);
+
 /*
  * Apply the records in 'p' (a snapshot or log file) to the broker.
  * Returns the records applied, or -1 if the file is unusable; notes the
  * file's generation in '*gen' (0 if it has no header), the largest queue
- * id in '*max_qid', and logs each bad record.
+ * id in '*max_qid', what was wrong in '*dmg' (if not NULL), and logs
+ * each bad record.
  */
 long defs_replay(const char *file, const uint8_t *p, size_t len,
-                 uint64_t *gen, uint32_t *max_qid);
+                 uint64_t *gen, uint32_t *max_qid, struct defs_damage *dmg);
 
 #endif

@@ -86,6 +86,17 @@ class Broker:
             raise RuntimeError("roostd did not start: " + self.tail())
         return self
 
+    def start_refused(self, timeout=20):
+        """Start a roostd that ought to refuse: its exit status, or None
+        (then it is killed) if it got ready or ran on past 'timeout'."""
+        self.start(wait=False)
+        until(lambda: self.proc.poll() is not None or
+              "ready for connections" in self.log_text(), timeout)
+        rc = self.proc.poll()
+        if rc is None:
+            self.kill9()
+        return rc
+
     def _ready(self):
         text = self.log_text()
         if self.proc.poll() is not None:
@@ -322,6 +333,17 @@ def basic_get(ch, queue, no_ack=False):
 
 def basic_reject(ch, tag, requeue=True):
     return method(ch, 60, 90, struct.pack(">QB", tag, 1 if requeue else 0))
+
+
+def publish_confirmed(ch, queue, n):
+    """Declare durable 'queue' on pika channel 'ch' and publish n
+    persistent messages to it, each confirmed (b"m0", b"m1", ...)."""
+    import pika
+    ch.confirm_delivery()
+    ch.queue_declare(queue, durable=True)
+    for i in range(n):
+        ch.basic_publish("", queue, b"m%d" % i,
+                         pika.BasicProperties(delivery_mode=2))
 
 
 def run(main):

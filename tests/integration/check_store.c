@@ -1593,12 +1593,18 @@ END_TEST
 /* ---- a data directory written by hand ---- */
 
 static void
-put_file(const char *path, const void *p, size_t n)
+add_to_file(const char *path, const char *mode, const void *p, size_t n)
 {
-    FILE *f = fopen(path, "wb");
+    FILE *f = fopen(path, mode);
     ck_assert_msg(f != NULL, "cannot create %s: %s", path, strerror(errno));
     ck_assert(fwrite(p, 1, n, f) == n);
     fclose(f);
+}
+
+static void
+put_file(const char *path, const void *p, size_t n)
+{
+    add_to_file(path, "wb", p, n);
 }
 
 /* A persistent message record (store/store.c's J_MSG) with body 'body'. */
@@ -1635,17 +1641,12 @@ START_TEST(torn_compaction_copy)
     size_t at;
 
     SKIP_IF_REMOTE("writes roostd's data directory");
-    /* Start once to learn the directory layout, then replace the data. */
+    /* Start once to learn the directory layout and make the default
+     * user (made only at a directory's first start), then replace the
+     * journal and add the queue to the definitions. */
     harness_start(H, NULL);
     harness_stop_keep(H);
     data_path(path, sizeof(path), H, "defs.log");
-    at = rec_begin(&b, 1);
-    wbuf_u32(&b, 1);
-    wbuf_u64(&b, 0);
-    rec_end(&b, at);
-    at = rec_begin(&b, 2);
-    wbuf_str(&b, "/", 1);
-    rec_end(&b, at);
     at = rec_begin(&b, 6);
     wbuf_str(&b, "/", 1);
     wbuf_str(&b, "kq", 2);
@@ -1653,7 +1654,7 @@ START_TEST(torn_compaction_copy)
     wbuf_u8(&b, 0);             /* not auto-delete */
     wbuf_str(&b, "", 0);
     rec_end(&b, at);
-    put_file(path, b.p, b.len);
+    add_to_file(path, "ab", b.p, b.len);
     for (int seg = 1; seg <= 2; seg++) {
         b.len = 0;
         at = rec_begin(&b, 1);

@@ -71,11 +71,15 @@ cmd_export_definitions(struct ctl *c)
                           strerror(errno));
         goto out;
     }
-    /* The file holds password hashes: readable by its owner only. */
-    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd == -1) {
+    /* The file holds password hashes: readable by its owner only, even
+     * when it was there before with another mode (open's mode is only
+     * for a new file). */
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd == -1 || fchmod(fd, 0600) == -1) {
         rc = ctl_fail(EX_UNAVAILABLE, "cannot create %s: %s", file,
                       strerror(errno));
+        if (fd != -1)
+            close(fd);
         goto out;
     }
     if (write_all(fd, body, len) == -1 || close(fd) == -1)
