@@ -371,11 +371,12 @@ mgmt_node_json(bool memory)
                                                      (size_t)rates[i].i)));
     if (memory)
         json_object_set_new(o, "memory", json_pack(
-            "{s:I, s:I, s:I, s:I, s:I, s:I}", "messages",
+            "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "messages",
             (json_int_t)mk.messages, "input_blocks",
             (json_int_t)mk.input_blocks, "queue_entries",
             (json_int_t)mk.queue_entries, "output_buffers",
-            (json_int_t)mk.output_buffers, "total_counted", (json_int_t)used,
+            (json_int_t)mk.output_buffers, "http_requests",
+            (json_int_t)mk.http_requests, "total_counted", (json_int_t)used,
             "rss", (json_int_t)mgmt_rss_bytes()));
     return o;
 }

@@ -296,13 +296,25 @@ uint64_t mgmt_rss_bytes(void);
 int mgmt_listen(const char *ip, int port, char *bound, size_t len,
                 int *bound_port);
 
-/* 'http' accepting on the listening socket 'fd' through a guarded
- * listener (lib/accept_guard.h: it backs off when accept fails), named
- * 'what' in the log; the guard, which the caller frees before 'http'
- * (accept_guard_free(g, false)), or NULL with 'fd' closed (logged). */
-struct accept_guard;
-struct accept_guard *mgmt_accept(struct evhttp *http, int fd,
-                                 const char *what);
+/*
+ * An HTTP server of the management API or Prometheus: its evhttp,
+ * accepting on a guarded listener (lib/accept_guard.h: it backs off when
+ * accept fails), each connection through an HTTP guard (http_guard.h:
+ * a cap on connections, a deadline on requests, a body limit by route).
+ * mgmt_accept makes 'l->http' accept on the listening socket 'fd' with
+ * 'lim', named 'what' in the log: 0, or -1 with 'fd' closed and
+ * 'l->http' freed (logged). mgmt_unlisten frees what it holds, in the
+ * order they need.
+ */
+struct http_listener {
+    struct evhttp *http;
+    struct accept_guard *accept;
+    struct http_guard *guard;
+};
+struct http_guard_limits;
+int mgmt_accept(struct http_listener *l, int fd, const char *what,
+                const struct http_guard_limits *lim);
+void mgmt_unlisten(struct http_listener *l);
 
 void mgmt_connections(struct mgmt_req *r);
 void mgmt_vhost_connections(struct mgmt_req *r);
