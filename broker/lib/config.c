@@ -299,7 +299,8 @@ const struct opt_def config_opts[] = {
         "counts only, no rates"),
     OPT("management.allowed_hosts", OPT_LIST, "", 0, 0, false,
         mgmt_allowed_hosts,
-        "more names the management listener answers to (against DNS "
+        "more names the management and Prometheus listeners answer to "
+        "(against DNS "
         "rebinding, a request's Host must be one of them): "
         "management.allowed_hosts.NAME = HOST, a name or address without "
         "its port; * takes any Host (behind a proxy that checks it); "

@@ -162,6 +162,9 @@ req_conn(struct mgmt_req *r)
     return c;
 }
 
+/* The longest reason given to a connection closed from the API. */
+#define REASON_MAX 200
+
 void
 mgmt_connection(struct mgmt_req *r)
 {
@@ -172,14 +175,30 @@ mgmt_connection(struct mgmt_req *r)
         mgmt_reply(r, 200, conn_json(c));
         return;
     }
-    /* RabbitMQ's UI sends the reason in X-Reason. */
+    /* RabbitMQ's UI sends the reason in X-Reason. It goes into the
+     * close's reply-text, which clients decode as UTF-8: refused if it
+     * is not, and cut at a character's start to fit a short string with
+     * its "CONNECTION_FORCED - " before it. */
     const char *why = evhttp_find_header(
         evhttp_request_get_input_headers(r->ev), "X-Reason");
-    char reason[300];
-    snprintf(reason, sizeof(reason), "%s",
-             why && *why ? why : "Closed via management plugin");
+    json_t *valid = why ? json_string(why) : NULL;
+    json_decref(valid);
+    if (why != NULL && valid == NULL) {
+        mgmt_bad_request(r, "X-Reason is not UTF-8");
+        return;
+    }
+    const char *src = why && *why ? why : "Closed via management plugin";
+    size_t n = strlen(src);
+    if (n > REASON_MAX) {
+        n = REASON_MAX;
+        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+            n--;            /* src[n], a continuation, starts nothing */
+    }
+    char reason[REASON_MAX + 1];
+    memcpy(reason, src, n);
+    reason[n] = '\0';
     for (char *p = reason; *p; p++)
-        if ((unsigned char)*p < 0x20)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = ' ';
     conn_close_forced(c, reason);
     mgmt_reply(r, 204, NULL);

@@ -266,6 +266,12 @@ void mgmt_guard_init(void);
  */
 int mgmt_guard(struct mgmt_req *r, const char *bound_ip);
 
+/* The Host part of it, for the Prometheus listener too: 0 if the
+ * request's Host is one of this server's names (or it has none), or -1
+ * with why in 'reason' (logged at most once a minute). */
+int mgmt_host_check(struct evhttp_request *ev, const char *bound_ip,
+                    char *reason, size_t len);
+
 /* Answer a path outside /api/ with the web page's file there, or 404. */
 void mgmt_www(struct mgmt_req *r, const char *path);
 

@@ -1424,6 +1424,14 @@ request_cb(struct evhttp_request *req, void *arg)
         reply_plain(req, 503, "Service Unavailable", "shutting down");
         return;
     }
+    /* DNS rebinding: a page whose name resolves to this address would
+     * read the metrics (names of queues, users, vhosts) with the
+     * browser's help. */
+    char why[400];
+    if (mgmt_host_check(req, bound_ip, why, sizeof(why)) != 0) {
+        reply_plain(req, 421, "Misdirected Request", why);
+        return;
+    }
     if (path == NULL || strncmp(path, base, blen) != 0) {
         reply_plain(req, 404, "Not Found", "Not Found");
         return;
