@@ -45,12 +45,17 @@ mgmt_set_addr(json_t *o, const char *hkey, const char *pkey, const char *addr)
     json_object_set_new(o, pkey, json_integer(atoi(colon + 1)));
 }
 
+static bool
+is_own(const struct mgmt_req *r, const struct conn *c)
+{
+    return c->user != NULL && strcmp(c->user, mgmt_user_name(r)) == 0;
+}
+
 /* Who may see a connection: its own user, or a monitor. */
 static bool
 visible(const struct mgmt_req *r, const struct conn *c)
 {
-    return mgmt_is_monitor(r->user) ||
-           (c->user != NULL && strcmp(c->user, mgmt_user_name(r)) == 0);
+    return mgmt_is_monitor(r->user) || is_own(r, c);
 }
 
 static json_t *
@@ -173,6 +178,14 @@ mgmt_connection(struct mgmt_req *r)
         return;
     if (r->method != EVHTTP_REQ_DELETE) {
         mgmt_reply(r, 200, conn_json(c));
+        return;
+    }
+    /* rabbit_mgmt_util:is_authorized_user: seeing it is not closing it;
+     * that takes an administrator or its own user (a monitor may only
+     * look). */
+    if (!mgmt_is_admin(r->user) && !is_own(r, c)) {
+        mgmt_error(r, 401, "not_authorised",
+                   "User not authorised to access object");
         return;
     }
     /* RabbitMQ's UI sends the reason in X-Reason. It goes into the

@@ -217,7 +217,6 @@ void mgmt_vhost_permissions(struct mgmt_req *r);
 void mgmt_vhost_limits_all(struct mgmt_req *r);
 void mgmt_vhost_limits(struct mgmt_req *r);
 void mgmt_vhost_limit(struct mgmt_req *r);
-void mgmt_aliveness(struct mgmt_req *r);
 
 void mgmt_policies(struct mgmt_req *r);
 void mgmt_policies_vhost(struct mgmt_req *r);
@@ -251,6 +250,7 @@ void mgmt_bindings_ee(struct mgmt_req *r);
 void mgmt_binding_eq(struct mgmt_req *r);
 void mgmt_binding_ee(struct mgmt_req *r);
 void mgmt_consumers(struct mgmt_req *r);
+void mgmt_aliveness(struct mgmt_req *r);
 
 /* ---- around the API (mgmt_guard.c, mgmt_www.c) ---- */
 
