@@ -2355,6 +2355,14 @@ journal_recover(void)
         defs_quiet(false);
         return -1;
     }
+    /* Before anything is written after it (writes go to a new segment). */
+    char msgdir[4200];
+    snprintf(msgdir, sizeof(msgdir), "%s/msgs", st.dir);
+    if (!rc.clean && rc.nsegs > 0 &&
+        seglog_mark_crashed(msgdir, rc.segs[rc.nsegs - 1]) != 0)
+        log_warn("store: cannot mark segment %" PRIu64 " as the newest at "
+                 "a crash (--check-data will call damage to its tail "
+                 "corrupt)", rc.segs[rc.nsegs - 1]);
     if (rc.clean && (unlink(path) != 0 || sync_dir(st.dir) != 0)) {
         log_warn("store: cannot remove %s", path);
         defs_quiet(false);
