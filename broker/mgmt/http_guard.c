@@ -73,6 +73,7 @@ struct conn {
     size_t len, cap;            /* cap grows up to HEAD_MAX + 1 */
     uint64_t left;
     uint64_t arrived;           /* of the request arriving: counted */
+    uint64_t body, body_max;    /* its body so far; what evhttp keeps */
 };
 
 static void
@@ -101,6 +102,16 @@ arrived(struct conn *c, size_t n)
 {
     c->arrived += n;
     alarm_http_bytes((int64_t)n);
+}
+
+/* Bytes of the request's body: counted only up to what evhttp keeps
+ * of it (past its limit it reads and drops the rest, to answer 413). */
+static void
+body_arrived(struct conn *c, size_t n)
+{
+    uint64_t keep = c->body < c->body_max ? c->body_max - c->body : 0;
+    c->body += n;
+    arrived(c, n < keep ? n : (size_t)keep);
 }
 
 /* The request is in: evhttp has it all. */
@@ -196,6 +207,8 @@ head_done(struct conn *c)
                                                       : g->lim.small_body;
     if (evcon != NULL)
         evhttp_connection_set_max_body_size(evcon, max);
+    c->body = 0;
+    c->body_max = (uint64_t)max;
 
     /* What evhttp reads as the body (evhttp_get_body). */
     if (strcmp(method, "HEAD") == 0 || strcmp(method, "TRACE") == 0) {
@@ -296,6 +309,7 @@ feed(struct conn *c, const char *p, size_t n)
             evtimer_add(c->deadline, &tv);
             c->phase = P_HEAD;
             c->len = 0;
+            c->body = c->body_max = 0;
             continue;
         }
         case P_HEAD:
@@ -315,7 +329,7 @@ feed(struct conn *c, const char *p, size_t n)
         case P_BODY:
         case P_CHUNK_DATA:
             used = c->left < n ? (size_t)c->left : n;
-            arrived(c, used);
+            body_arrived(c, used);
             c->left -= used;
             if (c->left == 0) {
                 if (c->phase == P_BODY)
@@ -326,7 +340,7 @@ feed(struct conn *c, const char *p, size_t n)
             break;
         case P_BLIND:
             used = n;
-            arrived(c, used);
+            body_arrived(c, used);
             break;
         }
         p += used;

@@ -120,6 +120,11 @@ def main():
     rss = b.rss_kib()
     check("8 bodies of 15 MB all but their last byte: RSS under 64 MiB",
           rss < rss_bound_kib(64 * 1024), "RSS %d KiB" % rss)
+    st, nodes = api.call("GET", "nodes")
+    st, node = api.call("GET", "nodes/%s?memory=true" % nodes[0]["name"])
+    counted = node["memory"].get("http_requests", -1) if st == 200 else -1
+    check("the memory figure counts what is kept of them (under 10 MB), "
+          "not all that came", 0 <= counted < 10 * 1000 * 1000, str(counted))
     for s in socks:
         send_all(s, b"x")
     codes = [status_of(s) for s in socks]
