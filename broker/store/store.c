@@ -2278,7 +2278,7 @@ recovery_free(struct recovery *rc)
 {
     hmap_destroy(&rc->by_sid.queues);
     hmap_destroy(&rc->by_sid.delayed);
-    for (size_t i = 0; i < rc->rp.nmsgs; i++)
+    for (size_t i = 0; rc->made != NULL && i < rc->rp.nmsgs; i++)
         msg_unref(rc->made[i]);
     free(rc->made);
     seglog_unmap(st.log);
@@ -2347,11 +2347,10 @@ journal_recover(void)
         return -1;
     }
     st.next_qid = max_qid + 1;
-    if (read_segments(&rc) != 0) {
-        defs_quiet(false);
-        return -1;
-    }
-    if (check_defs(&df, &rc.rp, rc.nsegs) != 0) {
+    /* A refused start leaves what it read to the exit, freed (a clean
+     * leak check). */
+    if (read_segments(&rc) != 0 || check_defs(&df, &rc.rp, rc.nsegs) != 0) {
+        recovery_free(&rc);
         defs_quiet(false);
         return -1;
     }
@@ -2365,6 +2364,7 @@ journal_recover(void)
                  "corrupt)", rc.segs[rc.nsegs - 1]);
     if (rc.clean && (unlink(path) != 0 || sync_dir(st.dir) != 0)) {
         log_warn("store: cannot remove %s", path);
+        recovery_free(&rc);
         defs_quiet(false);
         return -1;
     }
