@@ -271,12 +271,23 @@ const struct opt_def config_opts[] = {
         "password of an encrypted management.ssl.keyfile"),
     OPT("management.http.max_body_size", OPT_INT64, "20000000", 1024,
         INT64_C(1) << 31, false, mgmt_max_body_size,
-        "largest request body in bytes the management API reads (a "
-        "definitions file); a larger one gets 413"),
+        "largest request body in bytes the management API reads for the "
+        "definitions routes (a definitions file); every other route reads "
+        "at most 1 MiB (or this, if smaller); a larger one gets 413"),
     OPT("management.tcp.idle_timeout", OPT_INT, "60000", 100, 3600000,
         false, mgmt_idle_timeout_ms,
-        "milliseconds a management API connection may be idle, or take "
-        "to send its request, before it is closed"),
+        "milliseconds a management API or Prometheus connection may be "
+        "idle (no byte received or sent) before it is closed"),
+    OPT("management.tcp.request_timeout", OPT_INT, "60000", 100, 3600000,
+        false, mgmt_request_timeout_ms,
+        "milliseconds from the first byte of an HTTP request (management "
+        "API or Prometheus) to its last, however it trickles; then the "
+        "connection is closed"),
+    OPT("management.http.max_connections", OPT_INT, "256", 1, 65536,
+        false, mgmt_max_connections,
+        "HTTP connections each management API or Prometheus listener "
+        "holds at once; at the cap it stops accepting until one closes "
+        "(Roost's own; the next wait in the listen backlog)"),
     OPT("collect_statistics_interval", OPT_INT, "5000", 100, 3600000,
         false, collect_statistics_interval,
         "milliseconds between the samples that message rates are made "
@@ -288,7 +299,8 @@ const struct opt_def config_opts[] = {
         "counts only, no rates"),
     OPT("management.allowed_hosts", OPT_LIST, "", 0, 0, false,
         mgmt_allowed_hosts,
-        "more names the management listener answers to (against DNS "
+        "more names the management and Prometheus listeners answer to "
+        "(against DNS "
         "rebinding, a request's Host must be one of them): "
         "management.allowed_hosts.NAME = HOST, a name or address without "
         "its port; * takes any Host (behind a proxy that checks it); "
