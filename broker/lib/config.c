@@ -356,6 +356,58 @@ opt_find(const char *name)
     return NULL;
 }
 
+/* Edits from 'a' to 'b' (Levenshtein), counted up to 'cap' + 1. */
+static size_t
+edits(const char *a, const char *b, size_t cap)
+{
+    size_t n = strlen(b), row[128];
+    if (n >= NELEMS(row))
+        return cap + 1;
+    for (size_t j = 0; j <= n; j++)
+        row[j] = j;
+    for (size_t i = 1; a[i - 1] != '\0'; i++) {
+        size_t diag = row[0], best = row[0] = i;
+        for (size_t j = 1; j <= n; j++) {
+            size_t up = row[j];
+            size_t v = diag + (a[i - 1] != b[j - 1]);
+            if (row[j - 1] + 1 < v)
+                v = row[j - 1] + 1;
+            if (up + 1 < v)
+                v = up + 1;
+            row[j] = v;
+            diag = up;
+            if (v < best)
+                best = v;
+        }
+        if (best > cap)
+            return cap + 1;
+    }
+    return row[n];
+}
+
+/* "unknown key 'K'", with the nearest of Roost's keys where one is
+ * near enough to be a slip (a quarter of its length, at least 2). */
+static void
+unknown_key(char *err, size_t errlen, const char *key)
+{
+    size_t cap = strlen(key) / 4 < 2 ? 2 : strlen(key) / 4;
+    const char *near = NULL;
+    size_t best = cap + 1;
+
+    for (size_t i = 0; i < config_nopts; i++) {
+        size_t d = edits(key, config_opts[i].name, cap);
+        if (d < best) {
+            best = d;
+            near = config_opts[i].name;
+        }
+    }
+    if (near != NULL)
+        snprintf(err, errlen, "unknown key '%s' (did you mean '%s'?)", key,
+                 near);
+    else
+        snprintf(err, errlen, "unknown key '%s'", key);
+}
+
 static size_t
 opt_index(const char *name)
 {
@@ -671,7 +723,7 @@ config_set(struct config *c, const char *key, const char *value, char *err,
     const struct opt_def *o = key_find(key, &entry);
 
     if (o == NULL) {
-        snprintf(err, errlen, "unknown key '%s'", key);
+        unknown_key(err, errlen, key);
         return -1;
     }
     if (set_value(c, o, entry, key, value, err, errlen) != 0)
@@ -926,7 +978,7 @@ config_load_file(struct config *c, const char *path, int flags, char *errs,
             const char *why = NULL;
             enum rabbit_verdict v = rabbitconf_classify(key, value, &why);
             if (v == RABBIT_UNKNOWN) {
-                snprintf(err, sizeof(err), "unknown key '%s'", key);
+                unknown_key(err, sizeof(err), key);
                 append_msg(errs, errlen, path, line, err);
                 nerr++;
             } else if (v == RABBIT_IGNORED) {

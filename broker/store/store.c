@@ -2384,14 +2384,18 @@ journal_recover(void)
     if (rc.nheld)
         log_info("store: recovered %" PRIu64 " delayed messages",
                  rc.nheld);
-    log_info("store: recovered %d definitions, %" PRIu64 " messages in %"
-             PRIu64 " durable queues from %zu segments (%" PRIu64 " bytes) "
-             "in %" PRIu64 " ms after %s stop; %" PRIu64 " orphan records "
-             "dropped, %" PRIu64 " corrupt records skipped, %" PRIu64
-             " torn tails cut", ndefs, rc.nrec,
-             nqueues - rc.by_sid.delayed_known, rc.nsegs, bytes,
-             now_ms() - t0, rc.clean ? "a clean" : "an unclean", rc.orphans,
-             corrupt, torn);
+    if (st.is_new)
+        log_info("store: a new data directory, %s: nothing to recover",
+                 st.dir);
+    else
+        log_info("store: recovered %d definitions, %" PRIu64 " messages "
+                 "in %" PRIu64 " durable queues from %zu segments (%" PRIu64
+                 " bytes) in %" PRIu64 " ms after %s stop; %" PRIu64
+                 " orphan records dropped, %" PRIu64 " corrupt records "
+                 "skipped, %" PRIu64 " torn tails cut", ndefs, rc.nrec,
+                 nqueues - rc.by_sid.delayed_known, rc.nsegs, bytes,
+                 now_ms() - t0, rc.clean ? "a clean" : "an unclean",
+                 rc.orphans, corrupt, torn);
     return recovery_finish();
 }
 
