@@ -22,6 +22,7 @@
 
 static uint64_t mem_limit;
 static uint64_t buffers;        /* connection output, at the last tick */
+static uint64_t http_bytes;     /* HTTP requests arriving */
 static bool mem_alarm, disk_alarm;
 static bool paging;
 static uint64_t paging_limit;
@@ -41,7 +42,13 @@ alarm_memory_used(void)
      * allocated, like messages, and so are the queues' entries; output
      * only at each tick. */
     return msg_bytes_in_use() + inbuf_bytes_in_use() + queue_ring_bytes() +
-           buffers;
+           buffers + http_bytes;
+}
+
+void
+alarm_http_bytes(int64_t delta)
+{
+    http_bytes = (uint64_t)((int64_t)http_bytes + delta);
 }
 
 bool
@@ -165,6 +172,7 @@ alarm_memory_kinds(struct mem_kinds *out)
     out->input_blocks = inbuf_bytes_in_use();
     out->queue_entries = queue_ring_bytes();
     out->output_buffers = buffers;
+    out->http_requests = http_bytes;
 }
 
 static void

@@ -51,8 +51,13 @@ struct mem_kinds {
     uint64_t input_blocks;      /* connections' input, lent bodies */
     uint64_t queue_entries;     /* the queues' rings */
     uint64_t output_buffers;    /* output not yet written (each tick) */
+    uint64_t http_requests;     /* HTTP requests still arriving */
 };
 void alarm_memory_kinds(struct mem_kinds *out);
+
+/* Bytes of HTTP requests still arriving, up or down by 'delta' (the
+ * management API's and Prometheus's listeners: mgmt/http_guard.c). */
+void alarm_http_bytes(int64_t delta);
 
 /* Free bytes on the data directory's filesystem (every second). */
 uint64_t alarm_disk_free(void);

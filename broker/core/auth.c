@@ -332,8 +332,12 @@ auth_check(struct amqp_bytes mechanism, struct amqp_bytes response,
         return -1;
     }
     if (u == NULL || (!external && !password_ok(u, pass))) {
-        snprintf(why, whylen, u && pass.len == 0 ? "blank password (refused "
-                 "for every user, as RabbitMQ does)" : "invalid credentials");
+        /* RabbitMQ's words; the name as the client sent it, escaped */
+        char name[256];
+        log_escape(name, sizeof(name), login.ptr, login.len);
+        snprintf(why, whylen, "user '%s' - %s", name,
+                 u && pass.len == 0 ? "blank password (refused for every "
+                 "user, as RabbitMQ does)" : "invalid credentials");
         return -1;
     }
     if (!from_loopback && auth_loopback_only(u->name)) {

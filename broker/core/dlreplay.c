@@ -36,6 +36,7 @@ struct replay {
     struct queue_cursor *cur;
     struct event *timer;
     int64_t started;            /* monotonic ms */
+    bool said_internal;         /* logged skipping an internal target */
     TAILQ_ENTRY(replay) link;
 };
 
@@ -113,22 +114,40 @@ arm(struct replay *r, int64_t ms)
     evtimer_add(r->timer, &tv);
 }
 
-/* The exchange called 'name' in 'vh' ("" the default one), if 'user'
- * may write to it (the permission a publish to it needs). */
+/* publishable_exchange's reason for an internal exchange. */
+static const char is_internal[] = "is internal";
+
+/*
+ * The exchange called 'name' in the queue's vhost ("" the default one)
+ * if the replay may publish to it as its user would: it exists, the user
+ * may write to it (the permission a publish to it needs) and it is not
+ * internal (0-9-1 basic.publish refuses those, ACCESS_REFUSED: a replay
+ * must not forge, say, the firehose's events in amq.rabbitmq.trace).
+ * NULL otherwise, with what stands in the way in '*why'.
+ */
 static struct exchange *
-writable_exchange(struct replay *r, struct amqp_bytes name)
+publishable_exchange(struct replay *r, struct amqp_bytes name,
+                     const char **why)
 {
     struct vhost *vh = r->q->vh;
     struct exchange *x = name.len == 0 ? vh->default_x
                                        : vhost_exchange(vh, name);
-    if (x == NULL)
+    if (x == NULL) {
+        *why = "is gone";
         return NULL;
+    }
     const struct perm *p = perm_get(vh->name, r->pub.user);
     if (name.len == 0)
         name = amqp_cstr("amq.default");
     if (p == NULL || !perm_allows(p, PERM_WRITE, (const char *)name.ptr,
-                                  name.len))
+                                  name.len)) {
+        *why = "may no longer be written to by the user";
         return NULL;
+    }
+    if (x->internal) {
+        *why = is_internal;
+        return NULL;
+    }
     return x;
 }
 
@@ -154,7 +173,20 @@ target(const struct msg *m, struct amqp_bytes *rkey, void *arg)
     else
         *rkey = (struct amqp_bytes){ (const uint8_t *)msg_rkey(m),
                                      msg_rkey_len(m) };
-    return writable_exchange(r, xn);
+    const char *why;
+    struct exchange *x = publishable_exchange(r, xn, &why);
+    /* Left in place and counted as skipped. An internal target is worth
+     * a line, once a replay (an x-death naming one was likely forged to
+     * aim there); the others are routine. */
+    if (x == NULL && why == is_internal && !r->said_internal) {
+        char esc[300];
+        r->said_internal = true;
+        log_warnx("replay %s of queue '%s' in vhost '%s': skipping messages "
+                  "whose target is the internal exchange '%s'", r->pub.id,
+                  r->pub.queue, r->pub.vhost,
+                  log_escape(esc, sizeof(esc), xn.ptr, xn.len));
+    }
+    return x;
 }
 
 static void
@@ -170,12 +202,13 @@ tick(evutil_socket_t fd, short what, void *arg)
         set_state(r, DLREPLAY_CANCELLED, "the queue was deleted");
         return;
     }
-    if (r->pub.exchange && writable_exchange(
-            r, amqp_cstr(r->pub.exchange)) == NULL) {
-        char why[300];
-        snprintf(why, sizeof(why), "the exchange '%s' is gone, or the user "
-                 "may no longer write to it", r->pub.exchange);
-        set_state(r, DLREPLAY_FAILED, why);
+    const char *why;
+    if (r->pub.exchange && publishable_exchange(
+            r, amqp_cstr(r->pub.exchange), &why) == NULL) {
+        char text[400];
+        snprintf(text, sizeof(text), "the exchange '%s' %s",
+                 r->pub.exchange, why);
+        set_state(r, DLREPLAY_FAILED, text);
         return;
     }
     for (int n = 0; r->pub.moved + r->pub.skipped < r->pub.total; n++) {

@@ -62,9 +62,10 @@ enum dlreplay_refusal {
  * x-death exchange; "" the default exchange) with 'rkey' (NULL: the
  * x-death's first routing key, else the message's own), for 'user', whose
  * write permission each target exchange needs (a message whose target
- * it may not write to is left in place, counted as skipped, as one
- * without x-death and no exchange chosen). The caller checked that a
- * chosen exchange exists. Returns the replay, or NULL and '*why'.
+ * it may not write to, or whose target is internal, is left in place,
+ * counted as skipped, as one without x-death and no exchange chosen).
+ * The caller checked that a chosen exchange exists and is not internal.
+ * Returns the replay, or NULL and '*why'.
  */
 struct dlreplay *dlreplay_start(struct queue *q, uint32_t rate,
                                 uint64_t count, const char *exchange,

@@ -25,6 +25,18 @@ unsigned perm_epoch;
 
 static struct hmap perms;
 static pcre2_match_data *md;        /* shared: the loop thread's alone */
+static pcre2_match_context *mctx;   /* the limits below */
+
+/*
+ * A match gives up past these. PCRE2's own defaults (ten million steps)
+ * let one pattern that backtracks without end, such as ^(a|aa)+$ over
+ * "aaa...ab", hold the loop thread, and every client with it, for a
+ * tenth of a second a name. Names are at most 255 bytes, and an honest
+ * pattern needs a few hundred steps on one; at these limits the worst
+ * costs about a millisecond.
+ */
+#define RE_MATCH_LIMIT 100000
+#define RE_DEPTH_LIMIT 5000
 
 /* The key of a user's permissions in a vhost: "vhost\0user". */
 static size_t
@@ -77,18 +89,38 @@ perm_re_compile(const char *src, char *msg, size_t msglen, size_t *at)
             if (erlang_words[i].code == code)
                 snprintf(msg, msglen, "%s", erlang_words[i].msg);
         *at = (size_t)off;
+        return NULL;
     }
+    /* Compiled to machine code where PCRE2 can (faster, and the match
+     * limit holds there too); where it cannot, interpreted. */
+    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
     return re;
+}
+
+enum perm_re_result
+perm_re_run(const void *re, const char *s, size_t len)
+{
+    /* Nothing is captured: one pair is room enough (a match with more
+     * groups returns 0, still a match). */
+    if (md == NULL) {
+        md = pcre2_match_data_create(1, NULL);
+        mctx = pcre2_match_context_create(NULL);
+        if (md == NULL || mctx == NULL)
+            fatalx("out of memory");
+        pcre2_set_match_limit(mctx, RE_MATCH_LIMIT);
+        pcre2_set_depth_limit(mctx, RE_DEPTH_LIMIT);
+    }
+    int rc = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, mctx);
+    if (rc >= 0)
+        return PERM_RE_YES;
+    /* The limits, the JIT's stack, or memory: given up, not answered. */
+    return rc == PCRE2_ERROR_NOMATCH ? PERM_RE_NO : PERM_RE_LIMIT;
 }
 
 bool
 perm_re_match(const void *re, const char *s, size_t len)
 {
-    /* Nothing is captured: one pair is room enough (a match with more
-     * groups returns 0, still a match). */
-    if (md == NULL && (md = pcre2_match_data_create(1, NULL)) == NULL)
-        fatalx("out of memory");
-    return pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, NULL) >= 0;
+    return perm_re_run(re, s, len) == PERM_RE_YES;
 }
 
 void
@@ -234,5 +266,7 @@ perm_free_all(void)
         perm_free(s->val);
     hmap_destroy(&perms);
     pcre2_match_data_free(md);
+    pcre2_match_context_free(mctx);
     md = NULL;
+    mctx = NULL;
 }

@@ -63,9 +63,16 @@ bool perm_allows(const struct perm *p, enum perm_kind kind, const char *name,
  * The pattern engine permissions and policies share: PCRE2, as Erlang's
  * re reads a pattern. perm_re_compile returns a compiled 'src', or NULL
  * with PCRE2's message in 'msg' and the offset of the error in '*at'.
- * perm_re_match matches unanchored. perm_re_free(NULL) is a no-op.
+ * perm_re_run matches unanchored, within a bound on its work (perm.c):
+ * past it the answer is PERM_RE_LIMIT, neither yes nor no. perm_re_match
+ * is perm_re_run == PERM_RE_YES: a pattern past the bound matches
+ * nothing (so a permission it would give is refused). perm_re_free(NULL)
+ * is a no-op.
  */
+enum perm_re_result { PERM_RE_NO, PERM_RE_YES, PERM_RE_LIMIT };
+
 void *perm_re_compile(const char *src, char *msg, size_t msglen, size_t *at);
+enum perm_re_result perm_re_run(const void *re, const char *s, size_t len);
 bool perm_re_match(const void *re, const char *s, size_t len);
 void perm_re_free(void *re);
 

@@ -19,6 +19,7 @@
 #include "broker/core/queue.h"
 #include "broker/core/vhost.h"
 #include "broker/lib/hmap.h"
+#include "broker/lib/log.h"
 #include "broker/lib/util.h"
 
 const char *const policy_apply_name[] = {
@@ -426,6 +427,25 @@ unlink_at(struct vhost *vh, enum policy_kind kind, size_t i)
     t->n[kind]--;
 }
 
+/* The first name of 'vh''s queues and exchanges on which 're' gives up
+ * (its match limit), or NULL. */
+static const char *
+limit_name(const struct vhost *vh, const void *re)
+{
+    const struct hmap *maps[] = { &vh->queues, &vh->exchanges };
+    for (size_t m = 0; m < NELEMS(maps); m++) {
+        size_t pos = 0;
+        struct hmap_slot *s;
+        while ((s = hmap_next(maps[m], &pos)) != NULL) {
+            const char *name = m == 0 ? ((struct queue *)s->val)->name
+                                      : ((struct exchange *)s->val)->name;
+            if (perm_re_run(re, name, strlen(name)) == PERM_RE_LIMIT)
+                return name;
+        }
+    }
+    return NULL;
+}
+
 static void apply_vhost(struct vhost *vh);
 
 int
@@ -438,6 +458,15 @@ policy_set(struct vhost *vh, enum policy_kind kind, const char *name,
     values_init(&p->v);
     if (check(kind, pattern, apply_to, priority, definition, &p->re,
               &p->apply_to, &p->v, err, errlen) != 0) {
+        policy_free(p);
+        return -1;
+    }
+    /* Refused where it would give up today; a name made later that it
+     * gives up on is logged (limit_reached), the policy not applied. */
+    const char *hard = quiet ? NULL : limit_name(vh, p->re);
+    if (hard != NULL) {
+        snprintf(err, errlen, "pattern exceeds the match limit on '%.200s'"
+                 "\n", hard);
         policy_free(p);
         return -1;
     }
@@ -516,6 +545,21 @@ policy_free_vhost(struct vhost *vh)
 
 /* ---- matching ---- */
 
+/* A policy whose pattern gave up on 'name' (its match limit): it does
+ * not apply there; said once for the policy. */
+static void
+limit_reached(struct policy *p, const char *name, size_t len)
+{
+    if (p->limit_logged)
+        return;
+    p->limit_logged = true;
+    char n[256];
+    log_escape(n, sizeof(n), name, len);
+    log_warn("policy '%s' in vhost '%s': its pattern exceeds the match "
+             "limit on '%s' and is not applied where it does", p->name,
+             p->vh->name, n);
+}
+
 /* The highest-priority policy of 'kind' for 'name' (a queue's if
  * 'queue'); of equals, the first by name (RabbitMQ 3.10.8 sorts them
  * by priority, stably, after its table's order by name). */
@@ -528,14 +572,17 @@ match(const struct vhost *vh, enum policy_kind kind, bool queue,
     enum policy_apply other = queue ? POLICY_EXCHANGES : POLICY_QUEUES;
 
     for (size_t i = 0; t && i < t->n[kind]; i++) {
-        const struct policy *p = t->v[kind][i];
+        struct policy *p = t->v[kind][i];
         if (p->apply_to == other ||
             (best && (p->priority < best->priority ||
                       (p->priority == best->priority &&
                        strcmp(p->name, best->name) > 0))))
             continue;
-        if (perm_re_match(p->re, name, len))
+        enum perm_re_result m = perm_re_run(p->re, name, len);
+        if (m == PERM_RE_YES)
             best = p;
+        else if (m == PERM_RE_LIMIT)
+            limit_reached(p, name, len);
     }
     return best;
 }

@@ -63,6 +63,7 @@ struct policy {
     char *name;
     char *pattern;
     void *re;                       /* compiled (perm_re_compile) */
+    bool limit_logged;              /* re past its match limit, said once */
     enum policy_apply apply_to;
     double priority;
     json_t *definition;             /* as given: for the API and export */

@@ -421,8 +421,9 @@ dead_letter_copy(struct queue *q, const struct msg *m, const char *reason,
     size_t cycles = 0;
 
     if (dm == NULL) {
-        queue_drop(q, m, reason, deliveries, "its headers with x-death "
-                   "would be larger than a table may be");
+        queue_drop(q, m, reason, deliveries, "too large to dead-letter: "
+                   "its headers with x-death would be larger than a table "
+                   "may be");
         if (done != NULL)
             entry_end(q, *done);
         return;

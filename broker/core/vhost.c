@@ -9,14 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amqp/props.h"
 #include "broker/core/broker.h"
 #include "broker/core/defs.h"
 #include "broker/core/exchange.h"
 #include "broker/core/msg.h"
 #include "broker/core/perm.h"
 #include "broker/core/policy.h"
-#include "broker/core/qargs.h"
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
 #include "broker/lib/log.h"
@@ -254,49 +252,6 @@ void
 vhost_sample_all(void)
 {
     vhost_foreach(sample_vhost, NULL);
-}
-
-bool
-vhost_aliveness_test(struct vhost *vh)
-{
-    static const char body[] = "test_message";
-    struct amqp_bytes name = amqp_cstr("aliveness-test");
-    struct amqp_table none = { NULL, 0 };
-    struct content_header h = { .class_id = AMQP_CLASS_BASIC,
-                                .body_size = sizeof(body) - 1 };
-    uint8_t hdr[64], got[sizeof(body)];
-    struct wire_wr w;
-    struct qentry e;
-    char err[256];
-
-    struct queue *q = vhost_queue(vh, name);
-    if (q == NULL) {
-        struct qargs qa;
-        if (qargs_parse(none, "queue 'aliveness-test'", &qa, err,
-                        sizeof(err)) != QARGS_OK)
-            return false;
-        q = queue_new(vh, name, false, false, false, NULL, none, &qa);
-        vhost_add_queue(vh, q);
-    }
-    wire_wr_init(&w, hdr, sizeof(hdr));
-    if (content_header_encode(&h, &w) != AMQP_OK)
-        return false;
-    struct msg *m = msg_new(amqp_cstr(""), name, hdr, w.len, &h, false, NULL);
-    msg_body_copy_in(m, (const uint8_t *)body);
-    int pushed = queue_push(q, m);
-    msg_unref(m);
-    /* The message may not be the head (a queue left with others in it),
-     * or a consumer may have taken it: then the test fails, as
-     * RabbitMQ's basic.get would find something else. */
-    if (pushed < 0 || !queue_take(q, &e))
-        return false;
-    bool same = e.m->body_len == sizeof(body) - 1;
-    if (same) {
-        msg_body_copy(e.m, got);
-        same = memcmp(got, body, sizeof(body) - 1) == 0;
-    }
-    queue_ack(q, e);
-    return same;
 }
 
 size_t

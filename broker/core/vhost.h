@@ -100,13 +100,6 @@ void vhost_channel_gone(struct vhost *vh, const struct msg_stats *ms);
 /* The stats tick (stats.c): every vhost's queues and exchanges. */
 void vhost_sample_all(void);
 
-/*
- * RabbitMQ's aliveness test: the queue "aliveness-test" declared in 'vh'
- * (non-durable) if it is not there, a message "test_message" put in it
- * and taken back. Whether that worked.
- */
-bool vhost_aliveness_test(struct vhost *vh);
-
 /* How many exchanges 'vh' has (the default and amq.* ones included). */
 size_t vhost_exchange_count(const struct vhost *vh);
 

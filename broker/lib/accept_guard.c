@@ -22,6 +22,7 @@ struct accept_guard {
     unsigned long unlogged;     /* since the last line */
     uint64_t logged_ms;         /* when that line was written; 0: never */
     int last_err;
+    bool held;                  /* accept_guard_hold */
 };
 
 /* libevent gives an error callback the accept callback's argument
@@ -75,7 +76,8 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (g->unlogged > 0 && now - g->logged_ms >= ACCEPT_GUARD_LOG_MS)
         log_backoff(g, now);
-    evconnlistener_enable(g->l);
+    if (!g->held)
+        evconnlistener_enable(g->l);
 }
 
 static void
@@ -129,6 +131,16 @@ struct evconnlistener *
 accept_guard_listener(struct accept_guard *g)
 {
     return g->l;
+}
+
+void
+accept_guard_hold(struct accept_guard *g, bool held)
+{
+    g->held = held;
+    if (held)
+        evconnlistener_disable(g->l);
+    else if (!evtimer_pending(g->retry, NULL))
+        evconnlistener_enable(g->l);
 }
 
 unsigned long

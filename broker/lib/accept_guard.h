@@ -42,6 +42,10 @@ struct accept_guard *accept_guard_new(struct event_base *base, int fd,
 /* Its listener: to give to evhttp_bind_listener, which then owns it. */
 struct evconnlistener *accept_guard_listener(struct accept_guard *g);
 
+/* Hold its accepts (a server at its connection cap) or let them go on;
+ * a back-off under way still runs its course. */
+void accept_guard_hold(struct accept_guard *g, bool held);
+
 /* How many times it has backed off since it was made. */
 unsigned long accept_guard_backoffs(const struct accept_guard *g);
 

@@ -271,12 +271,23 @@ const struct opt_def config_opts[] = {
         "password of an encrypted management.ssl.keyfile"),
     OPT("management.http.max_body_size", OPT_INT64, "20000000", 1024,
         INT64_C(1) << 31, false, mgmt_max_body_size,
-        "largest request body in bytes the management API reads (a "
-        "definitions file); a larger one gets 413"),
+        "largest request body in bytes the management API reads for the "
+        "definitions routes (a definitions file); every other route reads "
+        "at most 1 MiB (or this, if smaller); a larger one gets 413"),
     OPT("management.tcp.idle_timeout", OPT_INT, "60000", 100, 3600000,
         false, mgmt_idle_timeout_ms,
-        "milliseconds a management API connection may be idle, or take "
-        "to send its request, before it is closed"),
+        "milliseconds a management API or Prometheus connection may be "
+        "idle (no byte received or sent) before it is closed"),
+    OPT("management.tcp.request_timeout", OPT_INT, "60000", 100, 3600000,
+        false, mgmt_request_timeout_ms,
+        "milliseconds from the first byte of an HTTP request (management "
+        "API or Prometheus) to its last, however it trickles; then the "
+        "connection is closed"),
+    OPT("management.http.max_connections", OPT_INT, "256", 1, 65536,
+        false, mgmt_max_connections,
+        "HTTP connections each management API or Prometheus listener "
+        "holds at once; at the cap it stops accepting until one closes "
+        "(Roost's own; the next wait in the listen backlog)"),
     OPT("collect_statistics_interval", OPT_INT, "5000", 100, 3600000,
         false, collect_statistics_interval,
         "milliseconds between the samples that message rates are made "
@@ -288,7 +299,8 @@ const struct opt_def config_opts[] = {
         "counts only, no rates"),
     OPT("management.allowed_hosts", OPT_LIST, "", 0, 0, false,
         mgmt_allowed_hosts,
-        "more names the management listener answers to (against DNS "
+        "more names the management and Prometheus listeners answer to "
+        "(against DNS "
         "rebinding, a request's Host must be one of them): "
         "management.allowed_hosts.NAME = HOST, a name or address without "
         "its port; * takes any Host (behind a proxy that checks it); "
@@ -342,6 +354,58 @@ opt_find(const char *name)
         if (strcmp(config_opts[i].name, name) == 0)
             return &config_opts[i];
     return NULL;
+}
+
+/* Edits from 'a' to 'b' (Levenshtein), counted up to 'cap' + 1. */
+static size_t
+edits(const char *a, const char *b, size_t cap)
+{
+    size_t n = strlen(b), row[128];
+    if (n >= NELEMS(row))
+        return cap + 1;
+    for (size_t j = 0; j <= n; j++)
+        row[j] = j;
+    for (size_t i = 1; a[i - 1] != '\0'; i++) {
+        size_t diag = row[0], best = row[0] = i;
+        for (size_t j = 1; j <= n; j++) {
+            size_t up = row[j];
+            size_t v = diag + (a[i - 1] != b[j - 1]);
+            if (row[j - 1] + 1 < v)
+                v = row[j - 1] + 1;
+            if (up + 1 < v)
+                v = up + 1;
+            row[j] = v;
+            diag = up;
+            if (v < best)
+                best = v;
+        }
+        if (best > cap)
+            return cap + 1;
+    }
+    return row[n];
+}
+
+/* "unknown key 'K'", with the nearest of Roost's keys where one is
+ * near enough to be a slip (a quarter of its length, at least 2). */
+static void
+unknown_key(char *err, size_t errlen, const char *key)
+{
+    size_t cap = strlen(key) / 4 < 2 ? 2 : strlen(key) / 4;
+    const char *near = NULL;
+    size_t best = cap + 1;
+
+    for (size_t i = 0; i < config_nopts; i++) {
+        size_t d = edits(key, config_opts[i].name, cap);
+        if (d < best) {
+            best = d;
+            near = config_opts[i].name;
+        }
+    }
+    if (near != NULL)
+        snprintf(err, errlen, "unknown key '%s' (did you mean '%s'?)", key,
+                 near);
+    else
+        snprintf(err, errlen, "unknown key '%s'", key);
 }
 
 static size_t
@@ -659,7 +723,7 @@ config_set(struct config *c, const char *key, const char *value, char *err,
     const struct opt_def *o = key_find(key, &entry);
 
     if (o == NULL) {
-        snprintf(err, errlen, "unknown key '%s'", key);
+        unknown_key(err, errlen, key);
         return -1;
     }
     if (set_value(c, o, entry, key, value, err, errlen) != 0)
@@ -914,7 +978,7 @@ config_load_file(struct config *c, const char *path, int flags, char *errs,
             const char *why = NULL;
             enum rabbit_verdict v = rabbitconf_classify(key, value, &why);
             if (v == RABBIT_UNKNOWN) {
-                snprintf(err, sizeof(err), "unknown key '%s'", key);
+                unknown_key(err, sizeof(err), key);
                 append_msg(errs, errlen, path, line, err);
                 nerr++;
             } else if (v == RABBIT_IGNORED) {

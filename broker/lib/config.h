@@ -117,6 +117,8 @@ struct config {
     char *mgmt_ssl_password;
     int64_t mgmt_max_body_size;
     int mgmt_idle_timeout_ms;
+    int mgmt_request_timeout_ms;
+    int mgmt_max_connections;
     /* statistics (stats.c) */
     int collect_statistics_interval;
     char *rates_mode;

@@ -263,7 +263,6 @@ static const struct rule rules[] = {
     { "management.tcp.compress", NULL, IGN, HTTP_TUNING },
     { "management.tcp.inactivity_timeout", NULL, IGN, HTTP_TUNING },
     { "management.tcp.max_keepalive", NULL, IGN, HTTP_TUNING },
-    { "management.tcp.request_timeout", NULL, IGN, HTTP_TUNING },
     { "management.tcp.shutdown_timeout", NULL, IGN, HTTP_TUNING },
     { "management.ssl.backlog", NULL, IGN, HTTP_TUNING },
     { "management.ssl.compress", NULL, IGN, HTTP_TUNING },

@@ -52,6 +52,7 @@
 #include "broker/lib/accept_guard.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
+#include "broker/mgmt/http_guard.h"
 #include "broker/mgmt/mgmt_int.h"
 #include "tls/hash.h"
 #include "tls/tls.h"
@@ -186,8 +187,7 @@ static const struct route routes[] = {
 /* ---- the servers ---- */
 
 struct server {
-    struct evhttp *http;
-    struct accept_guard *guard;     /* its listener's */
+    struct http_listener l;
     bool tls;
     char ip[INET6_ADDRSTRLEN];  /* as bound; "::" for all addresses */
     int port;
@@ -249,7 +249,7 @@ mgmt_listeners_json(void)
     }
     for (size_t i = 0; i < NELEMS(servers); i++) {
         const struct server *s = &servers[i];
-        if (s->http == NULL)
+        if (s->l.http == NULL)
             continue;
         json_array_append_new(arr, json_pack(
             "{s:s, s:s, s:s, s:i}", "node", broker_node_name(),
@@ -266,7 +266,7 @@ mgmt_has_listener_port(int port)
         if (amqp_listeners[i].port == port)
             return true;
     for (size_t i = 0; i < NELEMS(servers); i++)
-        if (servers[i].http != NULL && servers[i].port == port)
+        if (servers[i].l.http != NULL && servers[i].port == port)
             return true;
     return false;
 }
@@ -287,7 +287,7 @@ mgmt_contexts_json(void)
     char port[16];
     for (size_t i = 0; i < NELEMS(servers); i++) {
         const struct server *s = &servers[i];
-        if (s->http == NULL)
+        if (s->l.http == NULL)
             continue;
         /* RabbitMQ gives the port of a context as a string. */
         snprintf(port, sizeof(port), "%d", s->port);
@@ -636,7 +636,15 @@ struct page {
     long page, size;
     const char *name;           /* the filter, or NULL */
     void *re;                   /* with use_regex */
+    /* The filter's budget: a regular expression past its match limit on
+     * a name (perm_re_run), or a filter that took more than
+     * PAGE_FILTER_MS in all, ends the request with a 400 (page_over). */
+    const char *over;           /* why it ended, or NULL */
+    size_t tested;
+    int64_t started_ms;
 };
+
+#define PAGE_FILTER_MS 250
 
 /*
  * The page the query asks for (RabbitMQ's rabbit_mgmt_util:paginate):
@@ -682,14 +690,35 @@ page_args(struct mgmt_req *r, struct page *pg)
 }
 
 static bool
-page_keeps(const struct page *pg, const char *name)
+page_keeps(struct page *pg, const char *name)
 {
     if (pg->name == NULL)
         return true;
-    if (name == NULL)
+    if (name == NULL || pg->over != NULL)
         return false;
-    return pg->re ? perm_re_match(pg->re, name, strlen(name))
-                  : name_has(name, pg->name);
+    if (pg->re == NULL)
+        return name_has(name, pg->name);
+    if (pg->tested++ % 64 == 0) {
+        if (pg->started_ms == 0)
+            pg->started_ms = mono_ms();
+        else if (mono_ms() - pg->started_ms > PAGE_FILTER_MS)
+            pg->over = "took too long";
+    }
+    enum perm_re_result m = perm_re_run(pg->re, name, strlen(name));
+    if (m == PERM_RE_LIMIT)
+        pg->over = "exceeds its match limit";
+    return m == PERM_RE_YES;
+}
+
+/* Whether the filter's budget ran out: then answered with a 400. */
+static bool
+page_over(struct mgmt_req *r, const struct page *pg)
+{
+    if (pg->over == NULL)
+        return false;
+    mgmt_bad_request(r, "Pagination parameters are invalid: the name's "
+                     "regular expression %s", pg->over);
+    return true;
 }
 
 /* Where page 'pg' of 'filtered' items starts, or -1 having answered
@@ -741,6 +770,10 @@ paginate(struct mgmt_req *r, json_t *arr, json_t **out)
             json_array_append(kept, item);
     }
     perm_re_free(pg.re);
+    if (page_over(r, &pg)) {
+        json_decref(kept);
+        return -1;
+    }
     size_t filtered = json_array_size(kept);
     long start = page_start(r, &pg, filtered);
     if (start < 0) {
@@ -947,6 +980,8 @@ reply_page(struct mgmt_req *r, struct sort_item *v, size_t n,
             ops->release(v[i].item);
     }
     n = kept;
+    if (page_over(r, &pg))
+        goto out;
     qsort(v, n, sizeof(*v), cmp_sort_items);
     long start = page_start(r, &pg, n);
     if (start < 0)
@@ -1505,9 +1540,8 @@ request_cb(struct evhttp_request *ev, void *arg)
 /* ---- listening ---- */
 
 static struct bufferevent *
-https_bev_cb(struct event_base *base, void *arg)
+https_bev(struct event_base *base)
 {
-    (void)arg;
     return tls_bufferevent_new(https_ctx, base);
 }
 
@@ -1586,23 +1620,66 @@ mgmt_listen(const char *ip, int port, char *bound, size_t len,
     return fd;
 }
 
-struct accept_guard *
-mgmt_accept(struct evhttp *http, int fd, const char *what)
+int
+mgmt_accept(struct http_listener *l, int fd, const char *what,
+            const struct http_guard_limits *lim)
 {
-    struct accept_guard *g = accept_guard_new(broker.base, fd, NULL, NULL,
-                                              what);
-
-    if (g == NULL) {
+    l->accept = accept_guard_new(broker.base, fd, NULL, NULL, what);
+    if (l->accept == NULL) {
         close(fd);
         log_errorx("%s: cannot create a listener", what);
-        return NULL;
+        mgmt_unlisten(l);
+        return -1;
     }
-    if (evhttp_bind_listener(http, accept_guard_listener(g)) == NULL) {
-        accept_guard_free(g, true);
+    if (evhttp_bind_listener(l->http, accept_guard_listener(l->accept)) ==
+        NULL) {
+        accept_guard_free(l->accept, true);
+        l->accept = NULL;
         log_errorx("%s: cannot accept", what);
-        return NULL;
+        mgmt_unlisten(l);
+        return -1;
     }
-    return g;
+    l->guard = http_guard_new(l->accept, lim, what);
+    http_guard_attach(l->guard, l->http);
+    return 0;
+}
+
+void
+mgmt_unlisten(struct http_listener *l)
+{
+    /* The accept guard before the evhttp that owns its listener; the
+     * HTTP guard after it, whose connections it counts as they go. */
+    http_guard_stop(l->guard);
+    accept_guard_free(l->accept, false);
+    if (l->http != NULL)
+        evhttp_free(l->http);
+    http_guard_free(l->guard);
+    *l = (struct http_listener){ 0 };
+}
+
+/* The routes whose body is a definitions file, which may be large. */
+static bool
+takes_definitions(const char *path)
+{
+    return strcmp(path, "/api/definitions") == 0 ||
+           strncmp(path, "/api/definitions/", 17) == 0;
+}
+
+/* The HTTP guard's limits for the management API (over TLS: 'under'). */
+static struct http_guard_limits
+guard_limits(struct bufferevent *(*under)(struct event_base *))
+{
+    const struct config *c = &broker.cfg;
+    int64_t small = c->mgmt_max_body_size < HTTP_GUARD_SMALL_BODY
+                        ? c->mgmt_max_body_size : HTTP_GUARD_SMALL_BODY;
+    return (struct http_guard_limits){
+        .conn_max = (size_t)c->mgmt_max_connections,
+        .request_ms = c->mgmt_request_timeout_ms,
+        .small_body = small,
+        .large_body = c->mgmt_max_body_size,
+        .large = takes_definitions,
+        .under = under,
+    };
 }
 
 /* Start server 's' on 'ip' and 'port'. 0; 1 if the port is taken and
@@ -1630,39 +1707,34 @@ start_server(struct server *s, bool tls, const char *ip, int port,
                            : "management.tcp.ip, management.tcp.port");
         return -1;
     }
-    s->http = evhttp_new(broker.base);
-    if (s->http == NULL) {
+    s->l.http = evhttp_new(broker.base);
+    if (s->l.http == NULL) {
         close(fd);
         log_errorx("management API: cannot create the HTTP server");
         return -1;
     }
     s->tls = tls;
-    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+    evhttp_set_allowed_methods(s->l.http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                             EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS |
                                             EVHTTP_REQ_PATCH);
-    evhttp_set_max_headers_size(s->http, HEADERS_MAX);
-    evhttp_set_max_body_size(s->http, c->mgmt_max_body_size);
-    evhttp_set_timeout_tv(s->http, &idle);
+    evhttp_set_max_headers_size(s->l.http, HEADERS_MAX);
+    evhttp_set_max_body_size(s->l.http, c->mgmt_max_body_size);
+    evhttp_set_timeout_tv(s->l.http, &idle);
     /* Read and drop the rest of a body that is too large, so that the
      * client gets its 413 rather than a reset. */
-    evhttp_set_flags(s->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_flags(s->l.http, EVHTTP_SERVER_LINGERING_CLOSE);
     /* Answers without a body have no type, as RabbitMQ's. */
-    evhttp_set_default_content_type(s->http, NULL);
-    evhttp_set_gencb(s->http, request_cb, s);
-    if (tls)
-        evhttp_set_bevcb(s->http, https_bev_cb, NULL);
+    evhttp_set_default_content_type(s->l.http, NULL);
+    evhttp_set_gencb(s->l.http, request_cb, s);
     bound_address(fd, s);
     char what[128];
     snprintf(what, sizeof(what), "management API listener %s:%d", s->ip,
              s->port);
-    s->guard = mgmt_accept(s->http, fd, what);
-    if (s->guard == NULL) {
-        evhttp_free(s->http);
-        s->http = NULL;
+    struct http_guard_limits lim = guard_limits(tls ? https_bev : NULL);
+    if (mgmt_accept(&s->l, fd, what, &lim) != 0)
         return -1;
-    }
     if (strchr(s->ip, ':'))
         log_info("management API listening on %s://[%s]:%d/", scheme, s->ip,
                  s->port);
@@ -1729,11 +1801,7 @@ mgmt_stop(void)
     /* Answer what waits before evhttp frees its requests. */
     mgmt_deadletters_stop();
     for (size_t i = 0; i < NELEMS(servers); i++) {
-        accept_guard_free(servers[i].guard, false);
-        servers[i].guard = NULL;
-        if (servers[i].http != NULL)
-            evhttp_free(servers[i].http);
-        servers[i].http = NULL;
+        mgmt_unlisten(&servers[i].l);
     }
     tls_ctx_free(https_ctx);
     https_ctx = NULL;

@@ -411,6 +411,9 @@ mgmt_amqp_run(struct mgmt_amqp *s,
 {
     s->done = done;
     s->arg = arg;
+    s->over = false;
+    s->error = 0;
+    s->text[0] = '\0';
     struct timeval tv = { MGMT_AMQP_TIMEOUT_MS / 1000,
                           (MGMT_AMQP_TIMEOUT_MS % 1000) * 1000 };
     evtimer_add(s->timer, &tv);

@@ -59,7 +59,10 @@ void mgmt_amqp_publish(struct mgmt_amqp *s, const struct amqp_basic_publish *p,
                        size_t len);
 
 /* Send what is queued; 'done' is called once (never from inside this
- * call) when it is over. The session stays the caller's: free it. */
+ * call) when it is over. The session stays the caller's: free it. Once
+ * a run ended with every reply (error 0), the caller may queue more and
+ * run it again (what it sends next depends on a reply); the replies
+ * add up. */
 void mgmt_amqp_run(struct mgmt_amqp *s,
                    void (*done)(struct mgmt_amqp *s, void *arg), void *arg);
 

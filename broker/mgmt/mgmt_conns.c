@@ -45,12 +45,17 @@ mgmt_set_addr(json_t *o, const char *hkey, const char *pkey, const char *addr)
     json_object_set_new(o, pkey, json_integer(atoi(colon + 1)));
 }
 
+static bool
+is_own(const struct mgmt_req *r, const struct conn *c)
+{
+    return c->user != NULL && strcmp(c->user, mgmt_user_name(r)) == 0;
+}
+
 /* Who may see a connection: its own user, or a monitor. */
 static bool
 visible(const struct mgmt_req *r, const struct conn *c)
 {
-    return mgmt_is_monitor(r->user) ||
-           (c->user != NULL && strcmp(c->user, mgmt_user_name(r)) == 0);
+    return mgmt_is_monitor(r->user) || is_own(r, c);
 }
 
 static json_t *
@@ -162,6 +167,9 @@ req_conn(struct mgmt_req *r)
     return c;
 }
 
+/* The longest reason given to a connection closed from the API. */
+#define REASON_MAX 200
+
 void
 mgmt_connection(struct mgmt_req *r)
 {
@@ -172,14 +180,38 @@ mgmt_connection(struct mgmt_req *r)
         mgmt_reply(r, 200, conn_json(c));
         return;
     }
-    /* RabbitMQ's UI sends the reason in X-Reason. */
+    /* rabbit_mgmt_util:is_authorized_user: seeing it is not closing it;
+     * that takes an administrator or its own user (a monitor may only
+     * look). */
+    if (!mgmt_is_admin(r->user) && !is_own(r, c)) {
+        mgmt_error(r, 401, "not_authorised",
+                   "User not authorised to access object");
+        return;
+    }
+    /* RabbitMQ's UI sends the reason in X-Reason. It goes into the
+     * close's reply-text, which clients decode as UTF-8: refused if it
+     * is not, and cut at a character's start to fit a short string with
+     * its "CONNECTION_FORCED - " before it. */
     const char *why = evhttp_find_header(
         evhttp_request_get_input_headers(r->ev), "X-Reason");
-    char reason[300];
-    snprintf(reason, sizeof(reason), "%s",
-             why && *why ? why : "Closed via management plugin");
+    json_t *valid = why ? json_string(why) : NULL;
+    json_decref(valid);
+    if (why != NULL && valid == NULL) {
+        mgmt_bad_request(r, "X-Reason is not UTF-8");
+        return;
+    }
+    const char *src = why && *why ? why : "Closed via management plugin";
+    size_t n = strlen(src);
+    if (n > REASON_MAX) {
+        n = REASON_MAX;
+        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+            n--;            /* src[n], a continuation, starts nothing */
+    }
+    char reason[REASON_MAX + 1];
+    memcpy(reason, src, n);
+    reason[n] = '\0';
     for (char *p = reason; *p; p++)
-        if ((unsigned char)*p < 0x20)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = ' ';
     conn_close_forced(c, reason);
     mgmt_reply(r, 204, NULL);
@@ -371,11 +403,12 @@ mgmt_node_json(bool memory)
                                                      (size_t)rates[i].i)));
     if (memory)
         json_object_set_new(o, "memory", json_pack(
-            "{s:I, s:I, s:I, s:I, s:I, s:I}", "messages",
+            "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "messages",
             (json_int_t)mk.messages, "input_blocks",
             (json_int_t)mk.input_blocks, "queue_entries",
             (json_int_t)mk.queue_entries, "output_buffers",
-            (json_int_t)mk.output_buffers, "total_counted", (json_int_t)used,
+            (json_int_t)mk.output_buffers, "http_requests",
+            (json_int_t)mk.http_requests, "total_counted", (json_int_t)used,
             "rss", (json_int_t)mgmt_rss_bytes()));
     return o;
 }

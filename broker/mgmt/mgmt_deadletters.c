@@ -484,8 +484,10 @@ mgmt_queue_replay(struct mgmt_req *r)
     /* As in RabbitMQ's paths, amq.default names the default exchange. */
     if (xname && strcmp(xname, "amq.default") == 0)
         xname = "";
-    if (xname && xname[0] != '\0' &&
-        vhost_exchange(q->vh, amqp_cstr(xname)) == NULL) {
+    struct exchange *x = xname && xname[0] != '\0'
+                             ? vhost_exchange(q->vh, amqp_cstr(xname))
+                             : NULL;
+    if (xname && xname[0] != '\0' && x == NULL) {
         mgmt_bad_request(r, "no exchange '%s' in vhost '%s'", xname,
                          q->vh->name);
         goto out;
@@ -495,6 +497,17 @@ mgmt_queue_replay(struct mgmt_req *r)
         (xname && !allowed(r, q, PERM_WRITE, "exchange",
                            xname[0] ? xname : "amq.default")))
         goto out;
+    /* As basic.publish after the write check (ACCESS_REFUSED): nothing
+     * is published to an internal exchange, amq.rabbitmq.trace's
+     * firehose events above all. A message whose x-death names one is
+     * skipped (dlreplay.c). */
+    if (x != NULL && x->internal) {
+        char reason[600];
+        snprintf(reason, sizeof(reason), "cannot publish to internal "
+                 "exchange '%.255s' in vhost '%.255s'", xname, q->vh->name);
+        mgmt_error(r, 403, "access_refused", reason);
+        goto out;
+    }
     enum dlreplay_refusal why;
     struct dlreplay *d = dlreplay_start(q, (uint32_t)rate, count, xname,
                                         rkey, r->user->name, &why);

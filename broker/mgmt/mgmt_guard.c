@@ -258,9 +258,27 @@ log_refusal(const char *what, const char *value, const char *why)
     if (last_logged != 0 && now - last_logged < LOG_EVERY_MS)
         return;
     last_logged = now;
-    log_warnx("management API: refused a request with %s '%s' (%s; "
+    log_warnx("management API or Prometheus: refused a request with %s '%s' (%s; "
               "refusals are logged at most once a minute)", what,
               log_escape(esc, sizeof(esc), value, strlen(value)), why);
+}
+
+int
+mgmt_host_check(struct evhttp_request *ev, const char *bound_ip,
+                char *reason, size_t len)
+{
+    const char *host = evhttp_find_header(evhttp_request_get_input_headers(ev),
+                                          "Host");
+    struct authority h;
+
+    if (host == NULL ||
+        (parse_authority(host, &h) == 0 && is_own_host(ev, &h, bound_ip)))
+        return 0;
+    log_refusal("Host", host, "not a name of this server: see "
+                "management.allowed_hosts");
+    snprintf(reason, len, "Host '%.*s' is not a name of this server (add it "
+             "to management.allowed_hosts)", HOST_MAX, host);
+    return -1;
 }
 
 int
@@ -278,20 +296,15 @@ mgmt_guard(struct mgmt_req *r, const char *bound_ip)
     mgmt_add_header(r, "Referrer-Policy", "same-origin");
     mgmt_add_header(r, "Cross-Origin-Resource-Policy", "same-origin");
 
-    if (host != NULL && (parse_authority(host, &h) != 0 ||
-                         !is_own_host(r->ev, &h, bound_ip))) {
-        log_refusal("Host", host, "not a name of this server: see "
-                    "management.allowed_hosts");
-        snprintf(reason, sizeof(reason), "Host '%.*s' is not a name of this "
-                 "server (add it to management.allowed_hosts)", HOST_MAX,
-                 host);
+    if (mgmt_host_check(r->ev, bound_ip, reason, sizeof(reason)) != 0) {
         mgmt_error(r, 421, "misdirected_request", reason);
         return -1;
     }
     if (r->method == EVHTTP_REQ_GET || r->method == EVHTTP_REQ_HEAD ||
         origin == NULL)
         return 0;
-    if (host != NULL && is_own_origin(origin, &h))
+    if (host != NULL && parse_authority(host, &h) == 0 &&
+        is_own_origin(origin, &h))
         return 0;
     log_refusal("Origin", origin, "a write from another site");
     snprintf(reason, sizeof(reason), "cross-origin request refused: Origin "

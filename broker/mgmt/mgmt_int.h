@@ -217,7 +217,6 @@ void mgmt_vhost_permissions(struct mgmt_req *r);
 void mgmt_vhost_limits_all(struct mgmt_req *r);
 void mgmt_vhost_limits(struct mgmt_req *r);
 void mgmt_vhost_limit(struct mgmt_req *r);
-void mgmt_aliveness(struct mgmt_req *r);
 
 void mgmt_policies(struct mgmt_req *r);
 void mgmt_policies_vhost(struct mgmt_req *r);
@@ -251,6 +250,7 @@ void mgmt_bindings_ee(struct mgmt_req *r);
 void mgmt_binding_eq(struct mgmt_req *r);
 void mgmt_binding_ee(struct mgmt_req *r);
 void mgmt_consumers(struct mgmt_req *r);
+void mgmt_aliveness(struct mgmt_req *r);
 
 /* ---- around the API (mgmt_guard.c, mgmt_www.c) ---- */
 
@@ -265,6 +265,12 @@ void mgmt_guard_init(void);
  * "0.0.0.0" for all).
  */
 int mgmt_guard(struct mgmt_req *r, const char *bound_ip);
+
+/* The Host part of it, for the Prometheus listener too: 0 if the
+ * request's Host is one of this server's names (or it has none), or -1
+ * with why in 'reason' (logged at most once a minute). */
+int mgmt_host_check(struct evhttp_request *ev, const char *bound_ip,
+                    char *reason, size_t len);
 
 /* Answer a path outside /api/ with the web page's file there, or 404. */
 void mgmt_www(struct mgmt_req *r, const char *path);
@@ -296,13 +302,25 @@ uint64_t mgmt_rss_bytes(void);
 int mgmt_listen(const char *ip, int port, char *bound, size_t len,
                 int *bound_port);
 
-/* 'http' accepting on the listening socket 'fd' through a guarded
- * listener (lib/accept_guard.h: it backs off when accept fails), named
- * 'what' in the log; the guard, which the caller frees before 'http'
- * (accept_guard_free(g, false)), or NULL with 'fd' closed (logged). */
-struct accept_guard;
-struct accept_guard *mgmt_accept(struct evhttp *http, int fd,
-                                 const char *what);
+/*
+ * An HTTP server of the management API or Prometheus: its evhttp,
+ * accepting on a guarded listener (lib/accept_guard.h: it backs off when
+ * accept fails), each connection through an HTTP guard (http_guard.h:
+ * a cap on connections, a deadline on requests, a body limit by route).
+ * mgmt_accept makes 'l->http' accept on the listening socket 'fd' with
+ * 'lim', named 'what' in the log: 0, or -1 with 'fd' closed and
+ * 'l->http' freed (logged). mgmt_unlisten frees what it holds, in the
+ * order they need.
+ */
+struct http_listener {
+    struct evhttp *http;
+    struct accept_guard *accept;
+    struct http_guard *guard;
+};
+struct http_guard_limits;
+int mgmt_accept(struct http_listener *l, int fd, const char *what,
+                const struct http_guard_limits *lim);
+void mgmt_unlisten(struct http_listener *l);
 
 void mgmt_connections(struct mgmt_req *r);
 void mgmt_vhost_connections(struct mgmt_req *r);

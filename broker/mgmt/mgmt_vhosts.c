@@ -1,9 +1,9 @@
 /*
  * SPDX-License-Identifier: Apache-2.0
  * Virtual hosts in the management API: /api/vhosts[/NAME], their limits
- * (/api/vhost-limits[/VHOST[/NAME]]) and /api/aliveness-test/VHOST, as
- * RabbitMQ 3.10's rabbit_mgmt_wm_vhost*.erl, _limit*.erl and
- * _aliveness_test.erl answer them. Vhosts are made and deleted through
+ * (/api/vhost-limits[/VHOST[/NAME]]), as RabbitMQ 3.10's
+ * rabbit_mgmt_wm_vhost*.erl and _limit*.erl answer them (the aliveness
+ * test, over AMQP, is mgmt_queues.c's). Vhosts are made and deleted through
  * vhost.h; a change to one's description, tags or limits is announced
  * (defs_changed) so that the store records it.
  */
@@ -291,25 +291,4 @@ mgmt_vhost_limit(struct mgmt_req *r)
     if (vhost_limit_named(r->arg[1], &l) && vhost_limit(vh, l) >= 0)
         vhost_set_limit(vh, l, -1, false);
     mgmt_reply(r, 204, NULL);
-}
-
-/* ---- health ---- */
-
-/*
- * As RabbitMQ: a message through the queue "aliveness-test" of the
- * vhost (vhost_aliveness_test); 200 {"status":"ok"}, or 503 with
- * {"status":"failed"}.
- */
-void
-mgmt_aliveness(struct mgmt_req *r)
-{
-    struct vhost *vh = broker_vhost(r->arg[0], strlen(r->arg[0]));
-    if (vh == NULL)
-        mgmt_not_found(r);
-    else if (vhost_aliveness_test(vh))
-        mgmt_reply(r, 200, json_pack("{s:s}", "status", "ok"));
-    else
-        mgmt_reply(r, 503, json_pack("{s:s, s:s}", "status", "failed",
-                                     "reason", "the test message did not "
-                                     "come back"));
 }

@@ -48,6 +48,7 @@
 #include "broker/core/stats.h"
 #include "broker/core/vhost.h"
 #include "broker/lib/accept_guard.h"
+#include "broker/mgmt/http_guard.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/lib/version.h"
@@ -57,6 +58,8 @@
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 /* How long one slice of a scrape may hold the loop. */
+/* A scrape has no body: this much is read of one before 413. */
+#define PROM_BODY_MAX (64 * 1024)
 #define SLICE_US 5000
 /* Queues written between two looks at the clock. */
 #define SLICE_CHECK 32
@@ -445,7 +448,7 @@ struct scrape {
 };
 
 static struct evhttp *http;
-static struct accept_guard *guard;     /* http's listener's */
+static struct http_listener listener;
 static char bound_ip[64];
 static int bound_port;
 static LIST_HEAD(, scrape) scrapes = LIST_HEAD_INITIALIZER(scrapes);
@@ -1215,7 +1218,7 @@ scrape_continue(struct evhttp_connection *evcon, void *arg)
             return;
         }
         /* the client's connection is no business of ours any more */
-        evhttp_connection_set_closecb(s->evcon, NULL, NULL);
+        http_guard_set_closecb(s->evcon, NULL, NULL);
         evhttp_send_reply_chunk(s->req, s->buf);
         evhttp_send_reply_end(s->req);
         scrape_done(s);
@@ -1313,7 +1316,7 @@ sum_next(evutil_socket_t fd, short what, void *arg)
     write_channels(s);
     write_queue_aggregate(s, w);
     write_trailer(s);
-    evhttp_connection_set_closecb(s->evcon, NULL, NULL);
+    http_guard_set_closecb(s->evcon, NULL, NULL);
     evhttp_send_reply(s->req, 200, "OK", s->buf);
     scrape_done(s);
     scrape_free(s);
@@ -1357,7 +1360,7 @@ start_scrape(struct evhttp_request *req, enum mode mode)
 
     memset(&w, 0, sizeof(w));
     w.s = s;
-    evhttp_connection_set_closecb(s->evcon, client_gone, s);
+    http_guard_set_closecb(s->evcon, client_gone, s);
     if (mode == MODE_AGGREGATED) {
         /* every queue, referenced: summed a slice at a time */
         w.allowed = SIZE_MAX;
@@ -1419,6 +1422,14 @@ request_cb(struct evhttp_request *req, void *arg)
 
     if (broker.shutting_down) {
         reply_plain(req, 503, "Service Unavailable", "shutting down");
+        return;
+    }
+    /* DNS rebinding: a page whose name resolves to this address would
+     * read the metrics (names of queues, users, vhosts) with the
+     * browser's help. */
+    char why[400];
+    if (mgmt_host_check(req, bound_ip, why, sizeof(why)) != 0) {
+        reply_plain(req, 421, "Misdirected Request", why);
         return;
     }
     if (path == NULL || strncmp(path, base, blen) != 0) {
@@ -1490,16 +1501,21 @@ prom_start(void)
                                          EVHTTP_REQ_OPTIONS |
                                          EVHTTP_REQ_PATCH);
     evhttp_set_max_headers_size(http, 64 * 1024);
-    evhttp_set_max_body_size(http, 64 * 1024);
+    evhttp_set_max_body_size(http, PROM_BODY_MAX);
     evhttp_set_timeout_tv(http, &idle);
     evhttp_set_default_content_type(http, NULL);
     evhttp_set_gencb(http, request_cb, NULL);
     char what[128];
     snprintf(what, sizeof(what), "Prometheus listener %s:%d", bound_ip,
              bound_port);
-    guard = mgmt_accept(http, fd, what);
-    if (guard == NULL) {
-        evhttp_free(http);
+    struct http_guard_limits lim = {
+        .conn_max = (size_t)c->mgmt_max_connections,
+        .request_ms = c->mgmt_request_timeout_ms,
+        .small_body = PROM_BODY_MAX,
+        .large_body = PROM_BODY_MAX,
+    };
+    listener.http = http;
+    if (mgmt_accept(&listener, fd, what, &lim) != 0) {
         http = NULL;
         return -1;
     }
@@ -1518,12 +1534,9 @@ prom_stop(void)
     struct scrape *s;
 
     while ((s = LIST_FIRST(&scrapes)) != NULL) {
-        evhttp_connection_set_closecb(s->evcon, NULL, NULL);
+        http_guard_set_closecb(s->evcon, NULL, NULL);
         scrape_free(s);
     }
-    accept_guard_free(guard, false);
-    guard = NULL;
-    if (http != NULL)
-        evhttp_free(http);
+    mgmt_unlisten(&listener);
     http = NULL;
 }

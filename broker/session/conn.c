@@ -349,8 +349,10 @@ conn_by_name(const char *name)
 void
 conn_close_forced(struct conn *c, const char *reason)
 {
+    char esc[256];
     log_info("conn=%016" PRIx64 " %s: closed by the management API: %s",
-             c->id, c->peer, reason);
+             c->id, c->peer, log_escape(esc, sizeof(esc), reason,
+                                        strlen(reason)));
     if (c->state == CONN_OPEN)
         conn_fail(c, AMQP_CONNECTION_FORCED, 0, "%s", reason);
     else if (c->state != CONN_CLOSING)

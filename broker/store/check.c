@@ -10,8 +10,9 @@
  *
  * What counts as corrupt (exit status 1): a record that does not check
  * out with valid records after it, records hidden behind zeros (except
- * in the newest segment after a crash, where damage that fits in the
- * last write is its unsynced tail: judge_tail), a record
+ * in a segment that was the newest at a crash, the newest now without
+ * CLEAN or one a recovery marked (seglog_mark_crashed), where damage
+ * that fits in the last write is its unsynced tail: judge_tail), a record
  * whose payload does not parse or whose type is unknown, a definition
  * record that does not apply, a segment whose header does not match its
  * name, and a live queue entry whose message is missing or does not
@@ -72,6 +73,7 @@ struct check {
     /* the newest segment after a crash (no CLEAN): its damage may be the
      * last write, never synced, as a power cut that reordered it left it */
     bool unclean;
+    char msgdir[4200];          /* where a segment's ".crashed" mark is */
     bool tail_mode;             /* reading that segment */
     size_t tail_first;          /* its first damage; SIZE_MAX: none */
     uint64_t tail_faults;
@@ -402,7 +404,8 @@ journal_tx_cut(void *arg, size_t msgs, size_t enqs, size_t acks, size_t dels)
 #define CHECK_WRITE_MAX (16u * 1024 * 1024)
 
 /*
- * The newest segment after a crash has damage from c->tail_first on.
+ * A segment that was the newest at a crash has damage from
+ * c->tail_first on.
  * The I/O thread writes a batch, syncs it, and only then writes the
  * next: so everything before its last write was synced, and a power cut
  * can only have damaged that last write, which was never confirmed. If
@@ -446,7 +449,8 @@ check_segment(struct check *c, uint32_t idx, const uint8_t *p, size_t len)
 
     scan_begin(c);
     c->tx_cut = false;
-    c->tail_mode = c->unclean && idx + 1 == c->nsegs;
+    c->tail_mode = (c->unclean && idx + 1 == c->nsegs) ||
+                   seglog_was_crashed(c->msgdir, c->segs[idx]);
     c->tail_first = SIZE_MAX;
     c->tail_faults = 0;
     c->tail_max_rec = 0;
@@ -468,6 +472,7 @@ check_journal(struct check *c)
     char path[4200], name[64], file[80];
 
     snprintf(path, sizeof(path), "%s/msgs", c->dir);
+    snprintf(c->msgdir, sizeof(c->msgdir), "%s", path);
     if (seglog_list(path, &c->segs, &c->nsegs) != 0) {
         if (errno == ENOENT) {
             fprintf(c->out, "msgs: absent\n");

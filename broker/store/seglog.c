@@ -638,6 +638,40 @@ seglog_name(char *out, size_t len, uint64_t seg)
     snprintf(out, len, "%010llu.seg", (unsigned long long)seg);
 }
 
+static void
+crashed_name(char *out, size_t len, uint64_t seg)
+{
+    snprintf(out, len, "%010llu.crashed", (unsigned long long)seg);
+}
+
+int
+seglog_mark_crashed(const char *dir, uint64_t seg)
+{
+    char name[64], path[4200];
+    crashed_name(name, sizeof(name), seg);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    int dfd = rc == 0 ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (dfd < 0)
+        return -1;
+    rc = fsync(dfd);
+    close(dfd);
+    return rc;
+}
+
+bool
+seglog_was_crashed(const char *dir, uint64_t seg)
+{
+    char name[64], path[4200];
+    crashed_name(name, sizeof(name), seg);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
 static int
 cmp_u64(const void *a, const void *b)
 {
@@ -854,6 +888,9 @@ seglog_writer_unlink(struct seglog_writer *w, const uint64_t *segs, size_t n)
         seglog_name(name, sizeof(name), segs[i]);
         if (unlinkat(w->dirfd, name, 0) != 0 && errno != ENOENT)
             log_warn("cannot delete segment %s", name);
+        crashed_name(name, sizeof(name), segs[i]);
+        if (unlinkat(w->dirfd, name, 0) != 0 && errno != ENOENT)
+            log_warn("cannot delete %s", name);
     }
     if (n && fsync(w->dirfd) != 0)
         log_warn("cannot sync the journal directory");

@@ -207,6 +207,19 @@ void seglog_name(char *out, size_t len, uint64_t seg);
 int seglog_list(const char *dir, uint64_t **segs, size_t *nsegs);
 
 /*
+ * A segment that was the newest when the broker crashed: its last write
+ * may never have been synced (nor confirmed), and a power cut may have
+ * left it damaged. Recovery after a crash marks the newest segment so
+ * (a file "NNNNNNNNNN.crashed" beside it, made durable before anything
+ * is written after it; deleted with the segment), so that roostd
+ * --check-data can tell such a tail from damage to synced data as long
+ * as the segment lives, not only until the next start. 0, or -1 with
+ * errno.
+ */
+int seglog_mark_crashed(const char *dir, uint64_t seg);
+bool seglog_was_crashed(const char *dir, uint64_t seg);
+
+/*
  * Read segment 'seg' of 'dir' from 'pos' on, at most 'max' bytes (0: to
  * its end): 'each' gets each record that checks out and its position,
  * until it returns false. Stops at the end of the records or the first

@@ -2278,7 +2278,7 @@ recovery_free(struct recovery *rc)
 {
     hmap_destroy(&rc->by_sid.queues);
     hmap_destroy(&rc->by_sid.delayed);
-    for (size_t i = 0; i < rc->rp.nmsgs; i++)
+    for (size_t i = 0; rc->made != NULL && i < rc->rp.nmsgs; i++)
         msg_unref(rc->made[i]);
     free(rc->made);
     seglog_unmap(st.log);
@@ -2347,16 +2347,24 @@ journal_recover(void)
         return -1;
     }
     st.next_qid = max_qid + 1;
-    if (read_segments(&rc) != 0) {
+    /* A refused start leaves what it read to the exit, freed (a clean
+     * leak check). */
+    if (read_segments(&rc) != 0 || check_defs(&df, &rc.rp, rc.nsegs) != 0) {
+        recovery_free(&rc);
         defs_quiet(false);
         return -1;
     }
-    if (check_defs(&df, &rc.rp, rc.nsegs) != 0) {
-        defs_quiet(false);
-        return -1;
-    }
+    /* Before anything is written after it (writes go to a new segment). */
+    char msgdir[4200];
+    snprintf(msgdir, sizeof(msgdir), "%s/msgs", st.dir);
+    if (!rc.clean && rc.nsegs > 0 &&
+        seglog_mark_crashed(msgdir, rc.segs[rc.nsegs - 1]) != 0)
+        log_warn("store: cannot mark segment %" PRIu64 " as the newest at "
+                 "a crash (--check-data will call damage to its tail "
+                 "corrupt)", rc.segs[rc.nsegs - 1]);
     if (rc.clean && (unlink(path) != 0 || sync_dir(st.dir) != 0)) {
         log_warn("store: cannot remove %s", path);
+        recovery_free(&rc);
         defs_quiet(false);
         return -1;
     }
@@ -2376,14 +2384,18 @@ journal_recover(void)
     if (rc.nheld)
         log_info("store: recovered %" PRIu64 " delayed messages",
                  rc.nheld);
-    log_info("store: recovered %d definitions, %" PRIu64 " messages in %"
-             PRIu64 " durable queues from %zu segments (%" PRIu64 " bytes) "
-             "in %" PRIu64 " ms after %s stop; %" PRIu64 " orphan records "
-             "dropped, %" PRIu64 " corrupt records skipped, %" PRIu64
-             " torn tails cut", ndefs, rc.nrec,
-             nqueues - rc.by_sid.delayed_known, rc.nsegs, bytes,
-             now_ms() - t0, rc.clean ? "a clean" : "an unclean", rc.orphans,
-             corrupt, torn);
+    if (st.is_new)
+        log_info("store: a new data directory, %s: nothing to recover",
+                 st.dir);
+    else
+        log_info("store: recovered %d definitions, %" PRIu64 " messages "
+                 "in %" PRIu64 " durable queues from %zu segments (%" PRIu64
+                 " bytes) in %" PRIu64 " ms after %s stop; %" PRIu64
+                 " orphan records dropped, %" PRIu64 " corrupt records "
+                 "skipped, %" PRIu64 " torn tails cut", ndefs, rc.nrec,
+                 nqueues - rc.by_sid.delayed_known, rc.nsegs, bytes,
+                 now_ms() - t0, rc.clean ? "a clean" : "an unclean",
+                 rc.orphans, corrupt, torn);
     return recovery_finish();
 }
 

@@ -6,6 +6,7 @@ than two "reducing accept rate" lines and 64 KiB of log in 3 s, under
 0.5 s of CPU), and once the idle sockets go, serve a control client
 within 100 ms. At start the soft limit is raised to the hard one, and a
 connection_max that does not fit it is lowered with a warning."""
+import re
 import socket
 import time
 
@@ -67,6 +68,15 @@ def main():
     text = b.log_text()
     check("management listener: evhttp's own accept error never logged",
           "Error from accept() call" not in text, b.tail())
+    b.stop()
+
+    b = Broker(["-s", "prometheus.tcp.port=0"], nofile=LIMIT,
+               mgmt=True).start()
+    prom = int(re.search(r"Prometheus metrics on http://[^ ]*:(\d+)/",
+                         b.log_text()).group(1))
+    exhaust("Prometheus listener", b, prom)
+    check("Prometheus listener: evhttp's own accept error never logged",
+          "Error from accept() call" not in b.log_text(), b.tail())
     b.stop()
 
     b = Broker(nofile=(LIMIT, 4096)).start()

@@ -21,7 +21,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "integration"))
-from checks import check, done, until, Api  # noqa: E402,F401
+from checks import (check, done, until, Api, q,  # noqa: E402,F401
+                    wait_replay)
 
 ROOSTD = os.environ.get("ROOSTD") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "broker",

@@ -3,7 +3,8 @@
 syncs each write before the next, so a power cut that reordered
 unsynced writes can damage only the newest segment's last write, which
 was never confirmed: --check-data calls that an unsynced tail (exit 0)
-and recovery starts over it; the same damage after a clean stop, or
+and recovery starts over it, and it stays so after later starts wrote
+newer segments (recovery marked the segment); the same damage after a clean stop, or
 damage with more than one write (16 MiB) after it, is damage to synced
 data: CORRUPT (exit 1)."""
 import os
@@ -72,7 +73,23 @@ def main():
     b.start()
     check("crash, damage in the last write: recovery starts over it",
           b.alive(), b.tail())
+    c = pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", b.port, connection_attempts=1))
+    ch = c.channel()
+    for i in range(5):
+        ch.basic_publish("", "q", b"after", pika.BasicProperties(
+            delivery_mode=2))
+    c.close()
     b.stop()
+    segs = sorted(f for f in os.listdir(os.path.join(b.data, "msgs"))
+                  if f.endswith(".seg"))
+    check("after recovery, newer writes went to a newer segment",
+          len(segs) >= 2 and segs[0] == "0000000001.seg", str(segs))
+    rc, out = check_data(b)
+    check("a clean stop later: the old segment's tail is still an "
+          "unsynced tail (exit 0)", rc == 0 and
+          "an unsynced tail, not corruption" in out,
+          "exit %d: %s" % (rc, out[-600:]))
 
     cleanly = store(20, 100, clean=True)
     b = damaged(cleanly, -300, 100)

@@ -334,7 +334,8 @@ def hostile(port, amqp):
     # a client that asks for a big answer and goes after its first bytes
     for _ in range(3):
         s = socket.create_connection(("127.0.0.1", int(port)), timeout=5)
-        s.sendall(b"GET /metrics/per-object HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.sendall(b"GET /metrics/per-object HTTP/1.1\r\n"
+                  b"Host: localhost\r\n\r\n")
         first = s.recv(1024)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                      b"\x01\x00\x00\x00\x00\x00\x00\x00")
@@ -343,7 +344,7 @@ def hostile(port, amqp):
           first.startswith(b"HTTP/1.1 200"), first[:60])
     # the same with the aggregated answer, gone before it is written
     s = socket.create_connection(("127.0.0.1", int(port)), timeout=5)
-    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
     s.close()
     time.sleep(0.2)
     check("hostile: AMQP still works", amqp_works(amqp))

@@ -207,6 +207,8 @@ bad_file "a fraction with a unit" "disk_free_limit.absolute = 1.5GB" \
     "disk_free_limit.absolute: '1.5GB' is not a number of bytes"
 bad_file "frame_max in 1000s" "frame_max = 128kB" "frame_max: '128kB' is not a number of bytes"
 bad_file "an unknown key" "cluster_formation.k9s.host = x" "unknown key 'cluster_formation.k9s.host'"
+bad_file "a slip of a key, naming the nearest" "heartbeats = 30" \
+    "unknown key 'heartbeats' (did you mean 'heartbeat'?)"
 bad_file "a bad log level" "log.file.level = loud" "log.file.level: 'loud' is not debug"
 bad_file "an unknown key even with --ignore-unsupported" "no_such.key = 1" "unknown key 'no_such.key'"
 out=$("$roostd" -t --ignore-unsupported -c "$tmp/bad.conf" 2>&1); rc=$?

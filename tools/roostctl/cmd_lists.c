@@ -64,7 +64,7 @@ static const struct column queue_cols[] = {
     V("consumer_utilisation"), V("consumers"), NONE("disk_reads"),
     NONE("disk_writes"), V("durable"), V("exclusive"),
     NONE("exclusive_consumer_pid"), V("exclusive_consumer_tag"),
-    V("head_message_timestamp"), V("leader"), V("members"), V("memory"),
+    V("head_message_age"), V("head_message_timestamp"), V("leader"), V("members"), V("memory"),
     V("message_bytes"), V("message_bytes_persistent"),
     V("message_bytes_ram"), V("message_bytes_ready"),
     V("message_bytes_unacknowledged"), V("messages"),
@@ -98,8 +98,8 @@ static const struct column connection_cols[] = {
     { "protocol", "protocol", NULL, COL_PROTOCOL }, V("recv_cnt"),
     V("recv_oct"), V("send_cnt"), V("send_oct"), V("send_pend"), V("ssl"),
     V("ssl_cipher"), V("ssl_hash"), V("ssl_key_exchange"),
-    V("ssl_protocol"), V("state"), V("timeout"), V("user"), V("vhost"),
-    { NULL, NULL, NULL, 0 }
+    V("ssl_protocol"), V("state"), V("timeout"), V("user"),
+    V("user_provided_name"), V("vhost"), { NULL, NULL, NULL, 0 }
 };
 
 static const struct column channel_cols[] = {
@@ -131,8 +131,10 @@ static const char *const binding_dflt[] = {
     "source_name", "source_kind", "destination_name", "destination_kind",
     "routing_key", "arguments", NULL
 };
+/* rabbitmqctl's default without the name, which close_connection needs
+ * (docs/compatibility.md). */
 static const char *const connection_dflt[] = {
-    "user", "peer_host", "peer_port", "state", NULL
+    "name", "user", "peer_host", "peer_port", "state", NULL
 };
 static const char *const channel_dflt[] = {
     "pid", "user", "consumer_count", "messages_unacknowledged", NULL
