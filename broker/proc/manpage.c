@@ -58,7 +58,7 @@ roostd_page(FILE *fp)
     fputs(".SH SIGNALS\n.TP\n.BR SIGTERM \", \" SIGINT\n", fp);
     roff_line(fp,
         "Stop listening, close every connection with 320 "
-        "(CONNECTION_FORCED), wait up to close_timeout_ms for clients to "
+        "(CONNECTION_FORCED), wait up to close_timeout for clients to "
         "go, sync the store and exit 0.");
     fputs(".TP\n.B SIGHUP\n", fp);
     roff_line(fp,
