@@ -51,6 +51,7 @@
 #include "broker/defs/defs_json.h"
 #include "broker/lib/accept_guard.h"
 #include "broker/lib/log.h"
+#include "broker/lib/port_holder.h"
 #include "broker/lib/util.h"
 #include "broker/mgmt/http_guard.h"
 #include "broker/mgmt/mgmt_int.h"
@@ -1695,11 +1696,20 @@ start_server(struct server *s, bool tls, const char *ip, int port,
                             (c->mgmt_idle_timeout_ms % 1000) * 1000 };
 
     int fd = listen_socket(ip, port);
-    if (fd < 0 && optional && errno == EADDRINUSE) {
-        log_warnx("management API: port %d on %s is in use; running "
-                  "without the management API (set management.tcp.port "
-                  "to use another port)", port, shown);
-        return 1;
+    if (fd < 0 && errno == EADDRINUSE) {
+        const char *key = tls ? "management.ssl.port" : "management.tcp.port";
+        char who[128];
+        port_holder(port, who, sizeof(who));
+        if (optional) {
+            log_warnx("management API: port %d on %s is in use by %s; "
+                      "running without the management API and the web "
+                      "page (set %s to use another port)", port, shown, who,
+                      key);
+            return 1;
+        }
+        log_errorx("management API: port %d on %s is in use by %s; choose "
+                   "another with %s", port, shown, who, key);
+        return -1;
     }
     if (fd < 0) {
         log_warn("management API: cannot listen on %s port %d (%s)", shown,

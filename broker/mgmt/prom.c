@@ -50,6 +50,7 @@
 #include "broker/lib/accept_guard.h"
 #include "broker/mgmt/http_guard.h"
 #include "broker/lib/log.h"
+#include "broker/lib/port_holder.h"
 #include "broker/lib/util.h"
 #include "broker/lib/version.h"
 #include "broker/mgmt/mgmt_int.h"
@@ -1476,11 +1477,19 @@ prom_start(void)
         return 0;
     int fd = mgmt_listen(ip, c->prom_tcp_port, bound_ip, sizeof(bound_ip),
                          &bound_port);
-    if (fd < 0 && !c->prom_tcp_port_given && errno == EADDRINUSE) {
-        log_warnx("prometheus: port %d on %s is in use; running without "
-                  "metrics (set prometheus.tcp.port to use another port)",
-                  c->prom_tcp_port, shown);
-        return 0;
+    if (fd < 0 && errno == EADDRINUSE) {
+        char who[128];
+        port_holder(c->prom_tcp_port, who, sizeof(who));
+        if (!c->prom_tcp_port_given) {
+            log_warnx("prometheus: port %d on %s is in use by %s; running "
+                      "without metrics (set prometheus.tcp.port to use "
+                      "another port)", c->prom_tcp_port, shown, who);
+            return 0;
+        }
+        log_errorx("prometheus: port %d on %s is in use by %s; choose "
+                   "another with prometheus.tcp.port", c->prom_tcp_port,
+                   shown, who);
+        return -1;
     }
     if (fd < 0) {
         log_warn("prometheus: cannot listen on %s port %d "

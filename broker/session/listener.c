@@ -20,6 +20,7 @@
 #include "broker/core/broker.h"
 #include "broker/lib/accept_guard.h"
 #include "broker/lib/log.h"
+#include "broker/lib/port_holder.h"
 #include "broker/session/conn.h"
 
 #define MAX_LISTENERS 16
@@ -119,6 +120,16 @@ listener_start(const char *bind_addr, int port, int backlog,
         }
         fd = listen_on(res->ai_addr, res->ai_addrlen, backlog, false);
         freeaddrinfo(res);
+    }
+    if (fd < 0 && errno == EADDRINUSE) {
+        char who[128];
+        port_holder(port, who, sizeof(who));
+        log_errorx("AMQP%s listener: port %d on %s is in use by %s; choose "
+                   "another with %s", tls ? " over TLS" : "", port,
+                   bind_addr && bind_addr[0] ? bind_addr : "all addresses",
+                   who, tls ? "listeners.ssl.default = PORT"
+                            : "--port PORT (or port, listeners.tcp.default)");
+        return -1;
     }
     if (fd < 0) {
         log_warn("cannot listen on %s port %d",

@@ -553,14 +553,14 @@ rm -rf "$tmp/data"
     -s management.tcp.port="$busy" 2>>"$tmp/stderr"
 rc=$?
 check "a taken port set explicitly stops startup" [ "$rc" -ne 0 ]
-check "... naming the address" grep -q "management API: cannot listen on 127.0.0.1 port $busy" "$tmp/busy.log"
+check "... naming the address, the holder and the key" grep -q "management API: port $busy on 127.0.0.1 is in use by .* (pid [0-9]*); choose another with management.tcp.port" "$tmp/busy.log"
 kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 
 # The default port (15672), held by us or by another broker.
 hold 15672 || true
 rm -rf "$tmp/data"
 if start "$tmp/data" "$tmp/default.log"; then
-    check "a taken default port: a warning" grep -q "management API: port 15672 on 127.0.0.1 is in use" "$tmp/default.log"
+    check "a taken default port: a warning" grep -q "management API: port 15672 on 127.0.0.1 is in use by .* (pid [0-9]*); running without the management API and the web page" "$tmp/default.log"
     check "... and roostd serves AMQP without the API" amqp login guest guest /
     stop
 else

@@ -182,7 +182,7 @@ mkdir -p "$tmp/d4"
 "$roostd" --port 0 --data-dir "$tmp/d4" --log-file "$tmp/log4" \
     --set management.tcp.port=0 --set prometheus.tcp.port="$held" 2>>"$tmp/stderr"
 check "a taken port set explicitly refuses the start" test $? -ne 0
-check "... naming it" grep -q "prometheus: cannot listen on 127.0.0.1 port $held" "$tmp/log4"
+check "... naming it, its holder and the key" grep -q "prometheus: port $held on 127.0.0.1 is in use by .* (pid [0-9]*); choose another with prometheus.tcp.port" "$tmp/log4"
 kill "$holder" 2>/dev/null
 wait "$holder" 2>/dev/null
 check "no sanitizer reports" test ! -s "$tmp/stderr" -o -z "$(grep -i 'sanitizer\|runtime error' "$tmp/stderr")"
