@@ -285,6 +285,8 @@ route_due(struct delayed *d, struct held *h)
     /* Reused, as channel_route's: the loop thread is the only user. */
     static struct route_result rr;
     struct msg *routed = as_routed(h->m);
+    /* Its time in a queue starts now, not when it was published. */
+    routed->born = (uint32_t)now_ms();
 
     store_tx_begin();
     rr.n = 0;

@@ -220,6 +220,7 @@ ring_push(struct queue *q, struct msg *m)
     memset(e, 0, sizeof(*e));
     e->m = msg_ref(m);
     e->seq = q->next_seq++;
+    e->born = m->born;
     /* TTL 0 is due at once (1), after the dispatch below (offered). */
     e->expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
     if (ttl == 0)
@@ -1065,9 +1066,9 @@ ring_info(const struct queue *q, struct queue_info *out)
     out->head_age_ms = -1;
     if (q->len > 0) {
         const struct qentry *h = head_entry(q);
-        if (!h->paged && h->m->born)
+        if (h->born)
             out->head_age_ms =
-                (int64_t)(uint32_t)((uint32_t)now_ms() - h->m->born);
+                (int64_t)(uint32_t)((uint32_t)now_ms() - h->born);
     }
     out->utilisation = q->nconsumers ? (double)q->utilisation : -1;
     out->ms = &q->ms;

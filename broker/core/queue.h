@@ -49,12 +49,17 @@ struct qentry {
     };
     uint32_t body_len;          /* paged only (in memory: m->body_len) */
     uint32_t deliveries;        /* times handed out (survives restarts) */
+    /* now_ms() when it entered the queue, as 32 bits, as msg->born:
+     * here so that a paged entry has it, and kept across restarts (the
+     * store's enqueue record has it on the wall clock); 0: not known */
+    uint32_t born;
 };
 
 /*
  * Paging (docs/storage.md, "Paging"): a queue keeps the first entries,
  * its window, in memory, and lets the others' messages go once they are
- * on disk; the entry stays, 32 bytes, with where its record is. Reads
+ * on disk; the entry stays, 40 bytes, with where its record is and
+ * when it entered the queue. Reads
  * bring the messages back ahead of delivery, off the event loop.
  */
 
@@ -376,7 +381,7 @@ queue_restore(struct queue *q, const struct qentry *e, uint8_t priority,
 }
 
 /* Bytes held by the entries of every queue (their rings), for the
- * memory alarm: a paged backlog still costs 32 bytes a message. */
+ * memory alarm: a paged backlog still costs 40 bytes a message. */
 uint64_t queue_ring_bytes(void);
 
 /* The body bytes of an entry, in memory or paged. */

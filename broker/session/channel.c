@@ -786,7 +786,7 @@ count_delivery(struct channel *ch, struct queue *q, const struct qentry *e,
 {
     ch->ms.n[kind]++;
     ch->ms.n[MS_REDELIVER] += e->redelivered;
-    queue_count_delivery(q, e->redelivered, e->m->born, kind, now);
+    queue_count_delivery(q, e->redelivered, e->born, kind, now);
 }
 
 void

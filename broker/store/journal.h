@@ -8,7 +8,9 @@
  *   J_MSG        u64 id, str exchange, str routing key, str content
  *                header, u64 body length, the body
  *   J_ENQ        u32 queue id, u64 seq, u64 message id, u64 expiry (wall
- *                ms; 0 never, 1 already expired), u32 deliveries
+ *                ms; 0 never, 1 already expired), u32 deliveries, and
+ *                when it entered the queue (u64 wall ms; older records
+ *                end before it)
  *   J_DELIVER    u32 queue id, u64 seq, u32 deliveries, and for an entry
  *                returned to wait out a requeue delay, u64 when it is
  *                due (wall ms; older records end before it)

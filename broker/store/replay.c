@@ -82,6 +82,7 @@ collect(struct replay_seg *sr, const struct rec *rec)
         e.id = rbuf_u64(&r);
         e.expires_wall = rbuf_u64(&r);
         e.deliveries = rbuf_u32(&r);
+        e.enq_wall = r.len - r.off >= 8 ? rbuf_u64(&r) : 0;
         e.seg = sr->seg;
         e.order = rp->nenqs;
         if (!r.bad)
@@ -356,6 +357,7 @@ replay_next(struct replay_walk *w, struct replay_entry *out)
         out->seq = e->seq;
         out->msg_id = e->id;
         out->expires_wall = e->expires_wall;
+        out->enq_wall = e->enq_wall;
         out->enq_seg = e->seg;
         out->queue = w->queue;
         out->due_wall = 0;

@@ -37,6 +37,7 @@ struct replay_enq {
     uint32_t deliveries;
     uint32_t seg;               /* the segment, as replay_segment() got it */
     uint64_t seq, id, expires_wall;
+    uint64_t enq_wall;          /* when it entered the queue; 0: not said */
     uint64_t order;             /* of the enqueue records read so far */
 };
 
@@ -140,6 +141,7 @@ struct replay_entry {
     enum replay_fate fate;
     uint32_t qid;
     uint64_t seq, msg_id, expires_wall;
+    uint64_t enq_wall;          /* when it entered the queue; 0: not said */
     void *queue;                /* the lookup's answer for qid */
     uint32_t enq_seg;           /* the segment of its newest enqueue record */
     /* REPLAY_LIVE only: */

@@ -156,6 +156,7 @@ struct op {
     uint64_t seq, seq_hi;
     uint64_t expires_wall;
     uint64_t due_wall;          /* J_DELIVER: a requeue delay's end */
+    uint64_t enq_wall;          /* J_ENQ: when it entered the queue */
     struct msg *m;
 };
 
@@ -384,13 +385,16 @@ journal_queue_is_durable(const struct queue *q)
     return q->sid != 0 && !q->store_gone;
 }
 
-/* The enqueue record of entry 'e', its expiry on the wall clock (the
- * monotonic one does not survive a restart; 1 stays "at once"). */
+/* The enqueue record of entry 'e', its expiry and the time it entered
+ * the queue on the wall clock (the monotonic one does not survive a
+ * restart; 1 stays "at once"). */
 static void
 add_enqueue(const struct queue *q, const struct qentry *e)
 {
     struct op *o = add_op(J_ENQ, q->sid, e->seq, e->m);
     o->deliveries = e->deliveries;
+    if (e->born)
+        o->enq_wall = wall_ms() - (uint32_t)((uint32_t)now_ms() - e->born);
     if (e->expires_at > 1) {
         uint64_t now = now_ms();
         o->expires_wall = wall_ms() + (e->expires_at > now ? e->expires_at - now
@@ -1149,6 +1153,8 @@ serialise(struct wbuf *b, size_t limit)
             wbuf_u64(b, m->srec->id);
             wbuf_u64(b, o->expires_wall);
             wbuf_u32(b, o->deliveries);
+            if (o->enq_wall)
+                wbuf_u64(b, o->enq_wall);
             rec_end(b, at);
             break;
         case J_DELIVER:
@@ -2153,6 +2159,21 @@ restore_held(struct recovery *rc, struct exchange *hx,
     rc->nheld++;
 }
 
+/* The time an entry entered its queue, as qentry.born, from its wall
+ * time in the journal; recovery's own time for a record that has none
+ * (written before Roost kept it) or one from a clock that was ahead. */
+static uint32_t
+born_of(const struct recovery *rc, uint64_t enq_wall)
+{
+    uint64_t age = enq_wall && enq_wall < rc->now_wall
+                       ? rc->now_wall - enq_wall : 0;
+    /* 32 bits of milliseconds: ages up to 49 days */
+    if (age > UINT32_MAX / 2)
+        age = UINT32_MAX / 2;
+    uint32_t born = (uint32_t)(rc->now - age);
+    return born ? born : 1;
+}
+
 /* A live entry of its queue, in memory or (beyond the window) paged. */
 static void
 restore_entry(struct recovery *rc, const struct replay_entry *e)
@@ -2168,6 +2189,7 @@ restore_entry(struct recovery *rc, const struct replay_entry *e)
     qe.seq = e->seq;
     qe.expires_at = expires;
     qe.deliveries = e->deliveries;
+    qe.born = born_of(rc, e->enq_wall);
     /* After a crash a delivery may have gone out before its record
      * was synced: every message may have been delivered. */
     qe.redelivered = e->deliveries > 0 || !rc->clean;
