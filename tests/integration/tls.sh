@@ -250,21 +250,25 @@ elif case in ("external", "external-refused"):
     roundtrip(c, 10)
     c.close()
 elif case == "details":
-    # Hold a connection over TLS argv[5] ("1.2", "1.3") offering suite
+    # Hold a connection over TLS argv[5] ("1.2", "1.3"; "plain": none)
+    # offering suite
     # argv[6] ("" = any) with client certificate argv[7] ("" = none),
     # and while it is open write what GET /api/connections (API port
     # argv[4]) says of it to argv[8].json and what roostctl argv[9]
     # lists to argv[8].ctl (its columns from argv[10] on).
     import base64, json, subprocess, urllib.request
     api, ver, suite, cert, out, ctl = sys.argv[4:10]
-    ctx = context(cert + ".pem", cert + ".key") if cert else context()
-    ctx.minimum_version = ctx.maximum_version = \
-        ssl.TLSVersion.TLSv1_2 if ver == "1.2" else ssl.TLSVersion.TLSv1_3
-    if suite:
-        ctx.set_ciphers(suite)
+    opts = None                 # ver "plain": plain TCP
+    if ver != "plain":
+        ctx = context(cert + ".pem", cert + ".key") if cert else context()
+        ctx.minimum_version = ctx.maximum_version = \
+            ssl.TLSVersion.TLSv1_2 if ver == "1.2" else ssl.TLSVersion.TLSv1_3
+        if suite:
+            ctx.set_ciphers(suite)
+        opts = pika.SSLOptions(ctx, "localhost")
     name = "details %s %s" % (ver, cert or "without a certificate")
     p = pika.ConnectionParameters(host="localhost", port=port,
-                                  ssl_options=pika.SSLOptions(ctx, "localhost"),
+                                  ssl_options=opts,
                                   client_properties={"connection_name": name},
                                   connection_attempts=1, socket_timeout=5)
     c = pika.BlockingConnection(p)
@@ -458,11 +462,12 @@ validity="$(iso "$(openssl x509 -in "$certs/client.pem" -noout -startdate)") - $
 g12=ECDHE-ECDSA-AES256-GCM-SHA384 cbc12=ECDHE-ECDSA-AES128-SHA256
 cols=(name ssl ssl_protocol ssl_key_exchange ssl_cipher ssl_hash
       peer_cert_subject peer_cert_issuer peer_cert_validity)
-# seen TAG VERSION SUITE CERT WHAT: hold a connection (client details),
-# the files it writes in $tmp/TAG.* ($d), WHAT ($what) naming its checks.
+# seen TAG VERSION SUITE CERT WHAT [PORT]: hold a connection (client
+# details; to $tport unless PORT), the files it writes in $tmp/TAG.*
+# ($d), WHAT ($what) naming its checks.
 seen() {
     d=$tmp/$1 what=$5
-    check "$what: seen by the API and roostctl" client details "$tport" \
+    check "$what: seen by the API and roostctl" client details "${6:-$tport}" \
         "$api" "$2" "$3" "$4" "$d" "$ctl_bin" "${cols[@]}"
 }
 # suite PROTOCOL KEY_EXCHANGE CIPHER HASH: checks of $d's ssl_* fields.
@@ -494,6 +499,12 @@ if tstart "$log" "${tls_args[@]}" --set ssl_options.verify=verify_peer \
     suite tlsv1.2 ecdhe_ecdsa aes_128_cbc sha256
     seen dnocert 1.3 "" "" "TLS 1.3, no certificate"
     suite tlsv1.3 any aes_256_gcm aead
+    for k in peer_cert_subject peer_cert_issuer peer_cert_validity; do
+        field $d.json $k "$what" null
+    done
+    seen dplain plain "" "" "plain TCP" "$port"
+    field $d.json ssl "$what" false
+    suite "" "" "" ""
     for k in peer_cert_subject peer_cert_issuer peer_cert_validity; do
         field $d.json $k "$what" null
     done
