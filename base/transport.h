@@ -30,6 +30,27 @@ enum {
 
 typedef void (*transport_cb)(void *arg);
 
+/*
+ * What a TLS session was agreed on, in the words of RabbitMQ's
+ * connection info (Erlang's ssl:connection_information): the protocol
+ * ("tlsv1.3"), the suite split into key exchange ("ecdhe_rsa", "any" for
+ * TLS 1.3), cipher ("aes_256_gcm") and MAC ("aead" for AEAD suites,
+ * "sha384" for CBC ones), and the client certificate's subject and issuer
+ * (RFC 4514, the last RDN first) and validity ("notBefore - notAfter",
+ * ISO 8601 UTC). The peer_* strings are "" without a certificate. A
+ * string too long for its field is cut short.
+ */
+struct transport_tls_info {
+    char protocol[16];
+    char key_exchange[32];
+    char cipher[32];
+    char hash[16];
+    bool has_peer_cert;
+    char peer_subject[512];
+    char peer_issuer[512];
+    char peer_validity[48];
+};
+
 struct transport_ops {
     const char *name;           /* "tcp", "tls" */
     /* Up to 'n' bytes into 'buf': how many, or TRANSPORT_EOF, _AGAIN,
@@ -50,6 +71,10 @@ struct transport_ops {
      * EXTERNAL), by the rule the transport was made with: false if there
      * is none (plain TCP, no certificate, not verified, no such name). */
     bool (*peer_login)(const struct transport *t, char *out, size_t len);
+    /* The TLS session's details, taken once when the handshake ended and
+     * valid while the transport is, or NULL (plain TCP, handshake not
+     * done). NULL op: none. */
+    const struct transport_tls_info *(*tls_info)(const struct transport *t);
     /* Close the socket and free the transport. */
     void (*free)(struct transport *t);
 };
@@ -107,6 +132,12 @@ static inline bool
 transport_peer_login(const struct transport *t, char *out, size_t len)
 {
     return t->ops->peer_login(t, out, len);
+}
+
+static inline const struct transport_tls_info *
+transport_tls_info(const struct transport *t)
+{
+    return t->ops->tls_info != NULL ? t->ops->tls_info(t) : NULL;
 }
 
 static inline void

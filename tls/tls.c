@@ -405,7 +405,10 @@ struct tls {
     size_t retry_len;           /* a write to repeat with this length */
     struct login_rule login;    /* the context's when it was made */
     char error[200];
+    struct transport_tls_info info;     /* once handshaken */
 };
+
+static void take_info(struct tls *p);
 
 static void
 update_events(struct tls *p)
@@ -508,6 +511,7 @@ tls_read(struct transport *t, void *buf, size_t n)
         if (SSL_is_init_finished(p->ssl)) {
             p->handshaken = true;
             evtimer_del(p->timer);
+            take_info(p);
         }
     }
     update_events(p);
@@ -587,27 +591,37 @@ tls_error(const struct transport *t)
     return p->error[0] ? p->error : NULL;
 }
 
-/* The subject as RFC 4514 writes it, the last RDN (the CN) first, which
- * is how RabbitMQ names an EXTERNAL user by default. */
+/* 'nm' as RFC 4514 writes it, the last RDN (the CN) first, which is how
+ * RabbitMQ names an EXTERNAL user by default and shows a peer's subject
+ * and issuer (rabbit_cert_info). False if it does not fit in 'len' (then
+ * 'out' holds as much as fits) or it cannot be printed ('out' is ""). */
 static bool
-name_dn(X509 *x, char *out, size_t len)
+print_dn(const X509_NAME *nm, char *out, size_t len)
 {
     BIO *b = BIO_new(BIO_s_mem());
     char *p;
     long n;
     bool ok = false;
 
+    out[0] = '\0';
     if (b == NULL)
         return false;
-    if (X509_NAME_print_ex(b, X509_get_subject_name(x), 0,
+    if (X509_NAME_print_ex(b, nm, 0,
                            XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0 &&
-        (n = BIO_get_mem_data(b, &p)) > 0 && (size_t)n < len) {
-        memcpy(out, p, (size_t)n);
-        out[n] = '\0';
-        ok = true;
+        (n = BIO_get_mem_data(b, &p)) >= 0) {
+        ok = (size_t)n < len;
+        size_t k = ok ? (size_t)n : len - 1;
+        memcpy(out, p, k);
+        out[k] = '\0';
     }
     BIO_free(b);
     return ok;
+}
+
+static bool
+name_dn(X509 *x, char *out, size_t len)
+{
+    return print_dn(X509_get_subject_name(x), out, len) && out[0] != '\0';
 }
 
 static bool
@@ -685,6 +699,175 @@ tls_peer_login(const struct transport *t, char *out, size_t len)
     return false;
 }
 
+/* ---- what the session was agreed on (struct transport_tls_info) ---- */
+
+/* The names are Erlang's atoms (ssl_cipher_format.erl), which RabbitMQ
+ * shows; an OpenSSL name without one is shown lower-cased. */
+struct nid_name {
+    int nid;
+    const char *name;
+};
+
+#define LOOKUP(t, nid) nid_lookup((t), sizeof(t) / sizeof((t)[0]), (nid))
+
+static const char *
+nid_lookup(const struct nid_name *t, size_t n, int nid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i].nid == nid)
+            return t[i].name;
+    return NULL;
+}
+
+static void
+lower_copy(char *out, size_t len, const char *s)
+{
+    size_t i = 0;
+    for (; s != NULL && s[i] != '\0' && i + 1 < len; i++) {
+        char ch = s[i];
+        out[i] = ch == '-' ? '_' : (ch >= 'A' && ch <= 'Z') ? ch - 'A' + 'a'
+                                                             : ch;
+    }
+    out[i] = '\0';
+}
+
+/* 'atom' if there is one, else OpenSSL's name 'other' lower-cased. */
+static void
+name_or(char *out, size_t len, const char *atom, const char *other)
+{
+    if (atom != NULL)
+        snprintf(out, len, "%s", atom);
+    else
+        lower_copy(out, len, other);
+}
+
+static void
+name_protocol(const SSL *ssl, char *out, size_t len)
+{
+    /* not NIDs, but the same kind of table */
+    static const struct nid_name versions[] = {
+        { TLS1_3_VERSION, "tlsv1.3" }, { TLS1_2_VERSION, "tlsv1.2" },
+        { TLS1_1_VERSION, "tlsv1.1" }, { TLS1_VERSION, "tlsv1" },
+    };
+    name_or(out, len, LOOKUP(versions, SSL_version(ssl)),
+            SSL_get_version(ssl));
+}
+
+/* Erlang joins key exchange and authentication: ecdhe_rsa, dhe_dss;
+ * anonymous ones are ecdh_anon and dh_anon. */
+static void
+name_kx(const SSL_CIPHER *c, char *out, size_t len)
+{
+    static const struct nid_name kx[] = {
+        { NID_kx_any, "any" }, { NID_kx_rsa, "rsa" },
+        { NID_kx_ecdhe, "ecdhe" }, { NID_kx_dhe, "dhe" },
+        { NID_kx_psk, "psk" }, { NID_kx_ecdhe_psk, "ecdhe_psk" },
+        { NID_kx_dhe_psk, "dhe_psk" }, { NID_kx_rsa_psk, "rsa_psk" },
+        { NID_kx_srp, "srp" },
+    };
+    static const struct nid_name auth[] = {
+        { NID_auth_rsa, "rsa" }, { NID_auth_ecdsa, "ecdsa" },
+        { NID_auth_dss, "dss" }, { NID_auth_null, "anon" },
+    };
+    int kn = SSL_CIPHER_get_kx_nid(c);
+    const char *k = LOOKUP(kx, kn);
+    const char *a = LOOKUP(auth, SSL_CIPHER_get_auth_nid(c));
+
+    if (k == NULL)
+        name_or(out, len, NULL, OBJ_nid2sn(kn));
+    else if (a != NULL && strcmp(a, "anon") == 0 && kn != NID_kx_srp)
+        snprintf(out, len, "%s_anon", kn == NID_kx_ecdhe ? "ecdh" : "dh");
+    else if ((kn == NID_kx_ecdhe || kn == NID_kx_dhe || kn == NID_kx_srp) &&
+             a != NULL)
+        snprintf(out, len, "%s_%s", k, a);
+    else
+        snprintf(out, len, "%s", k);
+}
+
+static void
+name_cipher(const SSL_CIPHER *c, char *out, size_t len)
+{
+    static const struct nid_name ciphers[] = {
+        { NID_aes_128_gcm, "aes_128_gcm" },
+        { NID_aes_256_gcm, "aes_256_gcm" },
+        { NID_aes_128_ccm, "aes_128_ccm" },
+        { NID_aes_256_ccm, "aes_256_ccm" },
+        { NID_chacha20_poly1305, "chacha20_poly1305" },
+        { NID_aes_128_cbc, "aes_128_cbc" },
+        { NID_aes_256_cbc, "aes_256_cbc" },
+        { NID_des_ede3_cbc, "3des_ede_cbc" },
+        { NID_rc4, "rc4_128" },
+        { NID_undef, "null" },
+    };
+    int n = SSL_CIPHER_get_cipher_nid(c);
+    name_or(out, len, LOOKUP(ciphers, n), OBJ_nid2sn(n));
+}
+
+/* Erlang's mac: aead for AEAD suites (all of TLS 1.3), else the HMAC's
+ * hash, sha for SHA-1. */
+static void
+name_mac(const SSL_CIPHER *c, char *out, size_t len)
+{
+    static const struct nid_name macs[] = {
+        { NID_sha1, "sha" }, { NID_sha256, "sha256" },
+        { NID_sha384, "sha384" }, { NID_md5, "md5" },
+    };
+    if (SSL_CIPHER_is_aead(c)) {
+        snprintf(out, len, "aead");
+        return;
+    }
+    int n = SSL_CIPHER_get_digest_nid(c);
+    name_or(out, len, LOOKUP(macs, n), OBJ_nid2sn(n));
+}
+
+/* "2026-01-01T00:00:00Z", or "" if 't' cannot be read. */
+static size_t
+print_time(const ASN1_TIME *t, char *out, size_t len)
+{
+    struct tm tm;
+    out[0] = '\0';
+    if (t == NULL || ASN1_TIME_to_tm(t, &tm) != 1)
+        return 0;
+    return strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Once, when the handshake has ended: the API reads it for every
+ * request, and the session does not change (no renegotiation). */
+static void
+take_info(struct tls *p)
+{
+    struct transport_tls_info *in = &p->info;
+    const SSL_CIPHER *c = SSL_get_current_cipher(p->ssl);
+    X509 *x = SSL_get0_peer_certificate(p->ssl);
+
+    memset(in, 0, sizeof(*in));
+    name_protocol(p->ssl, in->protocol, sizeof(in->protocol));
+    if (c != NULL) {
+        name_kx(c, in->key_exchange, sizeof(in->key_exchange));
+        name_cipher(c, in->cipher, sizeof(in->cipher));
+        name_mac(c, in->hash, sizeof(in->hash));
+    }
+    if (x == NULL)
+        return;
+    in->has_peer_cert = true;
+    (void)print_dn(X509_get_subject_name(x), in->peer_subject,
+                   sizeof(in->peer_subject));
+    (void)print_dn(X509_get_issuer_name(x), in->peer_issuer,
+                   sizeof(in->peer_issuer));
+    char from[24], to[24];
+    if (print_time(X509_get0_notBefore(x), from, sizeof(from)) > 0 &&
+        print_time(X509_get0_notAfter(x), to, sizeof(to)) > 0)
+        snprintf(in->peer_validity, sizeof(in->peer_validity), "%s - %s",
+                 from, to);
+}
+
+static const struct transport_tls_info *
+tls_tls_info(const struct transport *t)
+{
+    const struct tls *p = (const struct tls *)t;
+    return p->handshaken ? &p->info : NULL;
+}
+
 static void
 tls_free(struct transport *t)
 {
@@ -711,6 +894,7 @@ static const struct transport_ops tls_ops = {
     .write_waiting = tls_write_waiting,
     .error = tls_error,
     .peer_login = tls_peer_login,
+    .tls_info = tls_tls_info,
     .free = tls_free,
 };
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "amqp/table.h"
+#include "base/transport.h"
 #include "broker/core/alarm.h"
 #include "broker/core/auth.h"
 #include "broker/core/broker.h"
@@ -67,7 +68,7 @@ conn_json(const struct conn *c)
     conn_name(c, name, sizeof(name));
     json_t *o = json_pack(
         "{s:o, s:s, s:s, s:s, s:s, s:o, s:o, s:i, s:i, s:i, s:i, s:I, s:b,"
-        " s:s, s:n, s:n, s:n}",
+        " s:s}",
         "name", mgmt_str(name), "node", broker_node_name(), "type",
         "network", "protocol", "AMQP 0-9-1", "state", ci.state, "user",
         mgmt_str(c->user ? c->user : ""), "vhost",
@@ -75,8 +76,7 @@ conn_json(const struct conn *c)
         (int)ci.channels, "channel_max", c->channel_max, "frame_max",
         (int)c->frame_max, "timeout", c->heartbeat, "connected_at",
         (json_int_t)c->connected_at, "ssl", ci.tls, "auth_mechanism",
-        c->auth_mechanism, "peer_cert_subject", "peer_cert_issuer",
-        "peer_cert_validity");
+        c->auth_mechanism);
     json_object_set_new(o, "user_who_performed_action",
                         mgmt_str(c->user ? c->user : ""));
     mgmt_set_addr(o, "peer_host", "peer_port", c->peer);
@@ -104,14 +104,33 @@ conn_json(const struct conn *c)
         json_object_set_new(o, "user_provided_name",
                             defs_json_str((const char *)f.v.str.ptr,
                                           f.v.str.len));
-    /* RabbitMQ's TLS details: "" without TLS; with it Roost does not
-     * say (null) */
-    static const char *const ssl_keys[] = { "ssl_protocol",
-                                            "ssl_key_exchange", "ssl_cipher",
-                                            "ssl_hash" };
-    for (size_t i = 0; i < NELEMS(ssl_keys); i++)
-        json_object_set_new(o, ssl_keys[i],
-                            ci.tls ? json_null() : json_string(""));
+    /* RabbitMQ's TLS details (rabbit_reader's ssl_info and cert_info):
+     * "" without TLS; the certificate's null without one, or before the
+     * handshake ends */
+    const struct transport_tls_info *ti = ci.tls_info;
+    const struct {
+        const char *key, *val;
+    } ssl[] = {
+        { "ssl_protocol", ti ? ti->protocol : NULL },
+        { "ssl_key_exchange", ti ? ti->key_exchange : NULL },
+        { "ssl_cipher", ti ? ti->cipher : NULL },
+        { "ssl_hash", ti ? ti->hash : NULL },
+    }, cert[] = {
+        { "peer_cert_subject", ti && ti->has_peer_cert ? ti->peer_subject
+                                                       : NULL },
+        { "peer_cert_issuer", ti && ti->has_peer_cert ? ti->peer_issuer
+                                                      : NULL },
+        { "peer_cert_validity", ti && ti->has_peer_cert ? ti->peer_validity
+                                                        : NULL },
+    };
+    for (size_t i = 0; i < NELEMS(ssl); i++)
+        json_object_set_new(o, ssl[i].key,
+                            !ci.tls ? json_string("")
+                            : ssl[i].val ? mgmt_str(ssl[i].val)
+                                         : json_null());
+    for (size_t i = 0; i < NELEMS(cert); i++)
+        json_object_set_new(o, cert[i].key,
+                            cert[i].val ? mgmt_str(cert[i].val) : json_null());
     return o;
 }
 

@@ -388,6 +388,7 @@ conn_info(const struct conn *c, struct conn_info *out)
     }
     out->channels = c->nchannels;
     out->tls = strcmp(c->tp->ops->name, "tls") == 0;
+    out->tls_info = transport_tls_info(c->tp);
     out->send_pend = evbuffer_get_length(c->out);
     out->series = c->series;
 }

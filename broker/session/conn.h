@@ -168,6 +168,7 @@ struct conn {
 };
 
 struct tls_ctx;
+struct transport_tls_info;
 /* A new connection on accepted socket 'fd' (takes ownership), over TLS
  * with 'tls'. */
 void conn_accept(int fd, const struct sockaddr *sa, int salen,
@@ -282,6 +283,9 @@ struct conn_info {
                                  * running, blocking, blocked, closing */
     uint32_t channels;
     bool tls;
+    /* the TLS session's details, NULL without TLS or before the
+     * handshake ends; valid while 'c' is */
+    const struct transport_tls_info *tls_info;
     uint64_t send_pend;         /* output bytes not yet written */
     const struct stats_series *series;  /* CS_* rates */
 };

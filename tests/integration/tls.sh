@@ -14,7 +14,9 @@
 # name); cipher suites (TLS 1.2 ones and TLS 1.3 ones apart,
 # honor_cipher_order); startup refused, naming the file, for a
 # missing, mismatched or unreadable certificate or key; RabbitMQ's
-# listeners.tcp.NAME and listeners.tcp = none.
+# listeners.tcp.NAME and listeners.tcp = none; the TLS details (protocol,
+# suite, client certificate) in GET /api/connections and roostctl
+# list_connections.
 # Prints "tls: N passed, M failed".
 set -u
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
@@ -247,6 +249,40 @@ elif case in ("external", "external-refused"):
         sys.exit("EXTERNAL login should have been refused")
     roundtrip(c, 10)
     c.close()
+elif case == "details":
+    # Hold a connection over TLS argv[5] ("1.2", "1.3"; "plain": none)
+    # offering suite
+    # argv[6] ("" = any) with client certificate argv[7] ("" = none),
+    # and while it is open write what GET /api/connections (API port
+    # argv[4]) says of it to argv[8].json and what roostctl argv[9]
+    # lists to argv[8].ctl (its columns from argv[10] on).
+    import base64, json, subprocess, urllib.request
+    api, ver, suite, cert, out, ctl = sys.argv[4:10]
+    opts = None                 # ver "plain": plain TCP
+    if ver != "plain":
+        ctx = context(cert + ".pem", cert + ".key") if cert else context()
+        ctx.minimum_version = ctx.maximum_version = \
+            ssl.TLSVersion.TLSv1_2 if ver == "1.2" else ssl.TLSVersion.TLSv1_3
+        if suite:
+            ctx.set_ciphers(suite)
+        opts = pika.SSLOptions(ctx, "localhost")
+    name = "details %s %s" % (ver, cert or "without a certificate")
+    p = pika.ConnectionParameters(host="localhost", port=port,
+                                  ssl_options=opts,
+                                  client_properties={"connection_name": name},
+                                  connection_attempts=1, socket_timeout=5)
+    c = pika.BlockingConnection(p)
+    auth = base64.b64encode(b"guest:guest").decode()
+    req = urllib.request.Request("http://127.0.0.1:%s/api/connections" % api,
+                                 headers={"Authorization": "Basic " + auth})
+    mine = [x for x in json.load(urllib.request.urlopen(req, timeout=5))
+            if x.get("user_provided_name") == name]
+    json.dump(mine[0] if mine else None, open(out + ".json", "w"))
+    r = subprocess.run([ctl, "--host", "127.0.0.1", "--port", api,
+                        "list_connections"] + sys.argv[10:],
+                       capture_output=True, text=True)
+    open(out + ".ctl", "w").write(r.stdout + r.stderr)
+    c.close()
 else:
     sys.exit("unknown case " + case)
 EOF
@@ -406,6 +442,75 @@ if tstart "$log" "${tls_args[@]}" --set ssl_options.ciphers.1=$a128 \
     stop || bad "clean stop" "exit status $?"
 else
     bad "start with honor_cipher_order" "$(tail -3 "$log")"
+fi
+
+# ---- TLS details in GET /api/connections and roostctl list_connections ----
+. "$here/roostctl_lib.sh"
+# jf FILE KEY: the JSON of KEY in the connection FILE holds.
+jf() {
+    $py -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+print(json.dumps(v.get(sys.argv[2], "(missing)")) if v else "(no such connection)")' "$1" "$2"
+}
+# field FILE KEY WANT: a check that KEY is WANT (JSON) in FILE.
+field() { local got; got=$(jf "$1" "$2"); check "$3: $2 = $4 ($got)" test "$got" = "$4"; }
+# ISO 8601 UTC of openssl's "notBefore=Jan  1 00:00:00 2026 GMT".
+iso() { date -u -d "${1#*=}" +%Y-%m-%dT%H:%M:%SZ; }
+subj=$(openssl x509 -in "$certs/client.pem" -noout -subject -nameopt RFC2253)
+issuer=$(openssl x509 -in "$certs/client.pem" -noout -issuer -nameopt RFC2253)
+validity="$(iso "$(openssl x509 -in "$certs/client.pem" -noout -startdate)") - $(iso "$(openssl x509 -in "$certs/client.pem" -noout -enddate)")"
+g12=ECDHE-ECDSA-AES256-GCM-SHA384 cbc12=ECDHE-ECDSA-AES128-SHA256
+cols=(name ssl ssl_protocol ssl_key_exchange ssl_cipher ssl_hash
+      peer_cert_subject peer_cert_issuer peer_cert_validity)
+# seen TAG VERSION SUITE CERT WHAT [PORT]: hold a connection (client
+# details; to $tport unless PORT), the files it writes in $tmp/TAG.*
+# ($d), WHAT ($what) naming its checks.
+seen() {
+    d=$tmp/$1 what=$5
+    check "$what: seen by the API and roostctl" client details "${6:-$tport}" \
+        "$api" "$2" "$3" "$4" "$d" "$ctl_bin" "${cols[@]}"
+}
+# suite PROTOCOL KEY_EXCHANGE CIPHER HASH: checks of $d's ssl_* fields.
+suite() {
+    local kv
+    for kv in ssl_protocol=$1 ssl_key_exchange=$2 ssl_cipher=$3 ssl_hash=$4; do
+        field $d.json "${kv%%=*}" "$what" "\"${kv#*=}\""
+    done
+}
+log=$tmp/details.log
+if tstart "$log" "${tls_args[@]}" --set ssl_options.verify=verify_peer \
+        --set ssl_options.ciphers.1=$g12 --set ssl_options.ciphers.2=$cbc12 \
+        --set ssl_options.ciphers.3=TLS_AES_256_GCM_SHA384 \
+        --set management.tcp.port=0 && api=$(mgmt_port "$log"); then
+    seen d13 1.3 "" client "TLS 1.3, certificate"
+    field $d.json ssl "$what" true
+    suite tlsv1.3 any aes_256_gcm aead
+    field $d.json peer_cert_subject "$what" "\"${subj#subject=}\""
+    field $d.json peer_cert_issuer "$what" "\"${issuer#issuer=}\""
+    field $d.json peer_cert_validity "$what" "\"$validity\""
+    n=$(jf $d.json name | tr -d '"')
+    row=$(printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$n" true tlsv1.3 any \
+          aes_256_gcm aead "${subj#subject=}" "${issuer#issuer=}" "$validity")
+    check "roostctl list_connections ${cols[*]}" grep -qxF "$row" $d.ctl
+    seen d12 1.2 $g12 client "TLS 1.2 $g12"
+    suite tlsv1.2 ecdhe_ecdsa aes_256_gcm aead
+    field $d.json peer_cert_subject "$what" "\"${subj#subject=}\""
+    seen dcbc 1.2 $cbc12 client "TLS 1.2 $cbc12"
+    suite tlsv1.2 ecdhe_ecdsa aes_128_cbc sha256
+    seen dnocert 1.3 "" "" "TLS 1.3, no certificate"
+    suite tlsv1.3 any aes_256_gcm aead
+    for k in peer_cert_subject peer_cert_issuer peer_cert_validity; do
+        field $d.json $k "$what" null
+    done
+    seen dplain plain "" "" "plain TCP" "$port"
+    field $d.json ssl "$what" false
+    suite "" "" "" ""
+    for k in peer_cert_subject peer_cert_issuer peer_cert_validity; do
+        field $d.json $k "$what" null
+    done
+    stop || bad "clean stop" "exit status $?"
+else
+    bad "start with the management API" "$(tail -3 "$log")"
 fi
 
 # ---- a password-protected key ----
