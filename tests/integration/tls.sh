@@ -568,7 +568,7 @@ busy=$(free_port)
 $py -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$busy)); s.listen(); time.sleep(5)" &
 sq=$!
 sleep 0.3
-refuse "a TLS port already taken" "cannot listen" \
+refuse "a TLS port already taken" "AMQP over TLS listener: port $busy on 127.0.0.1 is in use by python3 (pid $sq); choose another with listeners.ssl.default" \
     "${tls_args[@]}" --set listeners.ssl.default="127.0.0.1:$busy"
 kill $sq 2>/dev/null; wait $sq 2>/dev/null
 
