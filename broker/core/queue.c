@@ -126,6 +126,7 @@ queue_unref(struct queue *q)
         free(q->lv);
     free(q->hist);
     stats_series_free(&q->series);
+    history_free(&q->history);
     free(q->args_buf);
     free(q->name);
     free(q);
@@ -1060,7 +1061,8 @@ ring_info(const struct queue *q, struct queue_info *out)
     out->memory = sizeof(*q) + q->name_len + q->args.len +
                   q->waits_cap * sizeof(*q->waits) +
                   (q->hist ? HIST_KINDS * sizeof(*q->hist) : 0) +
-                  (q->series ? sizeof(*q->series) : 0);
+                  (q->series ? sizeof(*q->series) : 0) +
+                  history_memory(q->history);
     for (size_t l = 0; l < q->nlv; l++)
         out->memory += q->lv[l].cap * sizeof(*q->lv[l].ring);
     out->head_age_ms = -1;
@@ -1076,6 +1078,7 @@ ring_info(const struct queue *q, struct queue_info *out)
     out->dropped = q->dropped;
     out->hist = q->hist;
     out->series = q->series;
+    out->history = q->history;
 }
 
 void
@@ -1087,6 +1090,11 @@ queue_sample(struct queue *q)
     v[QS_READY] = q->len;
     v[QS_UNACKED] = q->unacked;
     stats_sample(&q->series, v, QS_COUNT);
+    uint64_t hv[HC_COUNT];
+    stats_history_values(&q->ms, q->len, q->unacked, q->dead_lettered,
+                         q->dropped, hv);
+    history_record(&q->history, HISTORY_QUEUE, stats_tick(),
+                   stats_tick_wall_ms(), hv);
     /* Consumer utilisation, as RabbitMQ's consumer_capacity: the share
      * of samples in which a ready message could have gone to a
      * consumer at once (1: consumers are never the bottleneck). */

@@ -241,6 +241,7 @@ struct queue {
     uint64_t persistent, bytes_persistent;  /* entries the store keeps */
     struct hist *hist;          /* [HIST_KINDS] */
     struct stats_series *series;
+    struct history *history;    /* rate and depth history (history.h) */
     float utilisation;          /* consumer utilisation, sampled */
 };
 
@@ -325,6 +326,7 @@ struct queue_info {
     const uint64_t *dead_lettered, *dropped;   /* [DROP_COUNT] */
     const struct hist *hist;    /* [HIST_KINDS] or NULL: none yet */
     const struct stats_series *series;  /* rates: QS_* below */
+    const struct history *history;      /* or NULL: none yet */
 };
 
 /* The rates a queue's series holds: its message_stats, then these. */

@@ -62,7 +62,8 @@ struct stats_churn stats_churn;
 
 static struct event *tick_ev;
 static struct stats_series *overview_series, *node_series;
-static uint64_t ticks;
+static struct history *broker_history;
+static uint64_t ticks, tick_wall_ms;
 static double interval_s = 5.0;
 
 void
@@ -134,6 +135,61 @@ stats_open_fds(void)
     return n > 0 ? n - 1 : 0;   /* not the one readdir holds */
 }
 
+uint64_t
+stats_tick(void)
+{
+    return ticks;
+}
+
+uint64_t
+stats_tick_wall_ms(void)
+{
+    return tick_wall_ms;
+}
+
+const struct history *
+stats_history(void)
+{
+    return broker_history;
+}
+
+void
+stats_history_values(const struct msg_stats *ms, uint64_t ready,
+                     uint64_t unacked, const uint64_t *dead_lettered,
+                     const uint64_t *dropped, uint64_t v[HC_COUNT])
+{
+    v[HC_READY] = ready;
+    v[HC_UNACKED] = unacked;
+    v[HC_PUBLISH] = ms->n[MS_PUBLISH];
+    v[HC_DELIVER_GET] = ms->n[MS_DELIVER] + ms->n[MS_DELIVER_NO_ACK] +
+                        ms->n[MS_GET] + ms->n[MS_GET_NO_ACK];
+    v[HC_ACK] = ms->n[MS_ACK];
+    v[HC_REDELIVER] = ms->n[MS_REDELIVER];
+    v[HC_DEAD_LETTER] = 0;
+    for (int i = 0; i < DROP_COUNT; i++)
+        v[HC_DEAD_LETTER] += dead_lettered[i] + dropped[i];
+}
+
+static void
+add_depths(struct vhost *vh, void *arg)
+{
+    uint64_t *d = arg, queues, ready, unacked;
+    vhost_totals(vh, &queues, &ready, &unacked);
+    d[0] += ready;
+    d[1] += unacked;
+}
+
+void
+stats_broker_values(uint64_t v[HC_COUNT])
+{
+    struct msg_stats all;
+    uint64_t d[2] = { 0, 0 };
+    stats_overview(&all);
+    vhost_foreach(add_depths, d);
+    stats_history_values(&all, d[0], d[1], stats_churn.dead_lettered,
+                         stats_churn.dropped, v);
+}
+
 static void
 sample_node(void)
 {
@@ -159,13 +215,19 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     ticks++;
+    tick_wall_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
     vhost_sample_all();
     session_hooks.sample_all();
     struct msg_stats all;
     stats_overview(&all);
     stats_sample(&overview_series, all.n, MS_COUNT);
     sample_node();
+    uint64_t v[HC_COUNT];
+    stats_broker_values(v);
+    history_record(&broker_history, HISTORY_BROKER, ticks, tick_wall_ms, v);
 }
 
 enum rates_mode
@@ -201,6 +263,7 @@ stats_stop(void)
     tick_ev = NULL;
     stats_series_free(&overview_series);
     stats_series_free(&node_series);
+    history_free(&broker_history);
 }
 
 double

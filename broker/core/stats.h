@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "broker/core/history.h"
+
 /* RabbitMQ's message_stats keys, in its order. Not every object has
  * every one: a queue has no confirm, an exchange only publish_in and
  * publish_out (stats_keys says which). */
@@ -155,6 +157,20 @@ enum rates_mode stats_rates_mode(void);
  * their rates (sampled by the tick). */
 void stats_overview(struct msg_stats *out);
 const struct stats_series *stats_overview_series(void);
+
+/* The tick's count since the start, and the wall clock (ms since the
+ * epoch) when it last ran: where histories are recorded. */
+uint64_t stats_tick(void);
+uint64_t stats_tick_wall_ms(void);
+/* The broker's history (NULL before anything was counted). */
+const struct history *stats_history(void);
+/* The values a history keeps (HC_*), from an object's message_stats,
+ * depths and dead-lettered and dropped counts ([DROP_COUNT] each). */
+void stats_history_values(const struct msg_stats *ms, uint64_t ready,
+                          uint64_t unacked, const uint64_t *dead_lettered,
+                          const uint64_t *dropped, uint64_t v[HC_COUNT]);
+/* The broker's values now, as its history keeps them. */
+void stats_broker_values(uint64_t v[HC_COUNT]);
 
 /*
  * Broker-wide churn, for /metrics (rabbitmq_*_opened_total, ...): each

@@ -540,6 +540,100 @@ mgmt_msg_stats(const struct msg_stats *ms, unsigned keys,
     return o;
 }
 
+/* ---- history ---- */
+
+/* ?KEY=N with N a whole number of seconds; 0 when absent or not one. */
+static uint64_t
+query_seconds(struct mgmt_req *r, const char *key)
+{
+    const char *v = evhttp_find_header(&r->query, key);
+    char *end;
+    if (v == NULL || *v < '0' || *v > '9')
+        return 0;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    return *end || errno ? 0 : (uint64_t)n;
+}
+
+void
+mgmt_history_req(struct mgmt_req *r, struct mgmt_history_req *out)
+{
+    out->lengths_age = query_seconds(r, "lengths_age");
+    out->lengths_incr = query_seconds(r, "lengths_incr");
+    out->rates_age = query_seconds(r, "msg_rates_age");
+    out->rates_incr = query_seconds(r, "msg_rates_incr");
+}
+
+/* The samples of 'cols' (one column, or two summed) into o[key_details]
+ * (made when missing). */
+static void
+add_samples(json_t *o, const char *key, const struct history *h,
+            const int *cols, size_t ncols, const uint64_t *now,
+            uint64_t age, uint64_t incr)
+{
+    struct history_sample a[128], b[128];
+    char k[64];
+    size_t n = 0;
+    uint64_t v_now = 0;
+    for (size_t c = 0; c < ncols; c++) {
+        size_t m = history_samples(h, cols[c], now[cols[c]],
+                                   broker.cfg.collect_statistics_interval,
+                                   age, incr, c ? b : a, NELEMS(a));
+        if (c == 0)
+            n = m;
+        for (size_t i = 0; c > 0 && i < n && i < m; i++)
+            a[i].value += b[i].value;
+        v_now += now[cols[c]];
+    }
+    snprintf(k, sizeof(k), "%s_details", key);
+    json_t *d = json_object_get(o, k);
+    if (d == NULL) {
+        json_object_set_new(o, key, json_integer((json_int_t)v_now));
+        json_object_set_new(o, k, d = mgmt_rate(0));
+    }
+    json_t *samples = json_array();
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(samples, json_pack(
+            "{s:I, s:I}", "sample", (json_int_t)a[i].value, "timestamp",
+            (json_int_t)a[i].ts_ms));
+        sum += (double)a[i].value;
+    }
+    json_object_set_new(d, "samples", samples);
+    json_object_set_new(d, "avg", json_real(n ? sum / (double)n : 0.0));
+    double span = n > 1 ? (double)(a[0].ts_ms - a[n - 1].ts_ms) : 0;
+    json_object_set_new(d, "avg_rate", json_real(
+        span > 0 ? ((double)a[0].value - (double)a[n - 1].value) * 1000.0 /
+                       span
+                 : 0.0));
+}
+
+void
+mgmt_add_history(json_t *lengths, json_t *ms, const struct history *h,
+                 const uint64_t *now, const struct mgmt_history_req *hr)
+{
+    static const int both[] = { HC_READY, HC_UNACKED };
+    static const struct { const char *key; int col; } rates[] = {
+        { "publish", HC_PUBLISH }, { "deliver_get", HC_DELIVER_GET },
+        { "ack", HC_ACK }, { "redeliver", HC_REDELIVER },
+        { "dead_letter", HC_DEAD_LETTER },
+    };
+    if (stats_rates_mode() == RATES_NONE)
+        return;
+    if (hr->lengths_age && lengths) {
+        add_samples(lengths, "messages", h, both, 2, now, hr->lengths_age,
+                    hr->lengths_incr);
+        add_samples(lengths, "messages_ready", h, &both[0], 1, now,
+                    hr->lengths_age, hr->lengths_incr);
+        add_samples(lengths, "messages_unacknowledged", h, &both[1], 1, now,
+                    hr->lengths_age, hr->lengths_incr);
+    }
+    if (hr->rates_age && ms)
+        for (size_t i = 0; i < NELEMS(rates); i++)
+            add_samples(ms, rates[i].key, h, &rates[i].col, 1, now,
+                        hr->rates_age, hr->rates_incr);
+}
+
 /* ---- answers that come later ---- */
 
 struct mgmt_req *

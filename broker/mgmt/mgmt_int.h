@@ -179,6 +179,28 @@ void mgmt_set_count(json_t *o, const char *key, uint64_t n, double rate);
 json_t *mgmt_msg_stats(const struct msg_stats *ms, unsigned keys,
                        const struct stats_series *s);
 
+/* ---- history (history.h) ---- */
+
+/* The samples a request asks for, in seconds: RabbitMQ's
+ * ?lengths_age=&lengths_incr= (depths) and ?msg_rates_age=&
+ * msg_rates_incr= (message_stats); an age of 0: none. */
+struct mgmt_history_req {
+    uint64_t lengths_age, lengths_incr, rates_age, rates_incr;
+};
+void mgmt_history_req(struct mgmt_req *r, struct mgmt_history_req *out);
+
+struct history;
+/*
+ * Add the samples of 'h' that 'hr' asks for: to the *_details of the
+ * depths in 'lengths' (messages, messages_ready,
+ * messages_unacknowledged) and of the counters in 'ms' (publish,
+ * deliver_get, ack, redeliver, and Roost's dead_letter, which is added),
+ * as {"rate", "samples": [{"sample", "timestamp"}...] newest first,
+ * "avg", "avg_rate"}. 'now' is the values now (HC_*).
+ */
+void mgmt_add_history(json_t *lengths, json_t *ms, const struct history *h,
+                      const uint64_t *now, const struct mgmt_history_req *hr);
+
 
 /* ---- messages (mgmt_queues.c) ---- */
 

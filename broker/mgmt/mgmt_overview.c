@@ -84,10 +84,10 @@ add_totals(struct vhost *vh, void *arg)
 /*
  * A monitor (monitoring or administrator) sees every vhost and
  * connection, and the node with its listeners; another management user
- * the totals of its own vhosts and connections. Roost keeps no message
- * rates or samples: "rates_mode" is "none" and there are no "*_details",
- * "message_stats", "churn_rates" or "sample_retention_policies"; nor
- * Erlang's versions.
+ * the totals of its own vhosts and connections. The broker's history
+ * (?lengths_age=, ?msg_rates_age=) is the whole broker's, as RabbitMQ's
+ * global samples; a user who is not a monitor gets none (its totals are
+ * only its vhosts'). No "churn_rates", nor Erlang's versions.
  */
 void
 mgmt_overview(struct mgmt_req *r)
@@ -107,6 +107,8 @@ mgmt_overview(struct mgmt_req *r)
         rabbit ? ROOST_RABBITMQ_VERSION : ROOST_VERSION, "product_name",
         rabbit ? "RabbitMQ" : ROOST_PRODUCT, "rabbitmq_version",
         ROOST_RABBITMQ_VERSION, "cluster_name", broker_node_name());
+    /* Roost's own version, whatever it announces (docs/compatibility.md) */
+    json_object_set_new(o, "roost_version", json_string(ROOST_VERSION));
     json_t *qt = json_object();
     mgmt_set_count(qt, "messages", t.ready + t.unacked,
                    t.rate[QS_READY] + t.rate[QS_UNACKED]);
@@ -129,16 +131,30 @@ mgmt_overview(struct mgmt_req *r)
                    stats_rate(ns, NODE_DISK_READS));
     mgmt_set_count(ms, "disk_writes", ss.msgs_written,
                    stats_rate(ns, NODE_DISK_WRITES));
+    if (monitor) {
+        struct mgmt_history_req hr;
+        uint64_t now[HC_COUNT];
+        mgmt_history_req(r, &hr);
+        stats_broker_values(now);
+        mgmt_add_history(qt, ms, stats_history(), now, &hr);
+    }
     json_object_set_new(o, "message_stats", ms);
     json_object_set_new(o, "disable_stats", json_false());
     json_object_set_new(o, "enable_queue_totals", json_false());
     json_object_set_new(o, "release_series_support_status",
                         json_string("supported"));
-    /* What RabbitMQ keeps samples for; Roost keeps one interval, in
-     * every mode. */
+    /* How far back the samples reach (seconds), as RabbitMQ lists its
+     * policies: the broker's (global), a queue's (basic), and no
+     * per-pair samples (detailed: the rate of the last interval) */
+    uint64_t g[HISTORY_TIERS], b[HISTORY_TIERS];
+    uint64_t iv = broker.cfg.collect_statistics_interval;
+    history_ages(HISTORY_BROKER, iv, g);
+    history_ages(HISTORY_QUEUE, iv, b);
     json_object_set_new(o, "sample_retention_policies", json_pack(
-        "{s:[i], s:[i], s:[i]}", "global", (int)stats_interval(), "basic",
-        (int)stats_interval(), "detailed", (int)stats_interval()));
+        "{s:[I,I,I], s:[I,I,I], s:[I]}", "global", (json_int_t)(g[0] / 1000),
+        (json_int_t)(g[1] / 1000), (json_int_t)(g[2] / 1000), "basic",
+        (json_int_t)(b[0] / 1000), (json_int_t)(b[1] / 1000),
+        (json_int_t)(b[2] / 1000), "detailed", (json_int_t)(iv / 1000)));
     json_object_set_new(o, "statistics_db_event_queue", json_integer(0));
     json_object_set_new(o, "object_totals", json_pack(
         "{s:I, s:I, s:I, s:I, s:I}", "channels", (json_int_t)ct.channels,

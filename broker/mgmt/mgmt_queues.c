@@ -97,8 +97,10 @@ add_consumer(struct consumer *c, void *arg)
     json_array_append_new(arg, consumer_json(c, true));
 }
 
+/* A queue's JSON; 'hr': the history a queue's own page asks for, or
+ * NULL. */
 static json_t *
-queue_json(struct queue *q, bool detail)
+queue_json(struct queue *q, bool detail, const struct mgmt_history_req *hr)
 {
     struct queue_info qi;
     queue_info(q, &qi);
@@ -174,6 +176,13 @@ queue_json(struct queue *q, bool detail)
         json_object_set_new(o, "deliveries", json_array());
         json_object_set_new(o, "incoming", json_array());
     }
+    if (hr) {
+        uint64_t now[HC_COUNT];
+        stats_history_values(qi.ms, qi.ready, qi.unacked, qi.dead_lettered,
+                             qi.dropped, now);
+        mgmt_add_history(o, json_object_get(o, "message_stats"), qi.history,
+                         now, hr);
+    }
     return o;
 }
 
@@ -213,7 +222,7 @@ static json_t *
 render_queue(void *item)
 {
     struct queue *q = item;
-    return q->deleted ? NULL : queue_json(q, false);
+    return q->deleted ? NULL : queue_json(q, false, NULL);
 }
 
 static void
@@ -496,8 +505,11 @@ mgmt_queue(struct mgmt_req *r)
     }
     if (r->method == EVHTTP_REQ_DELETE)
         delete_queue(r, vh);
-    else
-        mgmt_reply(r, 200, queue_json(q, true));
+    else {
+        struct mgmt_history_req hr;
+        mgmt_history_req(r, &hr);
+        mgmt_reply(r, 200, queue_json(q, true, &hr));
+    }
 }
 
 void
