@@ -468,7 +468,7 @@
       draw(stats, lengths) {
         if (!pair)          /* once in the document: uPlot sizes to it */
           pair = new C.Pair(charts, prefix);
-        pair.draw(C.series(stats, lengths));
+        pair.draw(C.series(stats, lengths, range));
         el.dataset.range = range;
       },
       leave() {
@@ -678,7 +678,7 @@
           ['Name', 'Vhost', 'Type', 'State', 'Ready#', 'Unacked#', 'Total#',
            'Consumers#', 'Oldest ready#', 'Publish#', 'Deliver#', 'Ack#'],
           list.map((x) => h('tr', {data: {queue: x.name, vhost: x.vhost}},
-            h('td', {class: 'wrap'},
+            h('td', {class: 'wrap name'},
               h('a', {href: queueHref(x.vhost, x.name), text: x.name})),
             cell(x.vhost),
             cell(text(x.type)),

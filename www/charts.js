@@ -9,7 +9,7 @@
  *
  *   RoostCharts.RANGES                   the ranges offered
  *   RoostCharts.query(range)             the query string for one
- *   RoostCharts.series(obj, rates, depths)  {x, rates, depths} in seconds
+ *   RoostCharts.series(stats, lengths, range)  {x, rates, depths, span}
  *   RoostCharts.Pair(el)                 two charts in 'el'; .draw(s)
  *
  * Each chart's element keeps its uPlot as el.uplot, so that a test (and
@@ -56,9 +56,12 @@
    * The series to draw from 'stats' (message_stats) and 'lengths' (the
    * object holding messages_ready_details: queue_totals or the queue):
    * x in seconds (uPlot's time scale), a rate per step between two
-   * samples (placed at the later one), a depth as sampled.
+   * samples (placed at the later one), a depth as sampled; span: the
+   * range's window, ending now (or at the newest sample, if the
+   * broker's clock is ahead), so that a single sample sits at its time
+   * instead of uPlot stretching the axis around it.
    */
-  function series(stats, lengths) {
+  function series(stats, lengths, range) {
     const times = new Set();
     const rs = RATES.map(([k]) => samples(stats && stats[k + '_details']));
     const ds = DEPTHS.map(([k]) => samples(lengths && lengths[k + '_details']));
@@ -81,7 +84,10 @@
       const m = at(s);
       return x.map((t) => m.has(t) ? m.get(t) : null);
     });
-    return {x: x.map((t) => t / 1000), rates, depths};
+    const r = RANGES.find((y) => y.id === range) || RANGES[0];
+    const end = Math.max(Date.now(), x.length ? x[x.length - 1] : 0) / 1000;
+    return {x: x.map((t) => t / 1000), rates, depths,
+            span: [end - r.age, end]};
   }
 
   function fmtRate(u, v) {
@@ -94,7 +100,7 @@
   }
 
   /* One uPlot chart in a fresh element under 'parent'. */
-  function chart(parent, id, title, defs, fmt) {
+  function chart(parent, id, title, defs, fmt, span) {
     const el = document.createElement('div');
     el.className = 'chart';
     el.id = id;
@@ -106,9 +112,12 @@
       series: [{}].concat(defs.map(([, label, stroke]) => ({
         label, stroke, width: 1.5, value: fmt, spanGaps: false,
       }))),
-      axes: [{}, {values: (u, vals) => vals.map((v) => fmt(u, v)),
+      axes: [{space: 80}, {values: (u, vals) => vals.map((v) => fmt(u, v)),
                   size: 64}],
-      scales: {y: {range: (u, min, max) => [0, Math.max(1, max * 1.1)]}},
+      scales: {
+        x: {time: true, range: (u, min, max) => span() || [min, max]},
+        y: {range: (u, min, max) => [0, Math.max(1, max * 1.1)]},
+      },
       legend: {live: true},
     };
     const empty = [[]].concat(defs.map(() => []));
@@ -120,10 +129,12 @@
   /* Two charts, rates and depths, in 'parent'. */
   class Pair {
     constructor(parent, prefix) {
+      this.span = null;
+      const span = () => this.span;
       this.rates = chart(parent, prefix + '-rates', 'Message rates', RATES,
-                         fmtRate);
+                         fmtRate, span);
       this.depths = chart(parent, prefix + '-depths', 'Queued messages',
-                          DEPTHS, fmtCount);
+                          DEPTHS, fmtCount, span);
       this.onresize = () => {
         this.rates.resize();
         this.depths.resize();
@@ -131,6 +142,7 @@
       window.addEventListener('resize', this.onresize);
     }
     draw(s) {
+      this.span = s.span;
       this.rates.u.setData([s.x].concat(s.rates));
       this.depths.u.setData([s.x].concat(s.depths));
       this.rates.el.dataset.points = String(s.x.length);

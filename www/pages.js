@@ -211,7 +211,7 @@
     ].map(([id, title, path, heads, row]) =>
       ({id, title, path, heads, row, el: h('div', {id})}));
     view.append(h('h1', {text: 'Admin'}),
-                parts.map((p) => [h('h2', {text: p.title}), p.el]));
+                ...parts.flatMap((p) => [h('h2', {text: p.title}), p.el]));
     return {
       name: 'admin',
       async refresh() {

@@ -228,6 +228,10 @@ def main():
               any("msg_rates_age=3600" in e["params"]["request"]["url"]
                   for e in b.events
                   if e["method"] == "Network.requestWillBeSent"), "")
+        wide = b.eval("(u => u.scales.x.max - u.scales.x.min)(document."
+                      "getElementById('overview-rates').uplot)")
+        check("and its time axis spans the hour (%s s)" % wide,
+              abs(wide - 3600) < 1, wide)
         b.click("button[data-range='10m']")
 
         # ---- a queue's page ----
@@ -239,6 +243,10 @@ def main():
         check("a queue shows its effective policy", "max-length" in pol, pol)
         check("no replay box where the queue holds no dead letters",
               b.eval("document.getElementById('replay-box').hidden"))
+        wide = b.eval("(u => u.scales.x.max - u.scales.x.min)(document."
+                      "getElementById('queue-depths').uplot)")
+        check("the queue's time axis spans 10 minutes, even with few "
+              "samples (%s s)" % wide, abs(wide - 600) < 1, wide)
         qd = b.eval("document.getElementById('queue-depths').uplot.data[1]")
         check("the queue's depth chart ends at its %d ready messages" %
               st["ready"], [v for v in qd if v is not None][-1:] ==
@@ -304,7 +312,7 @@ def main():
         check("connections are listed by the name the client gives itself",
               tls and plain, rows)
         check("with TLS details on the TLS one", tls and
-              tls[0][1].startswith("TLSv1.") and len(tls[0][1]) > 10 and
+              tls[0][1].lower().startswith("tlsv1.") and len(tls[0][1]) > 10 and
               plain and plain[0][1] == "no", rows)
         go(pages[7][0], "channels", pages[7][2])
         pf = b.eval("[...document.querySelectorAll('tr[data-channel]')]"
