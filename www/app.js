@@ -6,7 +6,11 @@
  *   #/queues              queues: depth, oldest ready message, rates
  *   #/queues/VHOST/NAME   a queue: details, bindings, consumers, browse,
  *                         purge, replay of dead letters
- *   #/connections         connections, and closing one
+ *   #/connections         connections (by the name the client gives
+ *                         itself, with TLS details), and closing one
+ *   #/exchanges, #/exchanges/VHOST/NAME, #/channels, #/admin: pages.js
+ * charts.js draws the rate and depth history (uPlot, www/vendor/);
+ * pages.js adds pages through window.Roost (the helpers below).
  * Everything it shows comes from the management API (RabbitMQ's JSON
  * shapes). The user's name and password stay in sessionStorage (this tab
  * only) and go out as an Authorization header on each request, with
@@ -312,8 +316,11 @@
       return {name: 'queue', vhost: dec[1], queue: dec[2]};
     if (dec[0] === 'queues')
       return {name: 'queues'};
-    if (dec[0] === 'connections')
-      return {name: 'connections'};
+    if (dec[0] === 'exchanges' && dec.length === 3)
+      return {name: 'exchange', vhost: dec[1], exchange: dec[2]};
+    for (const n of ['connections', 'exchanges', 'channels', 'admin'])
+      if (dec[0] === n)
+        return {name: n};
     return {name: 'overview'};
   }
 
@@ -323,17 +330,19 @@
       return;
     }
     stopTimer();
+    if (page && page.leave)
+      page.leave();
     const my = ++seq;
     const r = route();
+    const section = {queue: 'queues', exchange: 'exchanges'}[r.name] ||
+      r.name;
     for (const a of document.querySelectorAll('#nav a'))
-      a.classList.toggle('current', a.dataset.nav ===
-                         (r.name === 'queue' ? 'queues' : r.name));
+      a.classList.toggle('current', a.dataset.nav === section);
     flash('');
     const view = clear($('view'));
     view.dataset.page = r.name;
     delete view.dataset.state;
-    const make = {overview: overviewPage, queues: queuesPage,
-                  queue: queuePage, connections: connectionsPage}[r.name];
+    const make = pages[r.name] || pages.overview;
     page = make(view, r, () => my === seq);
     refresh();
     timer = setInterval(() => {
@@ -379,7 +388,95 @@
     if (rows.length === 0)
       tbody.append(h('tr', null, h('td', {colspan: heads.length,
                                            class: 'note', text: empty})));
-    return h('table', null, thead, tbody);
+    /* wide tables scroll sideways on a narrow screen, not the page */
+    return h('div', {class: 'scroll'}, h('table', null, thead, tbody));
+  }
+
+  /* An answer that is not what was asked, as an Error to show. */
+  function refusal(res, what) {
+    return new Error(res.status === 404 && !(res.data && res.data.reason) ?
+      what + ' is not available on this broker (404).' :
+      'Refused: ' + text(res.data && res.data.reason ||
+                         'HTTP ' + res.status));
+  }
+
+  /*
+   * A button whose action a second click confirms: ID (the button),
+   * ID-confirm, ID-result (what came of it; data-done true or false).
+   * 'run' returns what to say, or throws.
+   */
+  function confirmed(id, label, yesText, run) {
+    const btn = h('button', {type: 'button', id, class: 'danger',
+                             text: label});
+    const yes = h('button', {type: 'button', id: id + '-confirm',
+                             class: 'danger confirm', hidden: true,
+                             text: yesText});
+    const no = h('button', {type: 'button', hidden: true, text: 'Cancel'});
+    const out = h('p', {id: id + '-result', class: 'note'});
+    const asking = (on) => {
+      yes.hidden = no.hidden = !on;
+      btn.hidden = on;
+    };
+    btn.addEventListener('click', () => asking(true));
+    no.addEventListener('click', () => asking(false));
+    yes.addEventListener('click', async () => {
+      yes.disabled = true;
+      try {
+        out.textContent = await run();
+        out.dataset.done = 'true';
+      } catch (e) {
+        out.textContent = e.message;
+        out.dataset.done = 'false';
+      } finally {
+        yes.disabled = false;
+        asking(false);
+      }
+    });
+    return {el: h('div', null, h('div', {class: 'row'}, btn, yes, no), out)};
+  }
+
+  /*
+   * The history charts of a page: range buttons and two charts (rates,
+   * depths). .query() is the history's query string for the range
+   * chosen; .draw(stats, lengths) draws; .leave() lets go of them.
+   * Choosing a range calls 'again' (the page's refresh).
+   */
+  function historyBox(prefix, again) {
+    const C = window.RoostCharts;
+    let range = sessionStorage.getItem('roost.range') || C.RANGES[0].id;
+    const buttons = C.RANGES.map((x) => h('button', {
+      type: 'button', text: x.label, data: {range: x.id},
+      class: x.id === range ? 'current' : null,
+      onclick: () => {
+        range = x.id;
+        sessionStorage.setItem('roost.range', range);
+        for (const b of buttons)
+          b.classList.toggle('current', b.dataset.range === range);
+        again();
+      }}));
+    const charts = h('div', {class: 'charts'});
+    const el = h('section', {class: 'history', id: prefix + '-history'},
+                 h('div', {class: 'toolbar'},
+                   h('span', {class: 'note grow', text: 'History'}),
+                   h('span', {class: 'seg', role: 'group',
+                              'aria-label': 'range'}, buttons)),
+                 charts);
+    let pair = null;
+    return {
+      el,
+      query: () => C.query(range),
+      draw(stats, lengths) {
+        if (!pair)          /* once in the document: uPlot sizes to it */
+          pair = new C.Pair(charts, prefix);
+        pair.draw(C.series(stats, lengths, range));
+        el.dataset.range = range;
+      },
+      leave() {
+        if (pair)
+          pair.destroy();
+        pair = null;
+      },
+    };
   }
 
   function card(title, rows, extra) {
@@ -393,13 +490,15 @@
 
   function overviewPage(view, r, current) {
     view.append(h('h1', {text: 'Overview'}));
+    const hist = historyBox('overview', () => refresh());
     const body = h('div');
-    view.append(body);
+    view.append(hist.el, body);
     return {
       name: 'overview',
+      leave: hist.leave,
       async refresh() {
         const [ov, nodes, alarms] = await Promise.all([
-          get('overview'), get('nodes'),
+          get('overview?' + hist.query()), get('nodes'),
           get('health/checks/alarms', [503])]);
         if (!current())
           return;
@@ -410,6 +509,7 @@
         }
         const o = ov.data, qt = o.queue_totals || {},
           ot = o.object_totals || {};
+        hist.draw(o.message_stats, qt);
         const node = nodes && Array.isArray(nodes.data) ? nodes.data[0] :
           undefined;
         const rates = o.message_stats ? null :
@@ -422,6 +522,7 @@
             ['Deliver', rate(msRate(o, 'deliver_get')), 'rate-deliver'],
             ['Acknowledge', rate(msRate(o, 'ack')), 'rate-ack'],
             ['Redeliver', rate(msRate(o, 'redeliver'))],
+            ['Dead-lettered', rate(msRate(o, 'dead_letter'))],
           ], rates),
           card('Queued messages', [
             ['Ready', num(qt.messages_ready), 'total-ready'],
@@ -439,15 +540,30 @@
           memoryCard(node),
           alarmsCard(alarms, node),
           card('Broker', [
-            ['Product', text(o.product_name) + ' ' +
-             text(o.product_version)],
+            ['Version', version(o), 'version'],
             ['Node', text(o.node || o.cluster_name)],
             ['Uptime', node ? duration(node.uptime) : DASH],
             ['Management', text(o.management_version)],
-          ]));
+          ], o.roost_version ? h('p', {class: 'note', id: 'version-why',
+            text: 'Roost announces the RabbitMQ version whose behaviour ' +
+            'it follows: clients, rabbitmqadmin and monitoring check ' +
+            'that version to decide what they may use.'}) : null));
         body.append(cards);
       },
     };
+  }
+
+  /*
+   * "Roost 0.1.0, announces RabbitMQ 3.10.8": clients and tools branch
+   * on the version the broker announces (docs/compatibility.md), so
+   * Roost announces the RabbitMQ whose behaviour it follows, and names
+   * its own version beside it.
+   */
+  function version(o) {
+    const own = o.roost_version ? 'Roost ' + text(o.roost_version) + ', ' :
+      '';
+    return own + 'announces ' + text(o.product_name) + ' ' +
+      text(o.product_version);
   }
 
   function memoryCard(node) {
@@ -562,7 +678,7 @@
           ['Name', 'Vhost', 'Type', 'State', 'Ready#', 'Unacked#', 'Total#',
            'Consumers#', 'Oldest ready#', 'Publish#', 'Deliver#', 'Ack#'],
           list.map((x) => h('tr', {data: {queue: x.name, vhost: x.vhost}},
-            h('td', {class: 'wrap'},
+            h('td', {class: 'wrap name'},
               h('a', {href: queueHref(x.vhost, x.name), text: x.name})),
             cell(x.vhost),
             cell(text(x.type)),
@@ -641,48 +757,26 @@
           'No messages past this point.'));
     }
 
-    /* purge: a second click confirms */
-    const purgeBtn = h('button', {type: 'button', id: 'purge',
-                                  class: 'danger', text: 'Purge'});
-    const purgeYes = h('button', {type: 'button', id: 'purge-confirm',
-                                  class: 'danger confirm', hidden: true,
-                                  text: 'Yes, delete the ready messages'});
-    const purgeNo = h('button', {type: 'button', hidden: true,
-                                 text: 'Cancel'});
-    const purgeOut = h('p', {id: 'purge-result', class: 'note'});
-    purgeBtn.addEventListener('click', () => {
-      purgeYes.hidden = purgeNo.hidden = false;
-      purgeBtn.hidden = true;
-    });
-    purgeNo.addEventListener('click', () => {
-      purgeYes.hidden = purgeNo.hidden = true;
-      purgeBtn.hidden = false;
-    });
-    purgeYes.addEventListener('click', async () => {
-      purgeYes.disabled = true;
-      try {
-        const res = await api('DELETE', path + '/contents');
-        if (!current())
-          return;
-        if (res.status === 204 || res.status === 200) {
-          purgeOut.textContent = 'Purged.';
-          purgeOut.dataset.done = 'true';
-          offset = 0;
-          await Promise.all([refresh(), loadBrowse()]);
-        } else {
-          purgeOut.textContent = res.status === 404 ?
-            'Purge is not available on this broker (404).' :
-            'Refused: ' + text(res.data && res.data.reason ||
-                               'HTTP ' + res.status);
-          purgeOut.dataset.done = 'false';
-        }
-      } catch (e) {
-        purgeOut.textContent = 'Failed: ' + e.message;
-      } finally {
-        purgeYes.disabled = false;
-        purgeYes.hidden = purgeNo.hidden = true;
-        purgeBtn.hidden = false;
+    /* purge and delete: a second click confirms */
+    const purge = confirmed('purge', 'Purge', 'Yes, delete the ready ' +
+                            'messages', async () => {
+      const res = await api('DELETE', path + '/contents');
+      if (res.status === 204 || res.status === 200) {
+        offset = 0;
+        await Promise.all([refresh(), loadBrowse()]);
+        return 'Purged.';
       }
+      throw refusal(res, 'Purge');
+    });
+    const del = confirmed('delete', 'Delete', 'Yes, delete the queue and ' +
+                          'its messages', async () => {
+      const res = await api('DELETE', path);
+      if (res.status === 204 || res.status === 200) {
+        location.hash = '#/queues';
+        flash('Deleted queue ' + r.queue + ' in vhost ' + r.vhost + '.');
+        return 'Deleted.';
+      }
+      throw refusal(res, 'Delete');
     });
 
     /* replay dead letters, with progress */
@@ -772,16 +866,10 @@
       }
     }
 
-    view.append(
-      h('p', null, h('a', {href: '#/queues', text: '\u2039 Queues'})),
-      h('h1', null, 'Queue ', h('span', {class: 'mono', text: r.queue}),
-        h('span', {class: 'note', text: ' in vhost ' + r.vhost})),
-      details,
-      h('div', {class: 'actions'},
-        h('section', {class: 'action'}, h('h2', {text: 'Purge'}),
-          h('div', {class: 'row'}, purgeBtn, purgeYes, purgeNo),
-          purgeOut),
-        h('section', {class: 'action'},
+    const hist = historyBox('queue', () => refresh());
+    const getBox = getForm(path);
+    const replayBox = h('section', {class: 'action', id: 'replay-box',
+                                    hidden: true},
           h('h2', {text: 'Replay dead letters'}),
           h('div', {class: 'row'},
             h('label', null, 'Messages per second ', rateIn), replayBtn,
@@ -790,7 +878,18 @@
                   'the exchange and routing key they died from (their ' +
                   'x-death), in order, at this rate; messages without ' +
                   'x-death stay.'}),
-          progress, replayOut)),
+          progress, replayOut);
+    view.append(
+      h('p', null, h('a', {href: '#/queues', text: '\u2039 Queues'})),
+      h('h1', null, 'Queue ', h('span', {class: 'mono', text: r.queue}),
+        h('span', {class: 'note', text: ' in vhost ' + r.vhost})),
+      details, hist.el,
+      h('div', {class: 'actions'},
+        h('section', {class: 'action'}, h('h2', {text: 'Purge'}),
+          purge.el),
+        h('section', {class: 'action'}, h('h2', {text: 'Delete'}),
+          del.el),
+        replayBox, getBox),
       h('h2', {text: 'Bindings'}), bindings,
       h('h2', {text: 'Consumers'}), consumers,
       h('h2', {text: 'Messages'}),
@@ -802,19 +901,26 @@
 
     return {
       name: 'queue',
+      leave: hist.leave,
       async refresh() {
-        const [q, b, c] = await Promise.all([
-          get(path), get(path + '/bindings'),
-          get('consumers/' + enc(r.vhost))]);
+        const [q, b, c, dl] = await Promise.all([
+          get(path + '?' + hist.query()), get(path + '/bindings'),
+          get('consumers/' + enc(r.vhost)),
+          get(path + '/dead-letters?count=1')]);
         if (!current())
           return;
         clear(details);
-        if (!q)
+        if (!q) {
           details.append(h('p', {class: 'note', text: 'No queue ' +
                                  r.queue + ' in vhost ' + r.vhost +
                                  ' (or this broker has no /api/queues).'}));
-        else
+        } else {
           details.append(queueDetails(q.data));
+          hist.draw(q.data.message_stats, q.data);
+        }
+        /* the replay box only where there are dead letters to replay,
+         * and while a replay it started runs */
+        replayBox.hidden = replayId === null && !(dl && items(dl).length);
         clear(bindings).append(!b ? unavailable('Bindings') : table(
           ['From exchange', 'Routing key', 'Arguments'],
           items(b).map((x) => h('tr', null,
@@ -840,22 +946,86 @@
     };
   }
 
+  /* Get messages (POST /api/queues/V/Q/get): they are delivered, and
+   * acknowledged or requeued as the mode says. */
+  function getForm(path) {
+    const count = h('input', {type: 'number', id: 'get-count', min: 1,
+                              value: 1, 'aria-label': 'count'});
+    const mode = h('select', {id: 'get-mode', 'aria-label': 'ack mode'},
+      [['ack_requeue_true', 'Requeue them'],
+       ['ack_requeue_false', 'Acknowledge them (removed)'],
+       ['reject_requeue_true', 'Reject, requeue'],
+       ['reject_requeue_false', 'Reject, no requeue (dead-letter)']]
+        .map(([v, t]) => h('option', {value: v, text: t})));
+    const out = h('div', {id: 'get-result'});
+    const btn = h('button', {type: 'button', id: 'get', text: 'Get'});
+    btn.addEventListener('click', async () => {
+      btn.disabled = true;
+      clear(out);
+      try {
+        const res = await api('POST', path + '/get', {json: {
+          count: Number(count.value) || 1, ackmode: mode.value,
+          encoding: 'auto', truncate: 50000}});
+        if (res.status !== 200)
+          throw refusal(res, 'Get');
+        const list = Array.isArray(res.data) ? res.data : [];
+        out.append(table(['Exchange', 'Routing key', 'Redelivered',
+                          'Properties', 'Payload'],
+          list.map((m) => h('tr', {data: {got: 'true'}},
+            cell(m.exchange === '' ? '(default)' : text(m.exchange), 'wrap'),
+            cell(text(m.routing_key), 'wrap'),
+            cell(yesno(m.redelivered)),
+            cell(propsSummary(m.properties), 'wrap mono'),
+            cell(payloadText(m), 'payload mono'))),
+          'The queue had no ready message.'));
+        out.dataset.done = 'true';
+      } catch (e) {
+        out.append(h('p', {class: 'error', text: e.message}));
+        out.dataset.done = 'false';
+      } finally {
+        btn.disabled = false;
+        refresh();
+      }
+    });
+    return h('section', {class: 'action wide'}, h('h2', {text: 'Get ' +
+                                                          'messages'}),
+             h('div', {class: 'row'}, h('label', null, 'Count ', count),
+               mode, btn), out);
+  }
+
+  /* {reason: n} as "expired 2, rejected 1", or none */
+  function reasons(o) {
+    const list = o && typeof o === 'object' ?
+      Object.entries(o).filter(([, n]) => isNum(n) && n > 0) : [];
+    return list.length ? list.map(([k, n]) => k + ' ' + num(n)).join(', ') :
+      'none';
+  }
+
   function queueDetails(q) {
     const row = (k, v, id) => h('tr', null, h('th', {text: k}),
                                 h('td', {text: v, id: id || null}));
     const args = q.arguments && Object.keys(q.arguments).length ?
       q.arguments : '';
+    const eff = q.effective_policy_definition &&
+      Object.keys(q.effective_policy_definition).length ?
+      q.effective_policy_definition : '';
     return h('table', {class: 'kv'}, h('tbody', null,
       row('Type', text(q.type)),
       row('State', text(q.state)),
       row('Features', ['durable', 'auto_delete', 'exclusive']
         .filter((k) => q[k]).join(', ') || DASH),
       row('Arguments', text(args)),
-      row('Policy', text(q.policy)),
+      row('Policy', text(q.policy) + (q.operator_policy ?
+        ' (operator policy ' + text(q.operator_policy) + ')' : '')),
+      row('Effective policy', text(eff), 'q-policy'),
       row('Ready', num(q.messages_ready), 'q-ready'),
       row('Unacknowledged', num(q.messages_unacknowledged), 'q-unacked'),
       row('Total', num(q.messages), 'q-messages'),
-      row('Oldest ready message', duration(headAge(q)), 'q-age'),
+      row('Oldest ready message (lag)', duration(headAge(q)), 'q-age'),
+      row('Waiting (delayed or backing off)', num(q.messages_waiting),
+          'q-waiting'),
+      row('Dead-lettered, by reason', reasons(q.dead_lettered), 'q-dead'),
+      row('Dropped, by reason', reasons(q.dropped), 'q-dropped'),
       row('Consumers', num(q.consumers)),
       row('Consumer utilisation', isNum(q.consumer_utilisation) ?
         Math.round(q.consumer_utilisation * 100) + '%' : DASH),
@@ -863,7 +1033,8 @@
       row('Rates', 'publish ' + rate(msRate(q, 'publish')) + ', deliver ' +
         rate(msRate(q, 'deliver_get')) + ', ack ' +
         rate(msRate(q, 'ack')) + ', redeliver ' +
-        rate(msRate(q, 'redeliver'))),
+        rate(msRate(q, 'redeliver')) + ', dead-letter ' +
+        rate(msRate(q, 'dead_letter'))),
       row('Node', text(q.node))));
   }
 
@@ -896,6 +1067,18 @@
   }
 
   /* ---- connections ---- */
+
+  /* "TLSv1.3 TLS_AES_256_GCM_SHA384, client CN=app", or no */
+  function tlsText(c) {
+    if (!c.ssl)
+      return 'no';
+    const parts = [text(c.ssl_protocol)];
+    if (c.ssl_cipher)
+      parts.push(text(c.ssl_cipher));
+    if (c.peer_cert_subject)
+      parts.push('client ' + text(c.peer_cert_subject));
+    return parts.join(' ');
+  }
 
   function connectionsPage(view, r, current) {
     const body = h('div');
@@ -964,14 +1147,21 @@
            'Channels#', 'Connected at', 'Received#', 'Sent#', ''],
           list.map((c) => {
             const cp = c.client_properties || {};
+            /* the name the client gives itself first (RabbitMQ's
+             * user_provided_name, from connection_name), then the
+             * broker's (what closing it needs) */
+            const given = c.user_provided_name || cp.connection_name;
             return h('tr', {data: {connection: c.name}},
-              cell(text(c.name), 'wrap mono'),
+              h('td', {class: 'wrap'},
+                given ? h('div', {class: 'given', text: text(given)}) : null,
+                h('div', {class: given ? 'mono note' : 'mono',
+                          text: text(c.name)})),
               cell(text(c.user)),
               cell(text(c.vhost)),
               cell(cp.product ? text(cp.product) + ' ' + text(cp.version) :
                    DASH, 'wrap'),
               cell(text(c.protocol)),
-              cell(yesno(c.ssl)),
+              cell(tlsText(c), 'wrap tls'),
               cell(text(c.state)),
               cell(num(c.channels), 'num'),
               cell(when(c.connected_at)),
@@ -983,6 +1173,17 @@
       },
     };
   }
+
+  /* ---- the pages, and what pages.js uses to add its own ---- */
+
+  const pages = {overview: overviewPage, queues: queuesPage,
+                 queue: queuePage, connections: connectionsPage};
+  window.Roost = {
+    pages, h, clear, flash, api, get, items, table, cell, card, confirmed,
+    refusal, unavailable, propsSummary, payloadText, queueHref, enc, text,
+    num, rate, bytes, yesno, when, msRate, isNum, HttpError, refresh,
+    DASH,
+  };
 
   /* ---- start ---- */
 

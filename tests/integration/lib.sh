@@ -68,3 +68,14 @@ need() {
     echo "$name: $what is missing (apt-get install $pkg); skipped"
     exit 77
 }
+
+# find_chromium: prints $CHROMIUM, or Debian's chromium's path (nothing
+# when there is none).
+find_chromium() {
+    local c
+    [ -n "${CHROMIUM:-}" ] && { echo "$CHROMIUM"; return; }
+    for c in chromium chromium-browser; do
+        command -v "$c" && return
+    done
+    true
+}

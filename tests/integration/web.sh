@@ -32,11 +32,7 @@ set -u
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name" "$*"; fi; }
 
-chromium=${CHROMIUM:-}
-for c in chromium chromium-browser; do
-    [ -n "$chromium" ] && break
-    chromium=$(command -v "$c" || true)
-done
+chromium=$(find_chromium)
 need web chromium chromium test -n "$chromium"
 need web "pika for /usr/bin/python3" python3-pika $py -c 'import pika'
 need web curl curl command -v curl
