@@ -19,7 +19,8 @@ const char *const qargs_equivalence_keys[] = {
     "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
     "x-single-active-consumer", "x-queue-mode", "x-queue-version",
     "x-queue-master-locator", "x-delivery-limit", "x-max-priority",
-    "x-requeue-delay", "x-requeue-delay-max", NULL,
+    "x-requeue-delay", "x-requeue-delay-max", "x-queue-leader-locator",
+    NULL,
 };
 
 /* The name RabbitMQ gives a field's type in "expected integer, got T". */
@@ -60,6 +61,17 @@ invalid(char *err, size_t errlen, struct amqp_bytes key, const char *what,
     snprintf(err, errlen, "invalid arg '%.*s' for %s: %s", (int)key.len,
              (const char *)key.ptr, what, why);
     return QARGS_INVALID;
+}
+
+/* RabbitMQ's "{unacceptable_type,T}" for a value of the wrong kind. */
+static enum qargs_result
+unacceptable(char *err, size_t errlen, struct amqp_bytes key, const char *what,
+             enum amqp_field_kind kind)
+{
+    char why[64];
+    snprintf(why, sizeof(why), "{unacceptable_type,%s}",
+             qargs_type_atom(kind));
+    return invalid(err, errlen, key, what, why);
 }
 
 enum qargs_result
@@ -113,12 +125,8 @@ static enum qargs_result
 bool_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
          bool *out, char *err, size_t errlen)
 {
-    char why[300];
-    if (v->kind != AMQP_FIELD_BOOL) {
-        snprintf(why, sizeof(why), "{unacceptable_type,%s}",
-                 qargs_type_atom(v->kind));
-        return invalid(err, errlen, k, what, why);
-    }
+    if (v->kind != AMQP_FIELD_BOOL)
+        return unacceptable(err, errlen, k, what, v->kind);
     *out = v->v.b;
     return QARGS_OK;
 }
@@ -147,23 +155,21 @@ static const char *const master_locators[] = {
     "min-masters", "client-local", "random", NULL,
 };
 
-/* A string that must be one of 'values'. */
+/* A string that must be one of 'values'; otherwise the "unsupported"
+ * text with the value, or (NULL) the atom 'bad'. */
 static enum qargs_result
 one_of_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
-           const char *const *values, const char *unsupported, char *err,
-           size_t errlen)
+           const char *const *values, const char *unsupported,
+           const char *bad, char *err, size_t errlen)
 {
     char why[400];
-    if (v->kind != AMQP_FIELD_LONGSTR) {
-        snprintf(why, sizeof(why), "{unacceptable_type,%s}",
-                 qargs_type_atom(v->kind));
-        return invalid(err, errlen, k, what, why);
-    }
+    if (v->kind != AMQP_FIELD_LONGSTR)
+        return unacceptable(err, errlen, k, what, v->kind);
     for (const char *const *p = values; *p != NULL; p++)
         if (amqp_bytes_eq(v->v.str, *p))
             return QARGS_OK;
     if (unsupported == NULL)
-        return invalid(err, errlen, k, what, "invalid_dlx_strategy");
+        return invalid(err, errlen, k, what, bad);
     snprintf(why, sizeof(why), "\"%s '%.*s'\"", unsupported,
              (int)(v->v.str.len > 200 ? 200 : v->v.str.len),
              (const char *)v->v.str.ptr);
@@ -175,6 +181,90 @@ one_of_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
 static const char *const dlx_strategies[] = {
     "at-most-once", "at-least-once", NULL,
 };
+
+/* x-queue-leader-locator (quorum queues and streams): where a leader
+ * goes; one node leaves no choice. */
+static const char *const leader_locators[] = {
+    "client-local", "balanced", "random", "least-leaders", NULL,
+};
+
+/* What a stream refuses, whatever the value (RabbitMQ 3.10.8's
+ * rabbit_stream_queue:capabilities/0 and check_arguments_key/4). */
+static const char *const stream_refused[] = {
+    "x-max-length", "x-message-ttl", "x-expires", "x-dead-letter-exchange",
+    "x-dead-letter-routing-key", "x-overflow", "x-max-priority",
+    "x-single-active-consumer", "x-queue-mode", "x-queue-master-locator",
+    "x-delivery-limit", "x-quorum-initial-group-size",
+    "x-max-in-memory-length", "x-max-in-memory-bytes",
+    "x-dead-letter-strategy", "x-queue-version", NULL,
+};
+
+/* The largest x-stream-max-segment-size-bytes RabbitMQ takes. */
+#define STREAM_SEGMENT_MAX 3000000000LL
+
+/*
+ * x-max-age: a longstr of a positive integer and one unit (Y M D h m s;
+ * Y 365 days, M 30), RabbitMQ's grammar; into ms, saturating. What
+ * RabbitMQ 3.10.8 crashes on (no leading digit: '', 'h', '-1h') is
+ * invalid_max_age here too.
+ */
+static enum qargs_result
+max_age_arg(const struct amqp_field *v, struct amqp_bytes k, const char *what,
+            int64_t *out, char *err, size_t errlen)
+{
+    if (v->kind != AMQP_FIELD_LONGSTR)
+        return unacceptable(err, errlen, k, what, v->kind);
+    if (qargs_parse_age(v->v.str, out) != 0)
+        return invalid(err, errlen, k, what, "invalid_max_age");
+    return QARGS_OK;
+}
+
+int
+qargs_parse_age(struct amqp_bytes s, int64_t *ms)
+{
+    static const struct { char unit; int64_t ms; } units[] = {
+        { 'Y', 365LL * 86400000 }, { 'M', 30LL * 86400000 },
+        { 'D', 86400000 }, { 'h', 3600000 }, { 'm', 60000 }, { 's', 1000 },
+    };
+    if (s.len < 2)
+        return -1;
+    int64_t n = 0;
+    for (size_t i = 0; i + 1 < s.len; i++) {
+        if (s.ptr[i] < '0' || s.ptr[i] > '9')
+            return -1;
+        n = n > INT64_MAX / 10 ? INT64_MAX : n * 10 + (s.ptr[i] - '0');
+    }
+    if (n <= 0)
+        return -1;
+    for (size_t u = 0; u < NELEMS(units); u++)
+        if (s.ptr[s.len - 1] == units[u].unit) {
+            *ms = n > INT64_MAX / units[u].ms ? INT64_MAX : n * units[u].ms;
+            return 0;
+        }
+    return -1;
+}
+
+bool
+qargs_is_stream(struct amqp_table args)
+{
+    struct table_iter it;
+    struct amqp_bytes k;
+    struct amqp_field v;
+    table_iter_init(&it, args);
+    while (table_next(&it, &k, &v))
+        if (amqp_bytes_eq(k, "x-queue-type") &&
+            v.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v.v.str, "stream"))
+            return true;
+    return false;
+}
+
+const char *
+qargs_stream_refused_property(bool durable, bool exclusive, bool auto_delete)
+{
+    return auto_delete ? "auto-delete"
+           : exclusive ? "exclusive-owner"
+           : !durable ? "non-durable" : NULL;
+}
 
 /* A quorum queue's integer arguments that change nothing on one node. */
 static const char *const quorum_int_args[] = {
@@ -192,8 +282,9 @@ key_in(struct amqp_bytes k, const char *const *keys)
     return NULL;
 }
 
-/* x-queue-type: classic or quorum; stream is RabbitMQ's but not Roost's
- * (540), anything else RabbitMQ's 406. */
+/* x-queue-type: classic or quorum; stream is RabbitMQ's, checked as
+ * RabbitMQ checks it (qargs_parse answers 540 after), anything else
+ * RabbitMQ's 406. */
 static enum qargs_result
 queue_type_arg(const struct amqp_field *v, struct amqp_bytes k,
                const char *what, const struct queue_ops **out, char *err,
@@ -203,15 +294,10 @@ queue_type_arg(const struct amqp_field *v, struct amqp_bytes k,
     if (v->kind == AMQP_FIELD_LONGSTR &&
         (*out = queue_ops_find(v->v.str)) != NULL)
         return QARGS_OK;
-    if (v->kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v->v.str, "stream")) {
-        snprintf(err, errlen, "queue type 'stream' is not implemented");
-        return QARGS_NOT_IMPLEMENTED;
-    }
-    if (v->kind != AMQP_FIELD_LONGSTR) {
-        snprintf(why, sizeof(why), "{unacceptable_type,%s}",
-                 qargs_type_atom(v->kind));
-        return invalid(err, errlen, k, what, why);
-    }
+    if (v->kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v->v.str, "stream"))
+        return QARGS_OK;
+    if (v->kind != AMQP_FIELD_LONGSTR)
+        return unacceptable(err, errlen, k, what, v->kind);
     snprintf(why, sizeof(why), "\"unsupported queue type '%.*s'\"",
              (int)(v->v.str.len > 200 ? 200 : v->v.str.len),
              (const char *)v->v.str.ptr);
@@ -238,9 +324,35 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
     out->max_length_bytes = -1;
     out->consumer_timeout = -1;
     out->max_priority = -1;
+    out->max_age_ms = -1;
+    out->segment_size = -1;
+    out->stream = qargs_is_stream(args);
     table_iter_init(&it, args);
     while (r == QARGS_OK && table_next(&it, &k, &v)) {
-        if (amqp_bytes_eq(k, "x-message-ttl"))
+        if (out->stream && (name = key_in(k, stream_refused)) != NULL) {
+            /* refused whatever its value, once the others check out */
+            if (out->not_stream == NULL)
+                out->not_stream = name;
+        } else if (amqp_bytes_eq(k, "x-max-age")) {
+            out->stream_only = "x-max-age";
+            r = max_age_arg(&v, k, what, &out->max_age_ms, err, errlen);
+        } else if (amqp_bytes_eq(k, "x-stream-max-segment-size-bytes")) {
+            out->stream_only = "x-stream-max-segment-size-bytes";
+            r = int_arg(&v, k, what, false, &out->segment_size, err, errlen);
+            if (r == QARGS_OK && out->segment_size > STREAM_SEGMENT_MAX) {
+                snprintf(err, errlen, "Exceeded max value for "
+                         "x-stream-max-segment-size-bytes");
+                r = QARGS_INVALID;
+            }
+        } else if (amqp_bytes_eq(k, "x-initial-cluster-size")) {
+            int64_t unused;
+            out->stream_only = "x-initial-cluster-size";
+            r = int_arg(&v, k, what, true, &unused, err, errlen);
+        } else if (amqp_bytes_eq(k, "x-queue-leader-locator")) {
+            out->not_classic = "x-queue-leader-locator";
+            r = one_of_arg(&v, k, what, leader_locators, NULL,
+                           "invalid_queue_locator_arg", err, errlen);
+        } else if (amqp_bytes_eq(k, "x-message-ttl"))
             r = int_arg(&v, k, what, false, &out->message_ttl, err, errlen);
         else if (amqp_bytes_eq(k, "x-expires"))
             r = int_arg(&v, k, what, true, &out->expires, err, errlen);
@@ -257,14 +369,15 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
         else if (amqp_bytes_eq(k, "x-queue-mode")) {
             out->classic_only = "x-queue-mode";
             r = one_of_arg(&v, k, what, queue_modes, "unsupported queue mode",
-                           err, errlen);
+                           NULL, err, errlen);
         } else if (amqp_bytes_eq(k, "x-queue-version")) {
             out->classic_only = "x-queue-version";
             r = queue_version_arg(&v, k, what, err, errlen);
         } else if (amqp_bytes_eq(k, "x-queue-master-locator")) {
             out->classic_only = "x-queue-master-locator";
             r = one_of_arg(&v, k, what, master_locators,
-                           "unsupported queue master locator", err, errlen);
+                           "unsupported queue master locator", NULL, err,
+                           errlen);
         }
         else if (amqp_bytes_eq(k, "x-delivery-limit")) {
             /* Any integer, as RabbitMQ 3.10's quorum queues take it (a
@@ -299,7 +412,8 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             r = queue_type_arg(&v, k, what, &out->type, err, errlen);
         } else if (amqp_bytes_eq(k, "x-dead-letter-strategy")) {
             out->quorum_only = "x-dead-letter-strategy";
-            r = one_of_arg(&v, k, what, dlx_strategies, NULL, err, errlen);
+            r = one_of_arg(&v, k, what, dlx_strategies, NULL,
+                           "invalid_dlx_strategy", err, errlen);
         } else if ((name = key_in(k, quorum_int_args)) != NULL) {
             /* One node: nothing to size, all in memory as it fits. */
             int64_t unused;
@@ -323,11 +437,16 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
     /* What one type of queue does not take, as RabbitMQ 3.10 refuses
      * it: "invalid arg 'K' for queue 'Q' in vhost 'V' of queue type T". */
     const struct queue_ops *type = out->type ? out->type : &queue_classic_ops;
-    const char *wrong = type->refused_arg(out);
+    const char *wrong = out->stream ? out->not_stream : type->refused_arg(out);
     if (r == QARGS_OK && wrong != NULL) {
         snprintf(err, errlen, "invalid arg '%s' for %s of queue type %s",
-                 wrong, what, type->rabbit_name);
+                 wrong, what,
+                 out->stream ? "rabbit_stream_queue" : type->rabbit_name);
         r = QARGS_INVALID;
+    }
+    if (r == QARGS_OK && out->stream) {
+        snprintf(err, errlen, "queue type 'stream' is not implemented");
+        r = QARGS_NOT_IMPLEMENTED;
     }
     if (r == QARGS_OK && out->dlrk && !out->dlx) {
         /* As RabbitMQ: a routing key without an exchange is meaningless. */

@@ -37,6 +37,16 @@ struct qargs {
     bool single_active;         /* x-single-active-consumer */
     const char *quorum_only;    /* a quorum queue's argument seen */
     const char *classic_only;   /* a classic queue's argument seen */
+    const char *stream_only;    /* a stream's argument seen */
+    const char *not_classic;    /* one quorum queues and streams take */
+    /* x-queue-type: stream, which Roost does not implement yet: its
+     * arguments are checked as RabbitMQ checks them, then qargs_parse
+     * answers QARGS_NOT_IMPLEMENTED (the caller checks the properties
+     * first: qargs_stream_refused_property) */
+    bool stream;
+    const char *not_stream;     /* the first argument streams refuse */
+    int64_t max_age_ms;         /* x-max-age; -1: none */
+    int64_t segment_size;       /* x-stream-max-segment-size-bytes; -1 */
     bool delivery_limited;      /* x-delivery-limit given: */
     int64_t delivery_limit;     /* returns allowed (negative: none) */
     int64_t max_priority;       /* x-max-priority (0-255); -1: none */
@@ -57,6 +67,19 @@ enum qargs_result { QARGS_OK, QARGS_INVALID, QARGS_NOT_IMPLEMENTED };
 enum qargs_result qargs_parse(struct amqp_table args, const char *what,
                               struct qargs *out, char *err, size_t errlen);
 void qargs_free(struct qargs *a);
+
+/* An interval in x-max-age's grammar ("7D", "1h", "30s"; Y M D h m s)
+ * into '*ms' (saturating): 0, or -1 if it is not one. */
+int qargs_parse_age(struct amqp_bytes s, int64_t *ms);
+
+/* Whether 'args' say x-queue-type: stream (checked before anything
+ * else for a server-named queue, as RabbitMQ does). */
+bool qargs_is_stream(struct amqp_table args);
+
+/* The first property a stream refuses, in RabbitMQ's order
+ * (auto-delete, exclusive, non-durable), or NULL. */
+const char *qargs_stream_refused_property(bool durable, bool exclusive,
+                                          bool auto_delete);
 
 /* The keys compared when a queue is declared again (NULL-terminated). */
 extern const char *const qargs_equivalence_keys[];

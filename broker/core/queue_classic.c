@@ -22,7 +22,8 @@ classic_refused_property(bool durable, bool exclusive, bool auto_delete)
 static const char *
 classic_refused_arg(const struct qargs *qa)
 {
-    return qa->quorum_only;
+    return qa->quorum_only ? qa->quorum_only
+           : qa->stream_only ? qa->stream_only : qa->not_classic;
 }
 
 const struct queue_ops queue_classic_ops = {

@@ -24,7 +24,7 @@ quorum_refused_property(bool durable, bool exclusive, bool auto_delete)
 static const char *
 quorum_refused_arg(const struct qargs *qa)
 {
-    return qa->classic_only;
+    return qa->classic_only ? qa->classic_only : qa->stream_only;
 }
 
 const struct queue_ops queue_quorum_ops = {

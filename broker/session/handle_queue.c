@@ -79,6 +79,13 @@ handle_queue_declare(struct channel *ch, const struct amqp_method *m)
         /* The name the server makes is the one checked (access.c). */
         if (!access_allows(ch, mid, PERM_CONFIGURE, RES_QUEUE, name))
             return;
+        /* As RabbitMQ 3.10.8: before the arguments are looked at. */
+        if (qargs_is_stream(a->arguments)) {
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                         "Cannot declare a server-named queue for type "
+                         "rabbit_stream_queue");
+            return;
+        }
     }
     /* A name with amq.* is refused before (access.c). */
     channel_esc(esc, sizeof(esc), name);
@@ -89,9 +96,18 @@ handle_queue_declare(struct channel *ch, const struct amqp_method *m)
     case QARGS_INVALID:
         channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
         return;
-    case QARGS_NOT_IMPLEMENTED:
-        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "%s", err);
+    case QARGS_NOT_IMPLEMENTED: {
+        /* A stream's arguments check out: its properties next, as
+         * RabbitMQ checks them, before the 540. */
+        const char *bad = qa.stream ? qargs_stream_refused_property(
+            a->durable, a->exclusive, a->auto_delete) : NULL;
+        if (bad != NULL)
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                         "invalid property '%s' for %s", bad, what);
+        else
+            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "%s", err);
         return;
+    }
     }
     /* What the type refuses (a quorum queue is durable, shared and
      * kept, as RabbitMQ wants it). */
