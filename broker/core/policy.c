@@ -42,6 +42,8 @@ enum key_type {
     K_STR,          /* a string */
     K_ONE_OF,       /* one of 'values' */
     K_VERSION,      /* the integer 1 or 2 */
+    K_AGE,          /* a string in x-max-age's grammar */
+    K_SEGMENT,      /* an integer 0 .. 3,000,000,000 */
 };
 
 static const char *const overflows[] = {
@@ -51,6 +53,9 @@ static const char *const queue_modes[] = { "default", "lazy", NULL };
 static const char *const locators[] = {
     "min-masters", "client-local", "random", NULL,
 };
+static const char *const leader_locators[] = {
+    "client-local", "balanced", "random", "least-leaders", NULL,
+};
 static const char *const dlx_strategies[] = {
     "at-most-once", "at-least-once", NULL,
 };
@@ -59,7 +64,9 @@ static const char *const dlx_strategies[] = {
 #define NONE ((size_t)-1)
 
 /* RabbitMQ 3.10's policy keys that mean something on one node (the
- * mirroring, federation and stream ones are not Roost's), RabbitMQ
+ * mirroring and federation ones are not Roost's; the stream ones are
+ * checked as RabbitMQ checks them and change nothing until Roost has
+ * streams), RabbitMQ
  * 3.12's consumer-timeout, and Roost's own. 'what' is RabbitMQ's name
  * in "V is not a valid WHAT"; 'op': an operator policy may set it; 'off':
  * where its value goes, NONE if it changes nothing here. */
@@ -84,6 +91,8 @@ static const struct key {
     { "delivery-limit", K_NONNEG, "delivery limit", true, V(delivery_limit),
       NULL },
     { "expires", K_POS, "queue expiry", true, V(expires), NULL },
+    { "initial-cluster-size", K_NONNEG, "cluster size", false, NONE, NULL },
+    { "max-age", K_AGE, "max age", false, NONE, NULL },
     { "max-in-memory-bytes", K_NONNEG, "maximum memory in bytes", true, NONE,
       NULL },
     { "max-in-memory-length", K_NONNEG, "maximum memory in bytes", true,
@@ -93,6 +102,8 @@ static const struct key {
       V(max_length_bytes), NULL },
     { "message-ttl", K_NONNEG, "message TTL", true, V(message_ttl), NULL },
     { "overflow", K_ONE_OF, "overflow value", false, V(overflow), overflows },
+    { "queue-leader-locator", K_ONE_OF, "queue leader locator value", false,
+      NONE, leader_locators },
     { "queue-master-locator", K_ONE_OF, NULL, false, NONE, locators },
     { "queue-mode", K_ONE_OF, "queue-mode value", false, NONE, queue_modes },
     { "queue-version", K_VERSION, "queue-version value", false, NONE, NULL },
@@ -102,6 +113,8 @@ static const struct key {
       V(requeue_delay_max), NULL },
     { "roost-delivery-limit", K_NONNEG, "delivery limit", false,
       V(roost_delivery_limit), NULL },
+    { "stream-max-segment-size-bytes", K_SEGMENT, "segment size", false,
+      NONE, NULL },
 };
 
 static const struct key *
@@ -222,6 +235,17 @@ value_ok(const struct key *k, const json_t *v, struct policy_values *out)
     case K_VERSION:
         return json_is_integer(v) && (json_integer_value(v) == 1 ||
                                       json_integer_value(v) == 2);
+    case K_AGE: {
+        int64_t ms;
+        if (!json_is_string(v))
+            return false;
+        struct amqp_bytes s = { (const uint8_t *)json_string_value(v),
+                                json_string_length(v) };
+        return qargs_parse_age(s, &ms) == 0;
+    }
+    case K_SEGMENT:
+        return json_is_integer(v) && json_integer_value(v) >= 0 &&
+               json_integer_value(v) <= 3000000000LL;
     case K_STR:
         if (!json_is_string(v) || json_string_length(v) > 255 ||
             strlen(json_string_value(v)) != json_string_length(v))

@@ -4,22 +4,30 @@ it (streams-spec.md 1.1 and 1.2; issue 24, point 2): properties,
 server-named streams, every argument's grammar and refusal, the order in
 which they are checked, and the stream keys on classic and quorum queues.
 
-    stream_declare.py --port PORT [--reference]
+    stream_declare.py --port PORT --http HTTP_PORT [--reference]
 
 Each case is one queue.declare on a fresh pika connection; its answer
 (reply code and text, or declare-ok) must be RabbitMQ's. A declare that
 RabbitMQ accepts is answered by Roost, which has no stream queues yet,
 with 540 "queue type 'stream' is not implemented" (docs/compatibility.md);
 --reference expects declare-ok there, and runs the same table against
-the reference node. Prints "PASS name" / "FAIL name: why".
+the reference node. Then the stream keys of a policy (1.10), as PUT
+/api/policies validates them, with RabbitMQ's texts (400 where RabbitMQ
+answers 500), and an operator policy refusing them. Prints "PASS name" /
+"FAIL name: why".
 """
 import argparse
+import base64
+import json
 import sys
+import urllib.error
+import urllib.request
 
 import pika
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--port", type=int, required=True)
+ap.add_argument("--http", type=int, required=True)
 ap.add_argument("--reference", action="store_true")
 args = ap.parse_args()
 
@@ -236,4 +244,78 @@ else:
     failed += 1
     print("FAIL a quorum queue's x-queue-leader-locator is compared on "
           "redeclare: got %r" % (got,))
+
+
+def put_policy(kind, definition):
+    """PUT a policy on ^sd-nothing$: (status, reason or None)."""
+    req = urllib.request.Request(
+        "http://127.0.0.1:%d/api/%s/%%2F/sd-pol" % (args.http, kind),
+        method="PUT", data=json.dumps({"pattern": "^sd-nothing$",
+                                       "definition": definition}).encode(),
+        headers={"Content-Type": "application/json", "Authorization":
+                 "Basic " + base64.b64encode(b"guest:guest").decode()})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return (r.status, None)
+    except urllib.error.HTTPError as e:
+        body = e.read()
+        return (e.code, json.loads(body)["reason"] if body else None)
+
+
+def bad(text):
+    # RabbitMQ's reason, HTML-escaped as its management API sends it
+    return (400, "Validation failed\n\n%s\n" % text.replace(
+        "<", "&lt;").replace(">", "&gt;"))
+
+
+POLICIES = [
+    ({"max-age": "7D"}, "ok"), ({"max-age": "1x"},
+                                bad('<<"1x">> is not a valid max age')),
+    ({"stream-max-segment-size-bytes": 0}, "ok"),
+    ({"stream-max-segment-size-bytes": -1},
+     bad("-1 is not a valid segment size")),
+    ({"stream-max-segment-size-bytes": "x"},
+     bad('<<"x">> is not a valid segment size')),
+    ({"stream-max-segment-size-bytes": 3000000001},
+     bad("3000000001 is not a valid segment size")),
+    ({"queue-leader-locator": "balanced"}, "ok"),
+    ({"queue-leader-locator": "bogus"},
+     bad('<<"bogus">> is not a valid queue leader locator value')),
+    ({"queue-leader-locator": 1},
+     bad("1 is not a valid queue leader locator value")),
+    ({"initial-cluster-size": 0}, "ok"),
+    ({"initial-cluster-size": -1}, bad("-1 is not a valid cluster size")),
+    ({"initial-cluster-size": "2"},
+     bad('<<"2">> is not a valid cluster size')),
+]
+if not args.reference:
+    # RabbitMQ 3.10.8 answers these with 500 and no reason
+    POLICIES += [({"max-age": 3600}, bad("3600 is not a valid max age")),
+                 ({"max-age": ""}, bad('<<"">> is not a valid max age'))]
+for definition, want in POLICIES:
+    got = put_policy("policies", definition)
+    if want == "ok":
+        ok = got[0] in (201, 204)
+    else:
+        ok = got == want
+    if ok:
+        print("PASS policy %s: %s" % (definition, got[0]))
+    else:
+        failed += 1
+        print("FAIL policy %s: got %r, want %r" % (definition, got, want))
+for definition in ({"max-age": "1h"}, {"stream-max-segment-size-bytes": 100},
+                   {"queue-leader-locator": "balanced"},
+                   {"initial-cluster-size": 3}):
+    (k, v), = definition.items()
+    # (this reason RabbitMQ sends unescaped)
+    want = (400, "Validation failed\n\n[{<<\"%s\">>,%s}] are not "
+            "recognised policy settings\n" %
+            (k, '<<"%s">>' % v if isinstance(v, str) else v))
+    got = put_policy("operator-policies", definition)
+    if got == want:
+        print("PASS operator policy %s: refused" % definition)
+    else:
+        failed += 1
+        print("FAIL operator policy %s: got %r, want %r" %
+              (definition, got, want))
 sys.exit(1 if failed else 0)
