@@ -53,9 +53,6 @@ static const char *const queue_modes[] = { "default", "lazy", NULL };
 static const char *const locators[] = {
     "min-masters", "client-local", "random", NULL,
 };
-static const char *const leader_locators[] = {
-    "client-local", "balanced", "random", "least-leaders", NULL,
-};
 static const char *const dlx_strategies[] = {
     "at-most-once", "at-least-once", NULL,
 };
@@ -103,7 +100,7 @@ static const struct key {
     { "message-ttl", K_NONNEG, "message TTL", true, V(message_ttl), NULL },
     { "overflow", K_ONE_OF, "overflow value", false, V(overflow), overflows },
     { "queue-leader-locator", K_ONE_OF, "queue leader locator value", false,
-      NONE, leader_locators },
+      NONE, qargs_leader_locators },
     { "queue-master-locator", K_ONE_OF, NULL, false, NONE, locators },
     { "queue-mode", K_ONE_OF, "queue-mode value", false, NONE, queue_modes },
     { "queue-version", K_VERSION, "queue-version value", false, NONE, NULL },
@@ -245,7 +242,7 @@ value_ok(const struct key *k, const json_t *v, struct policy_values *out)
     }
     case K_SEGMENT:
         return json_is_integer(v) && json_integer_value(v) >= 0 &&
-               json_integer_value(v) <= 3000000000LL;
+               json_integer_value(v) <= QARGS_STREAM_SEGMENT_MAX;
     case K_STR:
         if (!json_is_string(v) || json_string_length(v) > 255 ||
             strlen(json_string_value(v)) != json_string_length(v))

@@ -182,9 +182,8 @@ static const char *const dlx_strategies[] = {
     "at-most-once", "at-least-once", NULL,
 };
 
-/* x-queue-leader-locator (quorum queues and streams): where a leader
- * goes; one node leaves no choice. */
-static const char *const leader_locators[] = {
+/* Where a leader goes; one node leaves no choice. */
+const char *const qargs_leader_locators[] = {
     "client-local", "balanced", "random", "least-leaders", NULL,
 };
 
@@ -198,9 +197,6 @@ static const char *const stream_refused[] = {
     "x-max-in-memory-length", "x-max-in-memory-bytes",
     "x-dead-letter-strategy", "x-queue-version", NULL,
 };
-
-/* The largest x-stream-max-segment-size-bytes RabbitMQ takes. */
-#define STREAM_SEGMENT_MAX 3000000000LL
 
 /*
  * x-max-age: a longstr of a positive integer and one unit (Y M D h m s;
@@ -232,7 +228,8 @@ qargs_parse_age(struct amqp_bytes s, int64_t *ms)
     for (size_t i = 0; i + 1 < s.len; i++) {
         if (s.ptr[i] < '0' || s.ptr[i] > '9')
             return -1;
-        n = n > INT64_MAX / 10 ? INT64_MAX : n * 10 + (s.ptr[i] - '0');
+        int d = s.ptr[i] - '0';
+        n = n > (INT64_MAX - d) / 10 ? INT64_MAX : n * 10 + d;
     }
     if (n <= 0)
         return -1;
@@ -339,7 +336,7 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
         } else if (amqp_bytes_eq(k, "x-stream-max-segment-size-bytes")) {
             out->stream_only = "x-stream-max-segment-size-bytes";
             r = int_arg(&v, k, what, false, &out->segment_size, err, errlen);
-            if (r == QARGS_OK && out->segment_size > STREAM_SEGMENT_MAX) {
+            if (r == QARGS_OK && out->segment_size > QARGS_STREAM_SEGMENT_MAX) {
                 snprintf(err, errlen, "Exceeded max value for "
                          "x-stream-max-segment-size-bytes");
                 r = QARGS_INVALID;
@@ -350,7 +347,7 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
             r = int_arg(&v, k, what, true, &unused, err, errlen);
         } else if (amqp_bytes_eq(k, "x-queue-leader-locator")) {
             out->not_classic = "x-queue-leader-locator";
-            r = one_of_arg(&v, k, what, leader_locators, NULL,
+            r = one_of_arg(&v, k, what, qargs_leader_locators, NULL,
                            "invalid_queue_locator_arg", err, errlen);
         } else if (amqp_bytes_eq(k, "x-message-ttl"))
             r = int_arg(&v, k, what, false, &out->message_ttl, err, errlen);

@@ -68,6 +68,14 @@ enum qargs_result qargs_parse(struct amqp_table args, const char *what,
                               struct qargs *out, char *err, size_t errlen);
 void qargs_free(struct qargs *a);
 
+/* x-queue-leader-locator's values (quorum queues and streams; the
+ * queue-leader-locator policy key's too), NULL-terminated. */
+extern const char *const qargs_leader_locators[];
+
+/* The largest x-stream-max-segment-size-bytes (and policy
+ * stream-max-segment-size-bytes) RabbitMQ takes. */
+#define QARGS_STREAM_SEGMENT_MAX 3000000000LL
+
 /* An interval in x-max-age's grammar ("7D", "1h", "30s"; Y M D h m s)
  * into '*ms' (saturating): 0, or -1 if it is not one. */
 int qargs_parse_age(struct amqp_bytes s, int64_t *ms);
