@@ -20,6 +20,7 @@ const char *const qargs_equivalence_keys[] = {
     "x-single-active-consumer", "x-queue-mode", "x-queue-version",
     "x-queue-master-locator", "x-delivery-limit", "x-max-priority",
     "x-requeue-delay", "x-requeue-delay-max", "x-queue-leader-locator",
+    "x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size",
     NULL,
 };
 
@@ -241,6 +242,15 @@ qargs_parse_age(struct amqp_bytes s, int64_t *ms)
     return -1;
 }
 
+const struct queue_ops *
+qargs_type_of(struct amqp_table args)
+{
+    struct amqp_field v;
+    if (!table_get(args, "x-queue-type", &v))
+        return &queue_classic_ops;
+    return v.kind == AMQP_FIELD_LONGSTR ? queue_ops_find(v.v.str) : NULL;
+}
+
 bool
 qargs_is_stream(struct amqp_table args)
 {
@@ -279,9 +289,8 @@ key_in(struct amqp_bytes k, const char *const *keys)
     return NULL;
 }
 
-/* x-queue-type: classic or quorum; stream is RabbitMQ's, checked as
- * RabbitMQ checks it (qargs_parse answers 540 after), anything else
- * RabbitMQ's 406. */
+/* x-queue-type: a type Roost has (classic, quorum, stream), anything
+ * else RabbitMQ's 406. */
 static enum qargs_result
 queue_type_arg(const struct amqp_field *v, struct amqp_bytes k,
                const char *what, const struct queue_ops **out, char *err,
@@ -290,8 +299,6 @@ queue_type_arg(const struct amqp_field *v, struct amqp_bytes k,
     char why[300];
     if (v->kind == AMQP_FIELD_LONGSTR &&
         (*out = queue_ops_find(v->v.str)) != NULL)
-        return QARGS_OK;
-    if (v->kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v->v.str, "stream"))
         return QARGS_OK;
     if (v->kind != AMQP_FIELD_LONGSTR)
         return unacceptable(err, errlen, k, what, v->kind);
@@ -425,7 +432,9 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
                          (long long)out->max_priority);
                 r = invalid(err, errlen, k, what, why);
             }
-        } else if (k.len >= 2 && memcmp(k.ptr, "x-", 2) == 0) {
+        } else if (k.len >= 2 && memcmp(k.ptr, "x-", 2) == 0 &&
+                   !out->stream) {
+            /* A stream ignores what it does not know, as RabbitMQ's. */
             snprintf(err, errlen, "queue argument '%.*s' is not implemented",
                      (int)k.len, (const char *)k.ptr);
             r = QARGS_NOT_IMPLEMENTED;
@@ -440,10 +449,6 @@ qargs_parse(struct amqp_table args, const char *what, struct qargs *out,
                  wrong, what,
                  out->stream ? "rabbit_stream_queue" : type->rabbit_name);
         r = QARGS_INVALID;
-    }
-    if (r == QARGS_OK && out->stream) {
-        snprintf(err, errlen, "queue type 'stream' is not implemented");
-        r = QARGS_NOT_IMPLEMENTED;
     }
     if (r == QARGS_OK && out->dlrk && !out->dlx) {
         /* As RabbitMQ: a routing key without an exchange is meaningless. */

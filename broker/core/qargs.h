@@ -39,10 +39,8 @@ struct qargs {
     const char *classic_only;   /* a classic queue's argument seen */
     const char *stream_only;    /* a stream's argument seen */
     const char *not_classic;    /* one quorum queues and streams take */
-    /* x-queue-type: stream, which Roost does not implement yet: its
-     * arguments are checked as RabbitMQ checks them, then qargs_parse
-     * answers QARGS_NOT_IMPLEMENTED (the caller checks the properties
-     * first: qargs_stream_refused_property) */
+    /* x-queue-type: stream (queue_stream.c): its arguments are checked
+     * as RabbitMQ 3.10.8 checks them, unknown ones ignored as there */
     bool stream;
     const char *not_stream;     /* the first argument streams refuse */
     int64_t max_age_ms;         /* x-max-age; -1: none */
@@ -79,6 +77,10 @@ extern const char *const qargs_leader_locators[];
 /* An interval in x-max-age's grammar ("7D", "1h", "30s"; Y M D h m s)
  * into '*ms' (saturating): 0, or -1 if it is not one. */
 int qargs_parse_age(struct amqp_bytes s, int64_t *ms);
+
+/* The type 'args' name in x-queue-type: classic without one, NULL for
+ * one Roost does not have. */
+const struct queue_ops *qargs_type_of(struct amqp_table args);
 
 /* Whether 'args' say x-queue-type: stream (checked before anything
  * else for a server-named queue, as RabbitMQ does). */

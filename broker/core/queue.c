@@ -23,7 +23,7 @@
 #include "broker/lib/util.h"
 
 static const struct queue_ops *const queue_types[] = {
-    &queue_classic_ops, &queue_quorum_ops,
+    &queue_classic_ops, &queue_quorum_ops, &queue_stream_ops,
 };
 
 const struct queue_ops *
@@ -75,7 +75,6 @@ queue_new(struct vhost *vh, struct amqp_bytes name, bool durable,
 /* Bytes of every queue's ring, for the memory alarm. */
 static uint64_t ring_bytes;
 
-static bool queue_pop(struct queue *q, struct qentry *out);
 static void dead_letter(struct queue *q, struct qentry e, const char *reason);
 static void wait_push(struct queue *q, uint64_t due, struct qentry e);
 static uint32_t wait_drop_all(struct queue *q);
@@ -198,6 +197,40 @@ struct offer {
 };
 static struct offer offered;
 
+struct qentry *
+ring_append(struct queue *q, struct msg *m, uint64_t expires_at)
+{
+    struct qring *r = level_of(q, m->env->priority);
+    make_room(r);
+    struct qentry *e = at(r, r->len);
+    memset(e, 0, sizeof(*e));
+    e->m = msg_ref(m);
+    e->seq = q->next_seq++;
+    e->born = m->born;
+    e->expires_at = expires_at;
+    r->len++;
+    q->len++;
+    q->bytes += m->body_len;
+    q->ms.n[MS_PUBLISH]++;
+    if (q->sid && store_enqueue(q, e)) {
+        e->stored = 1;
+        q->persistent++;
+        q->bytes_persistent += m->body_len;
+    }
+    return e;
+}
+
+void
+ring_maybe_page(struct queue *q, struct qring *r)
+{
+    /* No window is below 16: a short queue pays one comparison. */
+    if (r->len > 16 && !q->page_listed && r->len > queue_window() &&
+        store_pages()) {
+        page_list(q);
+        queue_pager_kick(false);
+    }
+}
+
 int
 ring_push(struct queue *q, struct msg *m)
 {
@@ -215,28 +248,14 @@ ring_push(struct queue *q, struct msg *m)
     }
     if (msg_ttl(m) >= 0 && (ttl < 0 || msg_ttl(m) < ttl))
         ttl = msg_ttl(m);
-    struct qring *r = level_of(q, m->env->priority);
-    make_room(r);
-    struct qentry *e = at(r, r->len);
-    memset(e, 0, sizeof(*e));
-    e->m = msg_ref(m);
-    e->seq = q->next_seq++;
-    e->born = m->born;
     /* TTL 0 is due at once (1), after the dispatch below (offered). */
-    e->expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
+    uint64_t expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
     if (ttl == 0)
-        e->expires_at = 1;
+        expires_at = 1;
+    struct qentry *e = ring_append(q, m, expires_at);
+    struct qring *r = level_of(q, m->env->priority);
     uint64_t seq = e->seq;
-    r->len++;
-    q->len++;
-    q->bytes += m->body_len;
-    q->ms.n[MS_PUBLISH]++;
-    stored = q->sid && store_enqueue(q, e);
-    if (stored) {
-        e->stored = 1;
-        q->persistent++;
-        q->bytes_persistent += m->body_len;
-    }
+    stored = e->stored;
     drop_head(q);
     if (q->nconsumers && ttl == 0) {
         /* Dead letters routed meanwhile may push TTL 0 elsewhere. */
@@ -248,12 +267,7 @@ ring_push(struct queue *q, struct msg *m)
     } else if (q->nconsumers) {
         ring_dispatch(q);
     }
-    /* No window is below 16: a short queue pays one comparison. */
-    if (r->len > 16 && !q->page_listed && r->len > queue_window() &&
-        store_pages()) {
-        page_list(q);
-        queue_pager_kick(false);
-    }
+    ring_maybe_page(q, r);
     if (ttl >= 0) {
         queue_expire(q);
         queue_arm(q);
@@ -467,6 +481,11 @@ dead_letter(struct queue *q, struct qentry e, const char *reason)
 {
     struct exchange *dlx;
 
+    if (q->ops->log) {
+        /* a stream's retention (queue_stream.c): nothing to say */
+        entry_end(q, e);
+        return;
+    }
     if (e.paged || (dlx = dead_letter_exchange(q)) == NULL) {
         queue_drop(q, e.paged ? NULL : e.m, reason, e.deliveries,
                    "no dead-letter exchange");
@@ -846,7 +865,7 @@ ring_pop(struct queue *q, struct qring *r, struct qentry *out)
     return true;
 }
 
-static bool
+bool
 queue_pop(struct queue *q, struct qentry *out)
 {
     return ring_pop(q, top_ring(q), out);
@@ -993,6 +1012,8 @@ queue_remove_consumer(struct queue *q, struct consumer *c)
         return;
     c->cancelled = true;
     TAILQ_REMOVE(&q->consumers, c, q_link);
+    if (q->ops->detach)
+        q->ops->detach(q, c);
     q->nconsumers--;
     consumer_unref(c);
     if (q->nconsumers == 0)

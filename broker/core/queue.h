@@ -21,6 +21,7 @@
 #include "broker/core/stats.h"
 
 struct channel;
+struct consumer;
 struct conn;
 struct msg;
 struct vhost;
@@ -85,6 +86,10 @@ struct queue_ops {
     bool counts_deliveries;
     /* the delivery-limit policy key applies (RabbitMQ's, quorum only) */
     bool takes_delivery_limit_policy;
+    /* a log (a stream): entries stay after delivery, each consumer
+     * reads from its own offset with credit; no basic.get, purge or
+     * no-ack, as RabbitMQ's streams (the session refuses them) */
+    bool log;
 
     /* Declare checks: the first property this type refuses, as
      * RabbitMQ names it in "invalid property 'P' for queue ..."
@@ -106,9 +111,20 @@ struct queue_ops {
     void (*info)(const struct queue *q, struct queue_info *out);
     void (*restore)(struct queue *q, const struct qentry *e,
                     uint8_t priority, uint64_t due);
+    /* Optional: a consumer about to be added, with its basic.consume
+     * arguments: false refuses it with 'err' (406 PRECONDITION_FAILED);
+     * one that leaves. */
+    bool (*attach)(struct queue *q, struct consumer *c,
+                   struct amqp_table args, char *err, size_t errlen);
+    void (*detach)(struct queue *q, struct consumer *c);
+    /* Optional: a delivery to 'c' (still attached) comes back with
+     * requeue (nack, reject, recover): it goes to 'c' again, marked
+     * redelivered. Without it, queue_requeue or queue_retry. */
+    void (*redeliver)(struct queue *q, struct consumer *c, struct qentry e);
 };
 
-extern const struct queue_ops queue_classic_ops, queue_quorum_ops;
+extern const struct queue_ops queue_classic_ops, queue_quorum_ops,
+    queue_stream_ops;
 
 /* The type called 'name', or NULL if Roost has none. */
 const struct queue_ops *queue_ops_find(struct amqp_bytes name);
@@ -145,6 +161,10 @@ struct consumer {
     int64_t priority;           /* x-priority: higher ones are served first */
     uint32_t unacked;
     uint32_t refs;              /* the queue's list, each unacked delivery */
+    /* a log's reader (queue_stream.c): the offset it reads next, and
+     * what it read back from disk */
+    uint64_t offset;
+    void *reader;
     TAILQ_ENTRY(consumer) q_link;
 };
 TAILQ_HEAD(consumer_list, consumer);

@@ -23,6 +23,20 @@ void ring_info(const struct queue *q, struct queue_info *out);
 void ring_restore(struct queue *q, const struct qentry *e, uint8_t priority,
                   uint64_t due);
 
+/* The rings' parts a type's own functions use: append 'm' as a new
+ * entry (stored if the store keeps it; no limit applied, nothing
+ * dispatched), list the queue for paging when its level 'r' is past the
+ * window, and take the next entry out. */
+struct qentry *ring_append(struct queue *q, struct msg *m,
+                           uint64_t expires_at);
+void ring_maybe_page(struct queue *q, struct qring *r);
+bool queue_pop(struct queue *q, struct qentry *out);
+/* One more record for pager job 'j' to read (of 'cap' so far): paged
+ * entry 'e''s, tagged 'tag'; its size to come. */
+struct pager_job;
+size_t pager_add_read(struct pager_job *j, size_t *cap,
+                      const struct qentry *e, uint64_t tag);
+
 /* Between the rings (queue.c) and paging (queue_paging.c). */
 struct qring;
 static inline struct qentry *

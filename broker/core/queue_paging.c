@@ -276,7 +276,7 @@ after_reads(struct queue *q)
     queue_expire(q);
     drop_head(q);
     if (q->nconsumers)
-        ring_dispatch(q);
+        queue_dispatch(q);
     wake_get_waits(q, false);
     queue_fill(q);
     queue_arm(q);
@@ -304,8 +304,8 @@ fill_done(struct pager_job *j)
 
 /* One more record for job 'j' to read: entry 'e''s, tagged 'tag' (the
  * caller's way back to it); returns its size to come. */
-static size_t
-add_read(struct pager_job *j, size_t *cap, const struct qentry *e,
+size_t
+pager_add_read(struct pager_job *j, size_t *cap, const struct qentry *e,
          uint64_t tag)
 {
     if (j->nreads == *cap) {
@@ -337,7 +337,7 @@ build_reads(struct qring *rg, size_t i, size_t max_entries, uint32_t seg,
         struct qentry *e = at(rg, i);
         if (!e->paged || (seg != UINT32_MAX && (e->scratch || e->pg.seg != seg)))
             continue;
-        bytes += add_read(j, &cap, e, e->seq);
+        bytes += pager_add_read(j, &cap, e, e->seq);
     }
     return i;
 }
@@ -566,7 +566,7 @@ queue_peek_load(struct queue_peek *p,
             j = xcalloc(1, sizeof(*j));
             cap = bytes = 0;
         }
-        bytes += add_read(j, &cap, &p->es[i].e, i);
+        bytes += pager_add_read(j, &cap, &p->es[i].e, i);
     }
     return p->reading > 0;
 }

@@ -529,7 +529,9 @@ settle_one(struct channel *ch, struct unacked *u, bool requeue, bool rejected)
     struct qentry e = u->e;
     u->e.m = NULL;
     u->tx_op = TX_NONE;
-    if (rejected && !requeue)
+    if (requeue && u->c && !u->c->cancelled && u->q->ops->redeliver)
+        u->q->ops->redeliver(u->q, u->c, e);    /* a stream's */
+    else if (rejected && !requeue)
         queue_reject(u->q, e);
     else if (requeue && rejected)
         queue_retry(u->q, e);
@@ -720,26 +722,34 @@ channel_send_content(struct channel *ch, const struct amqp_method *m,
     send_content(ch, m, msg, msg_hdr(msg), msg_hdr_len(msg));
 }
 
-/* The headers with x-delivery-count set to *arg (reheader.h); every
- * other entry as it was. */
+/* A header a delivery sets: x-delivery-count, or a stream's
+ * x-stream-offset, to a signed 64-bit value. */
+struct set_header {
+    const char *key;
+    int64_t value;
+};
+
+/* The headers with arg's key set to its value (reheader.h); every other
+ * entry as it was. */
 static bool
-count_headers(struct wire_wr *w, struct content_header *h, void *arg)
+set_headers(struct wire_wr *w, struct content_header *h, void *arg)
 {
+    const struct set_header *sh = arg;
     struct table_iter it;
     struct amqp_bytes k;
-    struct amqp_field v, n = { .kind = AMQP_FIELD_I64, .v.i = *(int64_t *)arg };
+    struct amqp_field v, n = { .kind = AMQP_FIELD_I64, .v.i = sh->value };
     size_t outer = table_begin(w);
 
     if (h->props.flags & AMQP_BASIC_HEADERS_FLAG) {
         table_iter_init(&it, h->props.headers);
         while (table_next(&it, &k, &v)) {
-            if (amqp_bytes_eq(k, "x-delivery-count"))
+            if (amqp_bytes_eq(k, sh->key))
                 continue;
             (void)table_put_key(w, k);
             field_put(w, &v);
         }
     }
-    (void)table_put_key(w, amqp_cstr("x-delivery-count"));
+    (void)table_put_key(w, amqp_cstr(sh->key));
     field_put(w, &n);
     table_end(w, outer);
     return true;
@@ -752,10 +762,16 @@ channel_send_entry(struct channel *ch, const struct amqp_method *m,
     /* A quorum queue, or one with a delivery limit, shows how often the
      * message came back, as RabbitMQ's quorum queues do (0 the first
      * time): the one delivery path that re-encodes the header. */
-    if (q->qa.delivery_limited || q->ops->counts_deliveries) {
-        int64_t returns = e->deliveries > 0 ? (int64_t)e->deliveries - 1 : 0;
+    if (q->qa.delivery_limited || q->ops->counts_deliveries ||
+        q->ops->log) {
+        /* a stream's delivery says its offset, as RabbitMQ's */
+        struct set_header sh = { "x-stream-offset", (int64_t)e->seq };
+        if (!q->ops->log) {
+            sh.key = "x-delivery-count";
+            sh.value = e->deliveries > 0 ? (int64_t)e->deliveries - 1 : 0;
+        }
         size_t len;
-        uint8_t *hdr = reheader(e->m, count_headers, &returns, &len);
+        uint8_t *hdr = reheader(e->m, set_headers, &sh, &len);
         if (hdr != NULL) {
             send_content(ch, m, e->m, hdr, len);
             /* The firehose sees the count, as RabbitMQ's sees the

@@ -86,7 +86,38 @@ handle_basic_consume(struct channel *ch, const struct amqp_method *m)
                   (long long)broker.cfg.consumer_max_per_channel);
         return;
     }
-    if (has_exclusive_consumer(q) || (a->exclusive && q->nconsumers > 0)) {
+    /* A stream (RabbitMQ 3.10.8's checks and texts): acks are its
+     * credit, the consumer's prefetch count; the exclusive flag is
+     * ignored, as there. */
+    if (q->ops->log) {
+        if (a->no_ack) {
+            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid,
+                      "automatic acknowledgement not supported by stream "
+                      "queues queue '%s' in vhost '%s'", q->name,
+                      ch->conn->vh->name);
+            return;
+        }
+        if (ch->prefetch_consumer == 0) {
+            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                         "consumer prefetch count is not set for 'queue "
+                         "'%s' in vhost '%s''", q->name, ch->conn->vh->name);
+            return;
+        }
+        static const char *const refused[] = {
+            "x-priority", "x-cancel-on-ha-failover",
+        };
+        for (size_t i = 0; i < NELEMS(refused); i++) {
+            struct amqp_field v;
+            if (table_get(a->arguments, refused[i], &v)) {
+                channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                             "invalid arg '%s' for queue '%s' in vhost '%s' "
+                             "of queue type %s", refused[i], q->name,
+                             ch->conn->vh->name, q->ops->rabbit_name);
+                return;
+            }
+        }
+    } else if (has_exclusive_consumer(q) ||
+               (a->exclusive && q->nconsumers > 0)) {
         channel_fail(ch, AMQP_ACCESS_REFUSED, mid,
                      "queue '%s' in vhost '%s' in exclusive use", q->name,
                      ch->conn->vh->name);
@@ -117,6 +148,13 @@ handle_basic_consume(struct channel *ch, const struct amqp_method *m)
     c->exclusive = a->exclusive;
     c->prefetch = ch->prefetch_consumer;
     c->refs = 1;   /* the channel's */
+    char err[800];
+    if (q->ops->attach && !q->ops->attach(q, c, a->arguments, err,
+                                          sizeof(err))) {
+        consumer_unref(c);
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
+        return;
+    }
     hmap_put(&ch->consumers, c->tag, c->tag_len, c);
     queue_add_consumer(q, c);
     if (!a->nowait) {
@@ -370,6 +408,12 @@ handle_basic_get(struct channel *ch, const struct amqp_method *m)
 
     if (q == NULL)
         return;
+    if (q->ops->log) {
+        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_GET,
+                  "basic.get not supported by stream queues queue '%s' in "
+                  "vhost '%s'", q->name, ch->conn->vh->name);
+        return;
+    }
     queue_touch(q);
     queue_expire(q);
     get_run(ch, q, a->no_ack);

@@ -53,6 +53,63 @@ reply_to_declare_ok(struct channel *ch, struct amqp_bytes name, bool nowait)
     channel_send(ch, &m);
 }
 
+/*
+ * queue.declare of queue 'q', which exists: as RabbitMQ, only compared
+ * with what it was declared with (its arguments are not parsed again:
+ * a stream redeclared without x-queue-type is inequivalent, not a
+ * classic queue with a stream's argument).
+ */
+static void
+redeclare(struct channel *ch, struct queue *q,
+          const struct amqp_queue_declare *a, const char *esc,
+          const char *what)
+{
+    const uint32_t mid = AMQP_QUEUE_DECLARE;
+    struct vhost *vh = ch->conn->vh;
+    char err[1024];
+
+    /* As RabbitMQ: another connection's exclusive queue, or an
+     * exclusive flag that differs from the queue's (either way), is
+     * 405. */
+    if ((q->exclusive && q->owner != ch->conn) ||
+        a->exclusive != q->exclusive) {
+        channel_fail(ch, AMQP_RESOURCE_LOCKED, mid,
+                     "cannot obtain exclusive access to locked queue '%s' "
+                     "in vhost '%s'. It could be originally declared on "
+                     "another connection or the exclusive property value "
+                     "does not match that of the original declaration.",
+                     esc, vh->name);
+        return;
+    }
+    if (q->durable != a->durable || q->auto_delete != a->auto_delete) {
+        bool dur = q->durable != a->durable;
+        bool got = dur ? a->durable : a->auto_delete;
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
+                     "inequivalent arg '%s' for queue '%s' in vhost '%s': "
+                     "received '%s' but current is '%s'",
+                     dur ? "durable" : "auto_delete", esc, vh->name,
+                     yes_no(got), yes_no(!got));
+        return;
+    }
+    /* The type (no x-queue-type means classic: RabbitMQ's rule;
+     * the text as when one side is missing). */
+    static const char *const type_key[] = { "x-queue-type", NULL };
+    if (qargs_type_of(a->arguments) != q->ops &&
+        !args_equivalent(q->args, a->arguments, type_key, what, err,
+                         sizeof(err))) {
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
+        return;
+    }
+    /* As RabbitMQ, only the arguments Roost implements are compared. */
+    if (!args_equivalent(q->args, a->arguments, qargs_equivalence_keys,
+                         what, err, sizeof(err))) {
+        channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
+        return;
+    }
+    queue_touch(q);
+    declare_ok(ch, q, a->nowait);
+}
+
 void
 handle_queue_declare(struct channel *ch, const struct amqp_method *m)
 {
@@ -90,24 +147,19 @@ handle_queue_declare(struct channel *ch, const struct amqp_method *m)
     /* A name with amq.* is refused before (access.c). */
     channel_esc(esc, sizeof(esc), name);
     snprintf(what, sizeof(what), "queue '%s' in vhost '%s'", esc, vh->name);
+    if ((q = vhost_queue(vh, name)) != NULL) {
+        redeclare(ch, q, a, esc, what);
+        return;
+    }
     switch (qargs_parse(a->arguments, what, &qa, err, sizeof(err))) {
     case QARGS_OK:
         break;
     case QARGS_INVALID:
         channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
         return;
-    case QARGS_NOT_IMPLEMENTED: {
-        /* A stream's arguments check out: its properties next, as
-         * RabbitMQ checks them, before the 540. */
-        const char *bad = qa.stream ? qargs_stream_refused_property(
-            a->durable, a->exclusive, a->auto_delete) : NULL;
-        if (bad != NULL)
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
-                         "invalid property '%s' for %s", bad, what);
-        else
-            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "%s", err);
+    case QARGS_NOT_IMPLEMENTED:
+        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid, "%s", err);
         return;
-    }
     }
     /* What the type refuses (a quorum queue is durable, shared and
      * kept, as RabbitMQ wants it). */
@@ -118,54 +170,6 @@ handle_queue_declare(struct channel *ch, const struct amqp_method *m)
         qargs_free(&qa);
         channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
                      "invalid property '%s' for %s", refused, what);
-        return;
-    }
-    q = vhost_queue(vh, name);
-    if (q) {
-        /* As RabbitMQ: another connection's exclusive queue, or an
-         * exclusive flag that differs from the queue's (either way), is
-         * 405. */
-        if ((q->exclusive && q->owner != ch->conn) ||
-            a->exclusive != q->exclusive) {
-            qargs_free(&qa);
-            channel_fail(ch, AMQP_RESOURCE_LOCKED, mid,
-                         "cannot obtain exclusive access to locked queue '%s' "
-                         "in vhost '%s'. It could be originally declared on "
-                         "another connection or the exclusive property value "
-                         "does not match that of the original declaration.",
-                         esc, vh->name);
-            return;
-        }
-        if (q->durable != a->durable || q->auto_delete != a->auto_delete) {
-            qargs_free(&qa);
-            bool dur = q->durable != a->durable;
-            bool got = dur ? a->durable : a->auto_delete;
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid,
-                         "inequivalent arg '%s' for queue '%s' in vhost '%s': "
-                         "received '%s' but current is '%s'",
-                         dur ? "durable" : "auto_delete", esc, vh->name,
-                         yes_no(got), yes_no(!got));
-            return;
-        }
-        /* The type (no x-queue-type means classic: RabbitMQ's rule;
-         * the text as when one side is missing). */
-        static const char *const type_key[] = { "x-queue-type", NULL };
-        if (type != q->ops &&
-            !args_equivalent(q->args, a->arguments, type_key, what, err,
-                             sizeof(err))) {
-            qargs_free(&qa);
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
-            return;
-        }
-        /* As RabbitMQ, only the arguments Roost implements are compared. */
-        qargs_free(&qa);
-        if (!args_equivalent(q->args, a->arguments, qargs_equivalence_keys,
-                             what, err, sizeof(err))) {
-            channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
-            return;
-        }
-        queue_touch(q);
-        declare_ok(ch, q, a->nowait);
         return;
     }
     /* Creating it: a dead-letter exchange needs read on the queue and
@@ -262,6 +266,12 @@ handle_queue_purge(struct channel *ch, const struct amqp_method *m)
     struct queue *q = channel_find_queue(ch, AMQP_QUEUE_PURGE, a->queue);
     if (q == NULL)
         return;
+    if (q->ops->log) {
+        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_QUEUE_PURGE,
+                  "queue.purge not supported by stream queues queue '%s' in "
+                  "vhost '%s'", q->name, ch->conn->vh->name);
+        return;
+    }
     uint32_t n = queue_purge(q);
     if (a->nowait)
         return;

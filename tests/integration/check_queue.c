@@ -324,12 +324,13 @@ static const struct declare_case {
       DECLS({ DURABLE, H_FIELDS(H_STR("x-queue-type", "bogus")), 406,
               INVALID_ARG("x-queue-type",
                           ": \"unsupported queue type 'bogus'\"") }) },
-    /* A stream's declare checks are RabbitMQ's (stream_declare.py); one
-     * that passes them is 540 until streams exist. */
+    /* A stream (its declare checks: stream_declare.py), its type
+     * compared on redeclare as RabbitMQ 3.10.8 (streams-spec.md 1.3). */
     { "x-queue-type stream", NULL,
-      DECLS({ DURABLE, H_FIELDS(H_STR("x-queue-type", "stream")), 540,
-              "NOT_IMPLEMENTED - queue type 'stream' is not implemented" }),
-      "documented difference: RabbitMQ implements these" },
+      DECLS({ DURABLE, H_FIELDS(H_STR("x-queue-type", "stream")) },
+            { DURABLE, { 0 }, 406,
+              INEQUIVALENT("x-queue-type", "none but current is the value "
+                                           "'stream' of type 'longstr'") }) },
 };
 
 START_TEST(declare_in_turn)
