@@ -21,6 +21,7 @@ import datetime
 import json
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pika
@@ -420,6 +421,45 @@ if not args.reference:
               qj.get("type") == "stream" and qj.get("messages") == 7 and
               qj.get("messages_ready") == 7, {k: qj.get(k) for k in (
                   "type", "messages", "messages_ready")})
+
+    # dead-lettering into a stream (P10): stored, with its x-death
+    fresh("sc-dlx")
+    c = connect()
+    ch = c.channel()
+    ch.queue_delete("sc-dlx-src")
+    ch.queue_declare("sc-dlx-src", arguments={
+        "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "sc-dlx",
+        "x-message-ttl": 0})
+    ch.basic_publish("", "sc-dlx-src", b"dead")
+    c.close()
+    time.sleep(0.3)
+    got = consume("sc-dlx", "first", want=1)
+    check("a dead letter lands in a stream with its x-death",
+          len(got) == 1 and got[0][1] == b"dead" and
+          got[0][3].get("x-death", [{}])[0].get("reason") == "expired", got)
+    if args.http:
+        for method, path, reason in (
+                ("POST", "/api/queues/%2F/sc-dlx/get",
+                 "basic.get not supported by stream queues queue 'sc-dlx' "
+                 "in vhost '/'"),
+                ("DELETE", "/api/queues/%2F/sc-dlx/contents",
+                 "queue.purge not supported by stream queues queue 'sc-dlx' "
+                 "in vhost '/'")):
+            try:
+                req = urllib.request.Request(
+                    "http://127.0.0.1:%d%s" % (args.http, path),
+                    method=method, data=b'{"count":1,"ackmode":'
+                    b'"ack_requeue_true","encoding":"auto"}'
+                    if method == "POST" else None)
+                req.add_header("Authorization", "Basic " + base64.b64encode(
+                    b"guest:guest").decode())
+                req.add_header("content-type", "application/json")
+                urllib.request.urlopen(req, timeout=10)
+                r = "no error"
+            except urllib.error.HTTPError as e:
+                r = (e.code, json.loads(e.read()))
+            check("the API: %s %s refused with 400" % (method, path),
+                  r == (400, {"error": "bad_request", "reason": reason}), r)
 
     fresh("sc-bytes", {"x-max-length-bytes": 1000}, n=25, body=b"x" * 100)
     got = consume("sc-bytes", "first", want=10)
