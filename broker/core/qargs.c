@@ -254,15 +254,8 @@ qargs_type_of(struct amqp_table args)
 bool
 qargs_is_stream(struct amqp_table args)
 {
-    struct table_iter it;
-    struct amqp_bytes k;
-    struct amqp_field v;
-    table_iter_init(&it, args);
-    while (table_next(&it, &k, &v))
-        if (amqp_bytes_eq(k, "x-queue-type") &&
-            v.kind == AMQP_FIELD_LONGSTR && amqp_bytes_eq(v.v.str, "stream"))
-            return true;
-    return false;
+    const struct queue_ops *t = qargs_type_of(args);
+    return t != NULL && t->log;
 }
 
 const char *

@@ -197,10 +197,11 @@ struct offer {
 };
 static struct offer offered;
 
-struct qentry *
-ring_append(struct queue *q, struct msg *m, uint64_t expires_at)
+/* ring_append's body, inlined into ring_push (the publish path). */
+static inline struct qentry *
+append_entry(struct queue *q, struct qring *r, struct msg *m,
+             uint64_t expires_at)
 {
-    struct qring *r = level_of(q, m->env->priority);
     make_room(r);
     struct qentry *e = at(r, r->len);
     memset(e, 0, sizeof(*e));
@@ -218,6 +219,13 @@ ring_append(struct queue *q, struct msg *m, uint64_t expires_at)
         q->bytes_persistent += m->body_len;
     }
     return e;
+}
+
+struct qentry *
+ring_append(struct queue *q, struct qring *r, struct msg *m,
+            uint64_t expires_at)
+{
+    return append_entry(q, r, m, expires_at);
 }
 
 void
@@ -252,8 +260,8 @@ ring_push(struct queue *q, struct msg *m)
     uint64_t expires_at = ttl >= 0 ? now_ms() + (uint64_t)ttl : 0;
     if (ttl == 0)
         expires_at = 1;
-    struct qentry *e = ring_append(q, m, expires_at);
     struct qring *r = level_of(q, m->env->priority);
+    struct qentry *e = append_entry(q, r, m, expires_at);
     uint64_t seq = e->seq;
     stored = e->stored;
     drop_head(q);

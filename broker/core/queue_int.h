@@ -24,10 +24,10 @@ void ring_restore(struct queue *q, const struct qentry *e, uint8_t priority,
                   uint64_t due);
 
 /* The rings' parts a type's own functions use: append 'm' as a new
- * entry (stored if the store keeps it; no limit applied, nothing
- * dispatched), list the queue for paging when its level 'r' is past the
- * window, and take the next entry out. */
-struct qentry *ring_append(struct queue *q, struct msg *m,
+ * entry of level 'r' (stored if the store keeps it; no limit applied,
+ * nothing dispatched), list the queue for paging when its level 'r' is
+ * past the window, and take the next entry out. */
+struct qentry *ring_append(struct queue *q, struct qring *r, struct msg *m,
                            uint64_t expires_at);
 void ring_maybe_page(struct queue *q, struct qring *r);
 bool queue_pop(struct queue *q, struct qentry *out);

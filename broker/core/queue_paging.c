@@ -47,11 +47,19 @@ queue_window(void)
     return w;
 }
 
-/* The index of the first entry of 'r' whose seq is at least 'seq'. */
+/* The index of the first entry of 'r' whose seq is at least 'seq': at
+ * once where the entries from the first to it are contiguous (a
+ * stream's offsets, a queue without priorities or requeues), else a
+ * binary search. */
 size_t
 index_of_seq(const struct qring *r, uint64_t seq)
 {
     size_t lo = 0, hi = r->len;
+    if (hi > 0 && seq >= at(r, 0)->seq) {
+        uint64_t d = seq - at(r, 0)->seq;
+        if (d < hi && at(r, (size_t)d)->seq == seq)
+            return (size_t)d;
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (at(r, mid)->seq < seq)

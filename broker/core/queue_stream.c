@@ -66,14 +66,6 @@ first_offset(const struct queue *q)
     return q->lv0.len ? at(&q->lv0, 0)->seq : q->next_seq;
 }
 
-/* The index in the ring of the first entry at or after 'offset'
- * (lv0.len if none). */
-static size_t
-index_at(const struct queue *q, uint64_t offset)
-{
-    return index_of_seq(&q->lv0, offset);
-}
-
 /* The first offset whose entry came at most 'age' ms before now (the
  * ring is in append order, so its ages fall: a binary search); ages
  * are the 32 bits of qentry.born, so 'age' counts up to 24 days. An
@@ -130,8 +122,9 @@ parse_offset(const struct queue *q, const struct amqp_field *v,
     if (field_as_int(v, &n)) {
         /* -N: the last N messages; past the end: next; below the first
          * kept: the first kept */
+        uint64_t back = 0 - (uint64_t)n;    /* -n, INT64_MIN too */
         if (n < 0)
-            *out = (uint64_t)-n >= next - first ? first : next + (uint64_t)n;
+            *out = back >= next - first ? first : next - back;
         else
             *out = (uint64_t)n > next ? next
                    : (uint64_t)n < first ? first : (uint64_t)n;
@@ -355,7 +348,7 @@ stream_dispatch(struct queue *q)
                 c->ops->deliver(c, q, d);
                 continue;
             }
-            size_t i = index_at(q, c->offset);
+            size_t i = index_of_seq(&q->lv0, c->offset);
             if (i >= q->lv0.len)
                 continue;
             const struct qentry *e = at(&q->lv0, i);
@@ -404,7 +397,7 @@ stream_push(struct queue *q, struct msg *m)
     uint64_t expires = q->qa.max_age_ms >= 0 &&
                                q->qa.max_age_ms < (INT64_C(1) << 58)
                            ? now_ms() + (uint64_t)q->qa.max_age_ms : 0;
-    struct qentry *e = ring_append(q, m, expires);
+    struct qentry *e = ring_append(q, &q->lv0, m, expires);
     int stored = e->stored;
     retain(q);
     if (q->nconsumers)

@@ -716,6 +716,15 @@ send_content(struct channel *ch, const struct amqp_method *m,
 }
 
 void
+channel_log_refuses(struct channel *ch, uint32_t method_id,
+                    const struct queue *q, const char *what)
+{
+    conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, method_id,
+              "%s not supported by stream queues queue '%s' in vhost '%s'",
+              what, q->name, ch->conn->vh->name);
+}
+
+void
 channel_send_content(struct channel *ch, const struct amqp_method *m,
                      struct msg *msg)
 {

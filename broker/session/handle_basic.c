@@ -91,10 +91,7 @@ handle_basic_consume(struct channel *ch, const struct amqp_method *m)
      * ignored, as there. */
     if (q->ops->log) {
         if (a->no_ack) {
-            conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, mid,
-                      "automatic acknowledgement not supported by stream "
-                      "queues queue '%s' in vhost '%s'", q->name,
-                      ch->conn->vh->name);
+            channel_log_refuses(ch, mid, q, "automatic acknowledgement");
             return;
         }
         if (ch->prefetch_consumer == 0) {
@@ -409,9 +406,7 @@ handle_basic_get(struct channel *ch, const struct amqp_method *m)
     if (q == NULL)
         return;
     if (q->ops->log) {
-        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_BASIC_GET,
-                  "basic.get not supported by stream queues queue '%s' in "
-                  "vhost '%s'", q->name, ch->conn->vh->name);
+        channel_log_refuses(ch, AMQP_BASIC_GET, q, "basic.get");
         return;
     }
     queue_touch(q);

@@ -267,9 +267,7 @@ handle_queue_purge(struct channel *ch, const struct amqp_method *m)
     if (q == NULL)
         return;
     if (q->ops->log) {
-        conn_fail(ch->conn, AMQP_NOT_IMPLEMENTED, AMQP_QUEUE_PURGE,
-                  "queue.purge not supported by stream queues queue '%s' in "
-                  "vhost '%s'", q->name, ch->conn->vh->name);
+        channel_log_refuses(ch, AMQP_QUEUE_PURGE, q, "queue.purge");
         return;
     }
     uint32_t n = queue_purge(q);

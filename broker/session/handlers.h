@@ -93,6 +93,11 @@ void channel_set_last_queue(struct channel *ch, const char *name, size_t len);
 /* Release the consumer with 'tag' (basic.cancel); false if unknown. */
 bool channel_cancel_consumer(struct channel *ch, struct amqp_bytes tag);
 
+/* What a log (stream) queue 'q' does not do ('what': "basic.get",
+ * ...): 540 with RabbitMQ 3.10.8's text, the connection closed. */
+void channel_log_refuses(struct channel *ch, uint32_t method_id,
+                         const struct queue *q, const char *what);
+
 /* Acks, nacks and rejects: 'tag' 0 with 'multiple' means all. Returns
  * false if the tag is unknown. */
 bool channel_settle(struct channel *ch, uint64_t tag, bool multiple,

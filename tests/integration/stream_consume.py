@@ -223,6 +223,9 @@ if not args.reference:
           offsets(got))
     got = consume("sc-off", 1000, wait=0.5)
     check("past the end: next (nothing old)", got == [], got)
+    got = consume("sc-off", -(2 ** 63), want=10)
+    check("the most negative offset: from the first",
+          offsets(got) == list(range(10)), offsets(got))
     for bad in ["FIRST", "foo", "", True]:
         r = refusal(lambda ch: (ch.basic_qos(prefetch_count=5),
                                 ch.basic_consume("sc-off", lambda *a: None,
