@@ -109,6 +109,8 @@ queue_unref(struct queue *q)
     while (queue_pop(q, &e))
         entry_end(q, e);
     wait_drop_all(q);
+    if (q->ops->release)
+        q->ops->release(q);
     ring_bytes -= (uint64_t)q->waits_cap * sizeof(*q->waits);
     free(q->waits);
     if (q->wait_timer)

@@ -117,10 +117,14 @@ struct queue_ops {
     bool (*attach)(struct queue *q, struct consumer *c,
                    struct amqp_table args, char *err, size_t errlen);
     void (*detach)(struct queue *q, struct consumer *c);
-    /* Optional: a delivery to 'c' (still attached) comes back with
-     * requeue (nack, reject, recover): it goes to 'c' again, marked
-     * redelivered. Without it, queue_requeue or queue_retry. */
-    void (*redeliver)(struct queue *q, struct consumer *c, struct qentry e);
+    /* Optional: a delivery to consumer 'c' (attached or not) is settled
+     * by its client: acked, or dropped by a nack or reject without
+     * requeue ('requeue' false), or given back with requeue (nack,
+     * reject, recover). Without it, the four calls above. */
+    void (*settle_by)(struct queue *q, struct consumer *c, struct qentry e,
+                      bool requeue);
+    /* Optional: the queue is freed; the type lets go of q->log. */
+    void (*release)(struct queue *q);
 };
 
 extern const struct queue_ops queue_classic_ops, queue_quorum_ops,
@@ -263,6 +267,7 @@ struct queue {
     struct stats_series *series;
     struct history *history;    /* rate and depth history (history.h) */
     float utilisation;          /* consumer utilisation, sampled */
+    void *log;                  /* a log's own state (queue_stream.c) */
 };
 
 /* A new queue; it takes over 'qa' (parsed from 'args'). */

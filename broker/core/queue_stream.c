@@ -316,6 +316,18 @@ stream_redeliver(struct queue *q, struct consumer *c, struct qentry e)
     (void)q;    /* the channel dispatches the queue after settling */
 }
 
+/* A delivery to 'c' settled by its client: with requeue it goes to 'c'
+ * again if 'c' is still attached; the entry stays in the log. */
+static void
+stream_settle_by(struct queue *q, struct consumer *c, struct qentry e,
+                 bool requeue)
+{
+    if (requeue && c->reader != NULL)
+        stream_redeliver(q, c, e);
+    else
+        msg_unref(e.m);
+}
+
 /* The first delivery that came back to 'c', taken. */
 static bool
 take_back(struct consumer *c, struct qentry *out)
@@ -462,7 +474,7 @@ const struct queue_ops queue_stream_ops = {
     .reject = stream_settle,
     .requeue = stream_settle,
     .retry = stream_settle,
-    .redeliver = stream_redeliver,
+    .settle_by = stream_settle_by,
     .purge = stream_purge,
     .info = ring_info,
     .restore = stream_restore,

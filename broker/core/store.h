@@ -95,6 +95,15 @@ struct pager_job {
 /* Free what a read job's reads hold (their buffers and extents). */
 void pager_read_free(struct pager_job *j);
 
+/* One consumer name of a stream and its committed offset
+ * (x-stream-consumer-name; broker/core/stream.h). */
+struct stream_offset {
+    const char *name;
+    size_t len;
+    uint64_t offset;
+    uint64_t updated_wall;      /* when it last changed (wall-clock ms) */
+};
+
 /* The messages and bytes held by the store, for logs and metrics. */
 struct store_stats {
     uint64_t batches, syncs, records, bytes_written;
@@ -148,6 +157,9 @@ struct store_ops {
     int (*recover)(void);
     void (*close)(void);
     void (*read_submit)(struct pager_job *j);
+    /* Optional (NULL: names are not kept across restarts). */
+    void (*offsets_save)(struct queue *q, const struct stream_offset *v,
+                         size_t n);
 };
 
 /* The store in use; store_ram_ops until an implementation is opened. */
@@ -413,6 +425,20 @@ static inline void
 store_read_submit(struct pager_job *j)
 {
     store_impl->read_submit(j);
+}
+
+/*
+ * What the store keeps of stream 'q''s consumer names becomes these
+ * 'n' (all of them), written off the loop and durable soon after, not
+ * before this returns: a crash may find an earlier set, never a later
+ * one. Recovery hands them back (stream_restore_offset). A store that
+ * keeps none ignores it.
+ */
+static inline void
+store_offsets_save(struct queue *q, const struct stream_offset *v, size_t n)
+{
+    if (store_impl->offsets_save)
+        store_impl->offsets_save(q, v, n);
 }
 
 /* The messages and bytes held by the store (struct store_stats). */

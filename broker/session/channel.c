@@ -529,18 +529,18 @@ settle_one(struct channel *ch, struct unacked *u, bool requeue, bool rejected)
     struct qentry e = u->e;
     u->e.m = NULL;
     u->tx_op = TX_NONE;
-    if (requeue && u->c && !u->c->cancelled && u->q->ops->redeliver)
-        u->q->ops->redeliver(u->q, u->c, e);    /* a stream's */
+    if (!requeue && !rejected)
+        count_ack(ch, u);
+    if (u->c && u->q->ops->settle_by)
+        u->q->ops->settle_by(u->q, u->c, e, requeue);   /* a stream's */
     else if (rejected && !requeue)
         queue_reject(u->q, e);
     else if (requeue && rejected)
         queue_retry(u->q, e);
     else if (requeue)
         queue_requeue(u->q, e);
-    else {
-        count_ack(ch, u);
+    else
         queue_ack(u->q, e);
-    }
     if (u->c) {
         u->c->unacked--;
         consumer_unref(u->c);
