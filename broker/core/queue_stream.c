@@ -17,6 +17,7 @@
  */
 #include "broker/core/queue_int.h"
 
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,9 @@
 #include "broker/core/msg.h"
 #include "broker/core/qargs.h"
 #include "broker/core/store.h"
+#include "broker/core/stream.h"
 #include "broker/core/vhost.h"
+#include "broker/lib/hmap.h"
 #include "broker/lib/util.h"
 
 /* The most entries, and about the most bytes, one read back takes. */
@@ -47,6 +50,27 @@ struct reader {
      * no more than it had unacked, so its prefetch count bounds them */
     struct qentry *back;
     size_t nback, back_cap;
+    struct cname *name;         /* x-stream-consumer-name, or NULL */
+};
+
+/* A consumer name (stream.h): its committed offset, and the offsets
+ * delivered to its consumers and not yet settled, ascending, from
+ * 'head' to 'n' (at most their prefetch counts; a delivery that
+ * was lost with its consumer stays until the name is attached again). */
+struct cname {
+    char *name;
+    size_t len;
+    uint64_t committed, updated_wall;
+    uint32_t consumers;
+    uint64_t *out;
+    size_t head, n, cap;
+};
+
+/* A stream's own state (q->log), made when it first needs it. */
+struct log_state {
+    struct hmap names;          /* struct cname */
+    struct event *save;         /* STREAM_SAVE_MS after a change */
+    bool dirty;
 };
 
 /* A read back in flight. */
@@ -90,11 +114,11 @@ offset_of_age(const struct queue *q, uint64_t age)
     return lo < r->len ? at(r, lo)->seq : q->next_seq;
 }
 
-/* x-stream-offset's text value, as RabbitMQ formats a value it does not
- * take: {invalid_stream_offset_arg,{TYPE,VALUE}}. */
+/* A consumer argument's value as RabbitMQ formats one it does not take
+ * (x-stream-offset's {invalid_stream_offset_arg,{TYPE,VALUE}}). */
 static bool
-bad_offset(const struct queue *q, const struct amqp_field *v, char *err,
-           size_t errlen)
+bad_arg(const struct queue *q, const char *key, const char *atom,
+        const struct amqp_field *v, char *err, size_t errlen)
 {
     char val[300];
     if (v->kind == AMQP_FIELD_LONGSTR || v->kind == AMQP_FIELD_BYTES)
@@ -105,10 +129,18 @@ bad_offset(const struct queue *q, const struct amqp_field *v, char *err,
         snprintf(val, sizeof(val), "%s", v->v.b ? "true" : "false");
     else
         snprintf(val, sizeof(val), "_");
-    snprintf(err, errlen, "invalid arg 'x-stream-offset' for queue '%s' in "
-             "vhost '%s': {invalid_stream_offset_arg,{%s,%s}}", q->name,
-             q->vh->name, qargs_type_atom(v->kind), val);
+    snprintf(err, errlen, "invalid arg '%s' for queue '%s' in vhost '%s': "
+             "{%s,{%s,%s}}", key, q->name, q->vh->name, atom,
+             qargs_type_atom(v->kind), val);
     return false;
+}
+
+static bool
+bad_offset(const struct queue *q, const struct amqp_field *v, char *err,
+           size_t errlen)
+{
+    return bad_arg(q, "x-stream-offset", "invalid_stream_offset_arg", v, err,
+                   errlen);
 }
 
 /* Where a consumer with x-stream-offset 'v' starts. */
@@ -157,20 +189,283 @@ parse_offset(const struct queue *q, const struct amqp_field *v,
 
 /* ---- consumers ---- */
 
+/* ---- consumer names ---- */
+
+static struct log_state *
+state_of(struct queue *q)
+{
+    if (q->log == NULL) {
+        struct log_state *ls = xcalloc(1, sizeof(*ls));
+        hmap_init(&ls->names);
+        q->log = ls;
+    }
+    return q->log;
+}
+
+static bool
+name_expired(const struct cname *n, uint64_t wall)
+{
+    return n->consumers == 0 &&
+           n->updated_wall + (uint64_t)broker.cfg.stream_offset_retention <
+               wall;
+}
+
+static void
+name_free(struct cname *n)
+{
+    free(n->out);
+    free(n->name);
+    free(n);
+}
+
+static void save_names(struct queue *q);
+
+static void
+save_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    save_names(arg);
+}
+
+/* The names changed: written STREAM_SAVE_MS from the first change. */
+static void
+mark_dirty(struct queue *q)
+{
+    struct log_state *ls = state_of(q);
+    ls->dirty = true;
+    if (ls->save == NULL)
+        ls->save = evtimer_new(broker.base, save_cb, q);
+    if (!evtimer_pending(ls->save, NULL)) {
+        struct timeval tv = { 0, STREAM_SAVE_MS * 1000 };
+        evtimer_add(ls->save, &tv);
+    }
+}
+
+/* Write every name kept, forgetting those unused too long. */
+static void
+save_names(struct queue *q)
+{
+    struct log_state *ls = q->log;
+    uint64_t wall = wall_ms();
+    struct hmap_slot *s;
+    size_t pos = 0, n = 0;
+
+    if (ls == NULL || !ls->dirty)
+        return;
+    ls->dirty = false;
+    for (;;) {
+        /* deleting moves slots: start again after each */
+        struct cname *gone = NULL;
+        pos = 0;
+        while ((s = hmap_next(&ls->names, &pos)) != NULL)
+            if (name_expired(s->val, wall)) {
+                gone = s->val;
+                break;
+            }
+        if (gone == NULL)
+            break;
+        hmap_del(&ls->names, gone->name, gone->len);
+        name_free(gone);
+    }
+    struct stream_offset *v = xcalloc(ls->names.count ? ls->names.count : 1,
+                                      sizeof(*v));
+    pos = 0;
+    while ((s = hmap_next(&ls->names, &pos)) != NULL) {
+        const struct cname *cn = s->val;
+        v[n++] = (struct stream_offset){ cn->name, cn->len, cn->committed,
+                                         cn->updated_wall };
+    }
+    store_offsets_save(q, v, n);
+    free(v);
+}
+
+static struct cname *
+name_find(const struct queue *q, const char *name, size_t len)
+{
+    const struct log_state *ls = q->log;
+    return ls ? hmap_get(&ls->names, name, len) : NULL;
+}
+
+/* Name 'name' of 'q', if kept and not expired (an expired one goes). */
+static struct cname *
+name_live(struct queue *q, const char *name, size_t len)
+{
+    struct cname *n = name_find(q, name, len);
+    if (n && name_expired(n, wall_ms())) {
+        hmap_del(&state_of(q)->names, name, len);
+        name_free(n);
+        mark_dirty(q);
+        n = NULL;
+    }
+    return n;
+}
+
+/* A new name at 'offset'; NULL if the stream keeps as many as it may. */
+static struct cname *
+name_add(struct queue *q, const char *name, size_t len, uint64_t offset,
+         uint64_t wall)
+{
+    struct log_state *ls = state_of(q);
+    if (ls->names.count >= (uint64_t)broker.cfg.stream_names_max)
+        return NULL;
+    struct cname *n = xcalloc(1, sizeof(*n));
+    n->name = xstrndup(name, len);
+    n->len = len;
+    n->committed = offset;
+    n->updated_wall = wall;
+    hmap_put(&ls->names, name, len, n);
+    return n;
+}
+
+/* An offset delivered to a consumer of 'n', in order (deliveries to
+ * one consumer rise; two consumers of a name interleave). */
+static void
+out_add(struct cname *n, uint64_t off)
+{
+    if (n->head > 0 && n->head * 2 >= n->n) {
+        memmove(n->out, n->out + n->head, (n->n - n->head) * sizeof(*n->out));
+        n->n -= n->head;
+        n->head = 0;
+    }
+    if (n->n == n->cap) {
+        n->cap = n->cap ? n->cap * 2 : 16;
+        n->out = xrealloc(n->out, n->cap * sizeof(*n->out));
+    }
+    size_t i = n->n;
+    while (i > n->head && n->out[i - 1] > off) {
+        n->out[i] = n->out[i - 1];
+        i--;
+    }
+    n->out[i] = off;
+    n->n++;
+}
+
+/* An outstanding offset of 'n' settled (one not there is ignored: it
+ * was delivered before the name was attached again). */
+static void
+out_remove(struct cname *n, uint64_t off)
+{
+    size_t lo = n->head, hi = n->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (n->out[mid] < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == n->n || n->out[lo] != off)
+        return;
+    if (lo == n->head) {
+        n->head++;
+    } else {
+        memmove(n->out + lo, n->out + lo + 1,
+                (n->n - lo - 1) * sizeof(*n->out));
+        n->n--;
+    }
+    if (n->head == n->n)
+        n->head = n->n = 0;
+}
+
+/* The ack watermark of 'n': its lowest outstanding offset, or the
+ * lowest offset its consumers ('also' too, one that is leaving) read
+ * next. Unchanged while it has neither. */
+static void
+name_recompute(struct queue *q, struct cname *n, const struct consumer *also)
+{
+    uint64_t w = n->n > n->head ? n->out[n->head] : UINT64_MAX;
+    const struct consumer *c;
+
+    if (also && also->offset < w)
+        w = also->offset;
+    TAILQ_FOREACH(c, &q->consumers, q_link) {
+        const struct reader *rd = c->reader;
+        if (rd && rd->name == n && c->offset < w)
+            w = c->offset;
+    }
+    if (w == UINT64_MAX || w == n->committed)
+        return;
+    n->committed = w;
+    n->updated_wall = wall_ms();
+    mark_dirty(q);
+}
+
+/* The name a consumer gives in 'args': x-stream-consumer-name (1-255
+ * bytes), or its tag with x-stream-automatic-offset-tracking true
+ * (LavinMQ's). 0: none; -1: refused, 'err' says why. */
+static int
+consumer_name(const struct queue *q, const struct consumer *c,
+              struct amqp_table args, struct amqp_bytes *out, char *err,
+              size_t errlen)
+{
+    struct amqp_field v;
+
+    if (table_get(args, "x-stream-consumer-name", &v)) {
+        if (v.kind != AMQP_FIELD_LONGSTR || v.v.str.len == 0 ||
+            v.v.str.len > 255)
+            return bad_arg(q, "x-stream-consumer-name",
+                           "invalid_stream_consumer_name", &v, err, errlen)
+                       ? 0 : -1;
+        *out = v.v.str;
+        return 1;
+    }
+    if (table_get(args, "x-stream-automatic-offset-tracking", &v) &&
+        v.kind == AMQP_FIELD_BOOL && v.v.b && c->tag_len > 0) {
+        *out = (struct amqp_bytes){ (const uint8_t *)c->tag, c->tag_len };
+        return 1;
+    }
+    return 0;
+}
+
+static uint64_t
+clamp_offset(const struct queue *q, uint64_t off)
+{
+    uint64_t first = first_offset(q);
+    return off < first ? first : off > q->next_seq ? q->next_seq : off;
+}
+
 static bool
 stream_attach(struct queue *q, struct consumer *c, struct amqp_table args,
               char *err, size_t errlen)
 {
     struct amqp_field v;
+    struct amqp_bytes name;
 
-    c->offset = q->next_seq;
-    if (table_get(args, "x-stream-offset", &v) &&
-        !parse_offset(q, &v, &c->offset, err, errlen))
+    int named = consumer_name(q, c, args, &name, err, errlen);
+    if (named < 0)
         return false;
+    struct cname *n = named ? name_live(q, (const char *)name.ptr, name.len)
+                            : NULL;
+    c->offset = q->next_seq;
+    if (n != NULL)
+        c->offset = clamp_offset(q, n->committed);    /* x-stream-offset: no */
+    else if (table_get(args, "x-stream-offset", &v) &&
+             !parse_offset(q, &v, &c->offset, err, errlen))
+        return false;
+    uint64_t wall = wall_ms();
+    if (named && n == NULL) {
+        n = name_add(q, (const char *)name.ptr, name.len, c->offset, wall);
+        if (n == NULL) {
+            snprintf(err, errlen, "stream '%s' in vhost '%s' keeps %lld "
+                     "consumer names (stream.consumer_names_max): a new "
+                     "x-stream-consumer-name is refused", q->name,
+                     q->vh->name, (long long)broker.cfg.stream_names_max);
+            return false;
+        }
+    }
     struct reader *rd = xcalloc(1, sizeof(*rd));
     rd->c = c;
     rd->q = q;
     c->reader = rd;
+    if (n != NULL) {
+        /* what its consumers had outstanding was lost with them: it is
+         * read again from the committed offset */
+        if (n->consumers++ == 0)
+            n->head = n->n = 0;
+        n->updated_wall = wall;
+        rd->name = n;
+        mark_dirty(q);
+    }
     return true;
 }
 
@@ -192,10 +487,16 @@ static void
 stream_detach(struct queue *q, struct consumer *c)
 {
     struct reader *rd = c->reader;
-    (void)q;
     if (rd == NULL)
         return;
     c->reader = NULL;
+    if (rd->name != NULL) {
+        name_recompute(q, rd->name, c);
+        rd->name->consumers--;
+        rd->name->updated_wall = wall_ms();
+        mark_dirty(q);
+        rd->name = NULL;
+    }
     reader_clear(rd);
     for (size_t i = 0; i < rd->nback; i++)
         msg_unref(rd->back[i].m);
@@ -317,15 +618,23 @@ stream_redeliver(struct queue *q, struct consumer *c, struct qentry e)
 }
 
 /* A delivery to 'c' settled by its client: with requeue it goes to 'c'
- * again if 'c' is still attached; the entry stays in the log. */
+ * again if 'c' is still attached (else it stays outstanding for the
+ * name: read again when the name is next attached); without, the
+ * name's watermark may move past it. The entry stays in the log. */
 static void
 stream_settle_by(struct queue *q, struct consumer *c, struct qentry e,
                  bool requeue)
 {
-    if (requeue && c->reader != NULL)
+    struct reader *rd = c->reader;
+    if (requeue && rd != NULL) {
         stream_redeliver(q, c, e);
-    else
-        msg_unref(e.m);
+        return;
+    }
+    msg_unref(e.m);
+    if (!requeue && rd != NULL && rd->name != NULL) {
+        out_remove(rd->name, e.seq);
+        name_recompute(q, rd->name, NULL);
+    }
 }
 
 /* The first delivery that came back to 'c', taken. */
@@ -377,6 +686,8 @@ stream_dispatch(struct queue *q)
             d.paged = d.scratch = d.stored = 0;
             d.redelivered = 0;
             d.deliveries = 0;
+            if (((struct reader *)c->reader)->name)
+                out_add(((struct reader *)c->reader)->name, e->seq);
             c->ops->deliver(c, q, d);
         }
     }
@@ -453,6 +764,24 @@ stream_restore(struct queue *q, const struct qentry *e, uint8_t priority,
     ring_restore(q, e, priority, 0);
 }
 
+static void
+stream_release(struct queue *q)
+{
+    struct log_state *ls = q->log;
+    struct hmap_slot *s;
+    size_t pos = 0;
+
+    if (ls == NULL)
+        return;
+    while ((s = hmap_next(&ls->names, &pos)) != NULL)
+        name_free(s->val);
+    hmap_destroy(&ls->names);
+    if (ls->save)
+        event_free(ls->save);
+    free(ls);
+    q->log = NULL;
+}
+
 static const char *
 stream_refused_arg(const struct qargs *qa)
 {
@@ -475,9 +804,118 @@ const struct queue_ops queue_stream_ops = {
     .requeue = stream_settle,
     .retry = stream_settle,
     .settle_by = stream_settle_by,
+    .release = stream_release,
     .purge = stream_purge,
     .info = ring_info,
     .restore = stream_restore,
     .attach = stream_attach,
     .detach = stream_detach,
 };
+
+/* ---- consumer names, for recovery and the management API ---- */
+
+void
+stream_restore_offset(struct queue *q, const char *name, size_t len,
+                      uint64_t offset, uint64_t updated_wall)
+{
+    struct cname *n = name_find(q, name, len);
+    if (n == NULL)
+        n = name_add(q, name, len, offset, updated_wall);
+    if (n != NULL) {
+        n->committed = offset;
+        n->updated_wall = updated_wall;
+    }
+}
+
+void
+stream_foreach_name(const struct queue *q,
+                    void (*each)(const struct stream_name_info *ni, void *arg),
+                    void *arg)
+{
+    const struct log_state *ls = q->log;
+    uint64_t wall = wall_ms();
+    struct hmap_slot *s;
+    size_t pos = 0;
+
+    if (ls == NULL)
+        return;
+    while ((s = hmap_next(&ls->names, &pos)) != NULL) {
+        const struct cname *n = s->val;
+        if (name_expired(n, wall))
+            continue;
+        uint64_t off = clamp_offset(q, n->committed);
+        struct stream_name_info ni = { n->name, n->len, off,
+                                       q->next_seq - off, n->updated_wall,
+                                       n->consumers };
+        each(&ni, arg);
+    }
+}
+
+uint64_t
+stream_position(const struct queue *q, enum stream_pos how, uint64_t value)
+{
+    uint64_t wall;
+
+    switch (how) {
+    case STREAM_FIRST:
+        return first_offset(q);
+    case STREAM_LAST:
+        return q->lv0.len ? at(&q->lv0, q->lv0.len - 1)->seq : q->next_seq;
+    case STREAM_AT_TIME:
+        wall = wall_ms();
+        return value >= wall ? q->next_seq : offset_of_age(q, wall - value);
+    case STREAM_AT_OFFSET:
+        break;
+    }
+    return clamp_offset(q, value);
+}
+
+enum stream_name_result
+stream_set_offset(struct queue *q, const char *name, size_t len,
+                  uint64_t offset)
+{
+    struct cname *n = name_live(q, name, len);
+    uint64_t wall = wall_ms();
+
+    if (n != NULL && n->consumers > 0)
+        return STREAM_NAME_ATTACHED;
+    if (n == NULL && (n = name_add(q, name, len, offset, wall)) == NULL)
+        return STREAM_NAME_FULL;
+    n->committed = offset;
+    n->updated_wall = wall;
+    n->head = n->n = 0;
+    mark_dirty(q);
+    return STREAM_NAME_OK;
+}
+
+enum stream_name_result
+stream_forget_name(struct queue *q, const char *name, size_t len)
+{
+    struct cname *n = name_live(q, name, len);
+
+    if (n == NULL)
+        return STREAM_NAME_UNKNOWN;
+    if (n->consumers > 0)
+        return STREAM_NAME_ATTACHED;
+    hmap_del(&state_of(q)->names, name, len);
+    name_free(n);
+    mark_dirty(q);
+    return STREAM_NAME_OK;
+}
+
+void
+stream_flush_offsets(void)
+{
+    struct hmap_slot *s, *qs;
+    size_t pos = 0, qpos;
+
+    while ((s = hmap_next(&broker.vhosts, &pos)) != NULL) {
+        struct vhost *vh = s->val;
+        qpos = 0;
+        while ((qs = hmap_next(&vh->queues, &qpos)) != NULL) {
+            struct queue *q = qs->val;
+            if (q->ops == &queue_stream_ops)
+                save_names(q);
+        }
+    }
+}

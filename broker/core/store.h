@@ -68,7 +68,7 @@ struct pager_read {
     int err;
 };
 
-enum pager_kind { PAGER_READ, PAGER_WRITE, PAGER_UNLINK };
+enum pager_kind { PAGER_READ, PAGER_WRITE, PAGER_UNLINK, PAGER_OFFSETS };
 
 struct pager_job {
     TAILQ_ENTRY(pager_job) link;
@@ -80,7 +80,8 @@ struct pager_job {
     uint8_t **extents;
     size_t nextents;
     /* PAGER_WRITE: 'data' appended at 'off' of scratch segment 'seg';
-     * PAGER_UNLINK: scratch segment 'seg' deleted */
+     * PAGER_UNLINK: scratch segment 'seg' deleted; PAGER_OFFSETS: the
+     * consumer names of stream 'seg' written or deleted (offsets.h) */
     uint32_t seg;
     uint64_t off;
     struct wbuf data;

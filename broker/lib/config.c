@@ -203,6 +203,14 @@ const struct opt_def config_opts[] = {
         "vhosts (each whole, in memory, until due); a delayed publish "
         "beyond it is refused as by x-overflow=reject-publish: basic.nack "
         "in confirm mode, dropped otherwise, logged once; 0: none held"),
+    OPT("stream.offset_retention", OPT_INT64, "604800000", 1, INT64_C(1) << 50, true, stream_offset_retention,
+        "milliseconds a stream keeps a consumer name "
+        "(x-stream-consumer-name) and its offset after the name was "
+        "last attached or moved; then it is forgotten (Kafka's "
+        "offsets.retention.minutes, 7 days)"),
+    OPT("stream.consumer_names_max", OPT_INT64, "4096", 1, 1000000, true, stream_names_max,
+        "consumer names one stream keeps; basic.consume with a new name "
+        "beyond it gets 406 until one is forgotten or deleted"),
     OPT("consumer_timeout", OPT_INT64, "1800000", 0, INT64_C(1) << 50, true, consumer_timeout,
         "milliseconds a delivery may stay unacknowledged before its "
         "channel is closed with 406 and its messages requeued (as "

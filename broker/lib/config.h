@@ -91,6 +91,8 @@ struct config {
     int64_t consumer_max_per_channel;
     int64_t max_queues;
     int64_t delayed_max_messages;   /* delayed_message.max_messages */
+    int64_t stream_offset_retention;    /* stream.offset_retention, ms */
+    int64_t stream_names_max;       /* stream.consumer_names_max */
     int64_t consumer_timeout;   /* ms an unacked delivery may wait; 0: none */
     /* resource alarms */
     double mem_high_watermark_relative;

@@ -131,6 +131,8 @@ static const struct route routes[] = {
       mgmt_queue_contents },
     { "queues/*/*/get", M_POST, AUTH_VHOST, true, mgmt_queue_get },
     { "queues/*/*/bindings", M_GET, AUTH_VHOST, false, mgmt_queue_bindings },
+    { "queues/*/*/offsets/*", M_GET | M_PUT | M_DELETE, AUTH_VHOST, true,
+      mgmt_stream_offset },
     { "exchanges", M_GET, AUTH_MGMT, false, mgmt_exchanges },
     { "exchanges/*", M_GET, AUTH_VHOST_VISIBLE, false, mgmt_exchanges },
     { "exchanges/*/*", M_GET | M_PUT | M_DELETE, AUTH_VHOST, true,

@@ -94,9 +94,8 @@ parse_u64(const char *s, uint64_t max, uint64_t *out)
     return true;
 }
 
-/* The queue the path names (arg[0], arg[1]); 404 if there is none. */
-static struct queue *
-path_queue(struct mgmt_req *r)
+struct queue *
+mgmt_path_queue(struct mgmt_req *r)
 {
     struct vhost *vh = broker_vhost(r->arg[0], strlen(r->arg[0]));
     struct queue *q = vh ? vhost_queue(vh, amqp_cstr(r->arg[1])) : NULL;
@@ -105,10 +104,8 @@ path_queue(struct mgmt_req *r)
     return q;
 }
 
-/* The user's 'kind' permission on 'name' in the queue's vhost, as an
- * AMQP client would need it (administrators too); 401 if not. */
-static bool
-allowed(struct mgmt_req *r, const struct queue *q, enum perm_kind kind,
+bool
+mgmt_allowed(struct mgmt_req *r, const struct queue *q, enum perm_kind kind,
         const char *what, const char *name)
 {
     const struct perm *p = perm_get(q->vh->name, r->user->name);
@@ -348,8 +345,8 @@ keep_strings(struct browse *b)
 static void
 browse(struct mgmt_req *r, bool dead_letters)
 {
-    struct queue *q = path_queue(r);
-    if (q == NULL || !allowed(r, q, PERM_READ, "queue", q->name))
+    struct queue *q = mgmt_path_queue(r);
+    if (q == NULL || !mgmt_allowed(r, q, PERM_READ, "queue", q->name))
         return;
     struct browse *b = xcalloc(1, sizeof(*b));
     b->dead_letters = dead_letters;
@@ -464,7 +461,7 @@ body_str(struct mgmt_req *r, json_t *o, const char *key, const char **out)
 void
 mgmt_queue_replay(struct mgmt_req *r)
 {
-    struct queue *q = path_queue(r);
+    struct queue *q = mgmt_path_queue(r);
     json_t *o;
     uint64_t rate = DLREPLAY_DEFAULT_RATE, count = 0;
     const char *xname, *rkey;
@@ -493,8 +490,8 @@ mgmt_queue_replay(struct mgmt_req *r)
         goto out;
     }
     /* It consumes from the queue and publishes to the exchange. */
-    if (!allowed(r, q, PERM_READ, "queue", q->name) ||
-        (xname && !allowed(r, q, PERM_WRITE, "exchange",
+    if (!mgmt_allowed(r, q, PERM_READ, "queue", q->name) ||
+        (xname && !mgmt_allowed(r, q, PERM_WRITE, "exchange",
                            xname[0] ? xname : "amq.default")))
         goto out;
     /* As basic.publish after the write check (ACCESS_REFUSED): nothing

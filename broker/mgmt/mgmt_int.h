@@ -24,6 +24,8 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
+#include "broker/core/perm.h"
+
 struct user;
 
 /* Longest name (user, vhost, limit) a path segment may carry. */
@@ -246,6 +248,17 @@ void mgmt_policy(struct mgmt_req *r);
 void mgmt_operator_policies(struct mgmt_req *r);
 void mgmt_operator_policies_vhost(struct mgmt_req *r);
 void mgmt_operator_policy(struct mgmt_req *r);
+
+/* The queue the path names (arg[0], arg[1]); 404 if there is none. */
+struct queue *mgmt_path_queue(struct mgmt_req *r);
+/* The user's 'kind' permission on 'name' in the queue's vhost, as an
+ * AMQP client would need it (administrators too); 401 if not. */
+bool mgmt_allowed(struct mgmt_req *r, const struct queue *q,
+                  enum perm_kind kind, const char *what, const char *name);
+
+/* A stream's consumer names (mgmt_streams.c). */
+json_t *mgmt_stream_offsets_json(const struct queue *q);
+void mgmt_stream_offset(struct mgmt_req *r);
 
 /* Roost's dead-letter tools (mgmt_deadletters.c). */
 void mgmt_queue_browse(struct mgmt_req *r);

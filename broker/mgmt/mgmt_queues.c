@@ -168,6 +168,9 @@ queue_json(struct queue *q, bool detail, const struct mgmt_history_req *hr)
                         json_integer((json_int_t)qi.waiting));
     json_object_set_new(o, "dead_lettered", drops_json(qi.dead_lettered));
     json_object_set_new(o, "dropped", drops_json(qi.dropped));
+    if (q->ops->log)
+        json_object_set_new(o, "consumer_offsets",
+                            mgmt_stream_offsets_json(q));
     if (detail) {
         json_t *cs = json_array();
         queue_foreach_consumer(q, add_consumer, cs);  /* with "queue", as

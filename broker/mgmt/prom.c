@@ -46,6 +46,7 @@
 #include "broker/core/broker.h"
 #include "broker/core/queue.h"
 #include "broker/core/stats.h"
+#include "broker/core/stream.h"
 #include "broker/core/vhost.h"
 #include "broker/lib/accept_guard.h"
 #include "broker/mgmt/http_guard.h"
@@ -107,7 +108,7 @@ static const struct {
 };
 
 /* What a queue family shows of a queue_info. */
-enum qkind { QK_VALUE, QK_DEAD_LETTERED, QK_DROPPED, QK_HIST };
+enum qkind { QK_VALUE, QK_DEAD_LETTERED, QK_DROPPED, QK_HIST, QK_STREAM_LAG };
 
 enum qval {
     QV_READY, QV_UNACKED, QV_MESSAGES, QV_CONSUMERS, QV_CAPACITY,
@@ -193,6 +194,9 @@ static const struct qfam qfams[] = {
     { "roost_queue_confirm_latency_seconds", "histogram",
       "Time from publish to the publisher's confirm", QK_HIST, HIST_CONFIRM,
       G_ROOST_QUEUE, true },
+    { "roost_stream_consumer_lag", "gauge",
+      "Messages from a stream consumer name's committed offset to the end "
+      "(per queue and name only)", QK_STREAM_LAG, 0, G_ROOST_QUEUE, true },
 };
 #define NQFAMS (sizeof(qfams) / sizeof(qfams[0]))
 
@@ -202,7 +206,7 @@ queue_series(void)
 {
     size_t n = 0;
     for (size_t i = 0; i < NQFAMS; i++)
-        n += qfams[i].kind == QK_VALUE ? 1
+        n += qfams[i].kind == QK_VALUE || qfams[i].kind == QK_STREAM_LAG ? 1
            : qfams[i].kind == QK_HIST ? HIST_BUCKETS + 2 : DROP_COUNT;
     return n;
 }
@@ -1074,8 +1078,28 @@ write_queue_aggregate(struct scrape *s, const struct qwalk *w)
         case QK_HIST:
             write_hist(s, f->name, "", &w->hist[f->arg]);
             break;
+        case QK_STREAM_LAG:
+            break;      /* a sum over names would mean nothing */
         }
     }
+}
+
+struct lag_walk {
+    struct scrape *s;
+    const char *fam, *labels;
+};
+
+static void
+write_lag(const struct stream_name_info *ni, void *arg)
+{
+    const struct lag_walk *w = arg;
+    char name[2 * 255 + 16];
+    struct line l;
+
+    put_label(name, "name", ni->name, ni->len);
+    ln_start(&l, "", w->fam, "", w->labels, name);
+    ln_value(&l, (double)ni->lag);
+    ln_add(w->s->buf, &l);
 }
 
 /* One queue's series of family 'f'. Its labels are made the first time:
@@ -1101,6 +1125,12 @@ write_queue_one(struct scrape *s, const struct qfam *f, struct sq *e)
         break;
     case QK_HIST:
         write_hist(s, f->name, e->labels, qi.hist ? &qi.hist[f->arg] : NULL);
+        break;
+    case QK_STREAM_LAG:
+        if (e->q->ops->log) {
+            struct lag_walk w = { s, f->name, e->labels };
+            stream_foreach_name(e->q, write_lag, &w);
+        }
         break;
     }
 }

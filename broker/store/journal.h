@@ -17,6 +17,9 @@
  *   J_ACK        u32 queue id, u64 first seq, u64 last seq
  *   J_TX_BEGIN   u64 transaction id
  *   J_TX_COMMIT  u64 transaction id
+ *   J_OFFSET     u32 queue id, str consumer name, u64 committed offset,
+ *                u64 when it last changed (wall ms): a stream's consumer
+ *                name, in dir/offsets/<queue id> only (offsets.h)
  *
  * A queue id may also name a durable x-delayed-message exchange (its
  * store id, from the same space): its J_ENQ records are the messages it
@@ -26,6 +29,7 @@
 #ifndef ROOST_BROKER_STORE_JOURNAL_H
 #define ROOST_BROKER_STORE_JOURNAL_H
 
-enum { J_SEG = 1, J_MSG, J_ENQ, J_DELIVER, J_ACK, J_TX_BEGIN, J_TX_COMMIT };
+enum { J_SEG = 1, J_MSG, J_ENQ, J_DELIVER, J_ACK, J_TX_BEGIN, J_TX_COMMIT,
+       J_OFFSET };
 
 #endif

@@ -27,12 +27,13 @@
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/store/io.h"
+#include "broker/store/offsets.h"
 #include "broker/store/seglog.h"
 
 TAILQ_HEAD(pager_list, pager_job);
 
 static struct {
-    char msgdir[4200], scratchdir[4200];
+    char dir[4096], msgdir[4200], scratchdir[4200];
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -266,6 +267,9 @@ run_job(struct pager_job *j)
     case PAGER_WRITE:
         run_write(j);
         break;
+    case PAGER_OFFSETS:
+        offsets_run(j, pg.dir);
+        break;
     case PAGER_UNLINK:
         if (pg.write_fd >= 0 && pg.write_seg == j->seg) {
             close(pg.write_fd);
@@ -341,6 +345,7 @@ wipe_scratch(void)
 int
 pager_start(const char *dir)
 {
+    snprintf(pg.dir, sizeof(pg.dir), "%s", dir);
     snprintf(pg.msgdir, sizeof(pg.msgdir), "%s/msgs", dir);
     snprintf(pg.scratchdir, sizeof(pg.scratchdir), "%s/scratch", dir);
     if (mkdir(pg.scratchdir, 0700) != 0 && errno != EEXIST)

@@ -43,11 +43,13 @@
 #include "broker/core/hooks.h"
 #include "broker/core/msg.h"
 #include "broker/core/queue.h"
+#include "broker/core/stream.h"
 #include "broker/core/vhost.h"
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/store/io.h"
 #include "broker/store/journal.h"
+#include "broker/store/offsets.h"
 #include "broker/store/pager.h"
 #include "broker/store/record.h"
 #include "broker/store/replay.h"
@@ -894,8 +896,19 @@ journal_page_in(struct queue *q, struct qentry *e, struct msg *m)
 static void
 journal_queue_gone(struct queue *q)
 {
-    if (q->sid)
-        q->store_gone = true;
+    if (q->sid == 0)
+        return;
+    q->store_gone = true;
+    if (q->ops->log && st.pager)
+        pager_submit(offsets_forget_job(q->sid));
+}
+
+/* A stream's consumer names: its file replaced on the pager thread. */
+static void
+journal_offsets_save(struct queue *q, const struct stream_offset *v, size_t n)
+{
+    if (st.pager && q->sid && !q->store_gone)
+        pager_submit(offsets_save_job(q->sid, v, n));
 }
 
 static void
@@ -1577,8 +1590,8 @@ store_read_file(const char *path, uint8_t **out, size_t *len)
     return 1;
 }
 
-static int
-sync_dir(const char *dir)
+int
+store_sync_dir(const char *dir)
 {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
@@ -1605,7 +1618,7 @@ write_synced(const char *dir, const char *name, const char *text)
     close(fd);
     if (rename(tmp, path) != 0)
         return -1;
-    return sync_dir(dir);
+    return store_sync_dir(dir);
 }
 
 int
@@ -1714,8 +1727,9 @@ make_subdir(const char *dir, const char *name, char *err, size_t errlen)
         snprintf(err, errlen, "%s is not a directory (%s): the store keeps "
                  "its %s there; move it out of the way", path,
                  S_ISREG(sb.st_mode) ? "a plain file" : "not a directory",
-                 strcmp(name, "msgs") == 0 ? "message segments"
-                                           : "paged-out transient messages");
+                 strcmp(name, "msgs") == 0      ? "message segments"
+                 : strcmp(name, "offsets") == 0 ? "streams' consumer offsets"
+                                                : "paged-out transient messages");
         return -1;
     }
     return 0;
@@ -1735,7 +1749,8 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
         return -1;
     warn_if_open(dir);
     if (make_subdir(dir, "scratch", err, errlen) != 0 ||
-        make_subdir(dir, "msgs", err, errlen) != 0)
+        make_subdir(dir, "msgs", err, errlen) != 0 ||
+        make_subdir(dir, "offsets", err, errlen) != 0)
         return -1;
     snprintf(path, sizeof(path), "%s/msgs", dir);
     st.seg_size = (uint64_t)cfg->store_segment_size;
@@ -1876,6 +1891,12 @@ static struct queue *
 queue_by_sid(const struct hmap *by_sid, uint32_t sid)
 {
     return hmap_get(by_sid, &sid, sizeof(sid));
+}
+
+static struct queue *
+stream_of_sid(uint32_t sid, void *arg)
+{
+    return queue_by_sid(arg, sid);
 }
 
 /* Every kept delayed exchange by its store id (delayed.h). */
@@ -2384,7 +2405,7 @@ journal_recover(void)
         log_warn("store: cannot mark segment %" PRIu64 " as the newest at "
                  "a crash (--check-data will call damage to its tail "
                  "corrupt)", rc.segs[rc.nsegs - 1]);
-    if (rc.clean && (unlink(path) != 0 || sync_dir(st.dir) != 0)) {
+    if (rc.clean && (unlink(path) != 0 || store_sync_dir(st.dir) != 0)) {
         log_warn("store: cannot remove %s", path);
         recovery_free(&rc);
         defs_quiet(false);
@@ -2397,6 +2418,7 @@ journal_recover(void)
     index_delayed(&rc.by_sid.delayed);
     uint64_t nqueues = restore_entries(&rc);
     keep_positions(&rc);
+    size_t names = offsets_load(st.dir, stream_of_sid, &rc.by_sid.queues);
     uint64_t corrupt = rc.rp.corrupt, torn = rc.rp.torn;
     uint64_t bytes = seglog_mapped_bytes(st.log);
     recovery_free(&rc);
@@ -2406,6 +2428,8 @@ journal_recover(void)
     if (rc.nheld)
         log_info("store: recovered %" PRIu64 " delayed messages",
                  rc.nheld);
+    if (names)
+        log_info("store: recovered %zu stream consumer names", names);
     if (st.is_new)
         log_info("store: a new data directory, %s: nothing to recover",
                  st.dir);
@@ -2426,8 +2450,10 @@ journal_close(void)
 {
     if (!st.open)
         return;
-    /* Reads and scratch writes under way finish first. */
+    /* Reads and scratch writes under way finish first, after the
+     * streams' last consumer names. */
     if (st.pager) {
+        stream_flush_offsets();
         st.pager = false;
         pager_stop();
         for (size_t i = 0; i < st.scr_nmsgs; i++) {
@@ -2530,6 +2556,7 @@ const struct store_ops store_journal_ops = {
     .delay_ready = journal_delay_ready,
     .delay_release = journal_delay_release,
     .queue_gone = journal_queue_gone,
+    .offsets_save = journal_offsets_save,
     .tx_begin = journal_tx_begin,
     .tx_end = journal_tx_end,
     .open_batch = journal_open_batch,

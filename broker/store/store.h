@@ -59,4 +59,8 @@ void store_on_recovery_progress(void (*cb)(const char *status));
  * such file, -1 with errno if it cannot be read. */
 int store_read_file(const char *path, uint8_t **out, size_t *len);
 
+/* fsync directory 'dir' (what was made, renamed or deleted in it is
+ * durable): 0, or -1 with errno. */
+int store_sync_dir(const char *dir);
+
 #endif

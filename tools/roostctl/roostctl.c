@@ -228,6 +228,21 @@ static const struct command commands[] = {
       "Purges a queue (removes all messages in it)",
       "<queue>\n\tName of the queue to purge\n" },
 
+    { "Streams", "list_stream_offsets", cmd_list_stream_offsets, 1, 1,
+      ACCEPT_TABLE, "[--vhost <vhost>] [--no-table-headers] <stream>",
+      "Lists a stream's consumer names (x-stream-consumer-name) and their "
+      "committed offsets", "<stream>\n\tname of the stream\n" },
+    { "Streams", "set_stream_offset", cmd_set_stream_offset, 3, 3, 0,
+      "[--vhost <vhost>] <stream> <name> <offset | first | last | next>",
+      "Sets a consumer name's committed offset (none of its consumers may "
+      "be attached)",
+      "<stream>\n\tname of the stream\n\n<name>\n\tthe consumer name "
+      "(made if new)\n\n<offset>\n\tan offset, or first, last or next\n" },
+    { "Streams", "delete_stream_offset", cmd_delete_stream_offset, 2, 2, 0,
+      "[--vhost <vhost>] <stream> <name>",
+      "Forgets a consumer name (none of its consumers may be attached)",
+      "<stream>\n\tname of the stream\n\n<name>\n\tthe consumer name\n" },
+
     { "Definitions", "export_definitions", cmd_export_definitions, 1, 1, 0,
       "<file_path | \"-\">",
       "Exports definitions in JSON",
