@@ -919,3 +919,37 @@ stream_flush_offsets(void)
         }
     }
 }
+
+/* The wall-clock time entry 'e' was appended (its born is monotonic,
+ * 32 bits of ms). */
+static int64_t
+appended_wall(const struct qentry *e)
+{
+    uint32_t age = (uint32_t)now_ms() - e->born;
+    return (int64_t)(wall_ms() - age);
+}
+
+void
+stream_info(const struct queue *q, struct stream_info *out)
+{
+    const struct log_state *ls = q->log;
+    const struct qring *r = &q->lv0;
+
+    *out = (struct stream_info){ .first_offset = first_offset(q),
+                                 .next_offset = q->next_seq,
+                                 .messages = r->len, .bytes = q->bytes,
+                                 .first_timestamp = -1,
+                                 .last_timestamp = -1 };
+    if (r->len) {
+        out->first_timestamp = appended_wall(at(r, 0));
+        out->last_timestamp = appended_wall(at(r, r->len - 1));
+    }
+    out->retention_dropped = q->dropped[DROP_EXPIRED] + q->dropped[DROP_MAXLEN];
+    out->names = ls ? ls->names.count : 0;
+}
+
+uint64_t
+stream_consumer_offset(const struct consumer *c)
+{
+    return c->offset;
+}

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct consumer;
 struct queue;
 
 /* How long a changed name waits before it is written. */
@@ -37,6 +38,21 @@ struct stream_name_info {
     uint64_t updated_wall;      /* wall-clock ms */
     uint32_t consumers;         /* attached under the name */
 };
+
+/* What the management API, the metrics and roostctl stream_status show
+ * of a stream as a whole. */
+struct stream_info {
+    uint64_t first_offset;      /* the oldest kept (= next_offset if none) */
+    uint64_t next_offset;       /* the one the next append takes */
+    uint64_t messages, bytes;   /* kept; body bytes */
+    int64_t first_timestamp, last_timestamp;    /* wall ms; -1: empty */
+    uint64_t retention_dropped; /* let go by x-max-age, x-max-length-bytes */
+    uint64_t names;             /* consumer names kept */
+};
+void stream_info(const struct queue *q, struct stream_info *out);
+
+/* Where consumer 'c' of a stream reads next. */
+uint64_t stream_consumer_offset(const struct consumer *c);
 
 /* Recovery: stream 'q' had name 'name' at 'offset', last changed at
  * 'updated_wall'. */

@@ -26,6 +26,7 @@
 
 #include "broker/core/perm.h"
 
+struct consumer;
 struct user;
 
 /* Longest name (user, vhost, limit) a path segment may carry. */
@@ -258,6 +259,9 @@ bool mgmt_allowed(struct mgmt_req *r, const struct queue *q,
 
 /* A stream's consumer names (mgmt_streams.c). */
 json_t *mgmt_stream_offsets_json(const struct queue *q);
+/* Its "stream" object, and a consumer's offset and lag added to 'o'. */
+json_t *mgmt_stream_json(const struct queue *q);
+void mgmt_stream_consumer_json(json_t *o, const struct consumer *c);
 void mgmt_stream_offset(struct mgmt_req *r);
 
 /* Roost's dead-letter tools (mgmt_deadletters.c). */

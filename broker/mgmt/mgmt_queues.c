@@ -77,6 +77,8 @@ consumer_json(struct consumer *c, bool with_queue)
     if (c->priority != 0)
         json_object_set_new(json_object_get(o, "arguments"), "x-priority",
                             json_integer((json_int_t)c->priority));
+    if (c->q->ops->log)
+        mgmt_stream_consumer_json(o, c);
     if (with_queue)
         json_object_set_new(o, "queue",
                             json_pack("{s:o, s:o}", "name",
@@ -168,9 +170,11 @@ queue_json(struct queue *q, bool detail, const struct mgmt_history_req *hr)
                         json_integer((json_int_t)qi.waiting));
     json_object_set_new(o, "dead_lettered", drops_json(qi.dead_lettered));
     json_object_set_new(o, "dropped", drops_json(qi.dropped));
-    if (q->ops->log)
+    if (q->ops->log) {
+        json_object_set_new(o, "stream", mgmt_stream_json(q));
         json_object_set_new(o, "consumer_offsets",
                             mgmt_stream_offsets_json(q));
+    }
     if (detail) {
         json_t *cs = json_array();
         queue_foreach_consumer(q, add_consumer, cs);  /* with "queue", as

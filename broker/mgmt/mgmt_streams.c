@@ -31,6 +31,39 @@ add_name(const struct stream_name_info *ni, void *arg)
     json_array_append_new(arg, name_json(ni));
 }
 
+static json_t *
+int_or_null(bool some, int64_t v)
+{
+    return some ? json_integer((json_int_t)v) : json_null();
+}
+
+json_t *
+mgmt_stream_json(const struct queue *q)
+{
+    struct stream_info si;
+    stream_info(q, &si);
+    bool some = si.messages > 0;
+    return json_pack("{s:I, s:o, s:o, s:o, s:I, s:I, s:I, s:I}",
+                     "first_offset", (json_int_t)si.first_offset,
+                     "last_offset", int_or_null(some,
+                                                (int64_t)si.next_offset - 1),
+                     "first_timestamp", int_or_null(some, si.first_timestamp),
+                     "last_timestamp", int_or_null(some, si.last_timestamp),
+                     "next_offset", (json_int_t)si.next_offset,
+                     "bytes", (json_int_t)si.bytes, "retention_dropped",
+                     (json_int_t)si.retention_dropped, "consumer_names",
+                     (json_int_t)si.names);
+}
+
+void
+mgmt_stream_consumer_json(json_t *o, const struct consumer *c)
+{
+    uint64_t off = stream_consumer_offset(c);
+    json_object_set_new(o, "offset", json_integer((json_int_t)off));
+    json_object_set_new(o, "lag", json_integer((json_int_t)(c->q->next_seq -
+                                                            off)));
+}
+
 json_t *
 mgmt_stream_offsets_json(const struct queue *q)
 {

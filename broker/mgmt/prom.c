@@ -108,7 +108,11 @@ static const struct {
 };
 
 /* What a queue family shows of a queue_info. */
-enum qkind { QK_VALUE, QK_DEAD_LETTERED, QK_DROPPED, QK_HIST, QK_STREAM_LAG };
+enum qkind { QK_VALUE, QK_DEAD_LETTERED, QK_DROPPED, QK_HIST, QK_STREAM,
+             QK_STREAM_LAG };
+
+/* QK_STREAM: a stream's own figures (stream_info), per queue only. */
+enum sval { SV_FIRST, SV_LAST, SV_BYTES, SV_DROPPED };
 
 enum qval {
     QV_READY, QV_UNACKED, QV_MESSAGES, QV_CONSUMERS, QV_CAPACITY,
@@ -194,6 +198,18 @@ static const struct qfam qfams[] = {
     { "roost_queue_confirm_latency_seconds", "histogram",
       "Time from publish to the publisher's confirm", QK_HIST, HIST_CONFIRM,
       G_ROOST_QUEUE, true },
+    { "roost_stream_first_offset", "gauge",
+      "A stream's oldest kept offset (per queue only)", QK_STREAM, SV_FIRST,
+      G_ROOST_QUEUE, true },
+    { "roost_stream_last_offset", "gauge",
+      "A stream's newest offset; no series while it is empty (per queue "
+      "only)", QK_STREAM, SV_LAST, G_ROOST_QUEUE, true },
+    { "roost_stream_bytes", "gauge",
+      "Body bytes a stream keeps (per queue only)", QK_STREAM, SV_BYTES,
+      G_ROOST_QUEUE, true },
+    { "roost_stream_retention_dropped_total", "counter",
+      "Messages a stream let go by x-max-age or x-max-length-bytes (per "
+      "queue only)", QK_STREAM, SV_DROPPED, G_ROOST_QUEUE, true },
     { "roost_stream_consumer_lag", "gauge",
       "Messages from a stream consumer name's committed offset to the end "
       "(per queue and name only)", QK_STREAM_LAG, 0, G_ROOST_QUEUE, true },
@@ -206,7 +222,8 @@ queue_series(void)
 {
     size_t n = 0;
     for (size_t i = 0; i < NQFAMS; i++)
-        n += qfams[i].kind == QK_VALUE || qfams[i].kind == QK_STREAM_LAG ? 1
+        n += qfams[i].kind == QK_VALUE || qfams[i].kind == QK_STREAM ||
+                     qfams[i].kind == QK_STREAM_LAG ? 1
            : qfams[i].kind == QK_HIST ? HIST_BUCKETS + 2 : DROP_COUNT;
     return n;
 }
@@ -1078,8 +1095,9 @@ write_queue_aggregate(struct scrape *s, const struct qwalk *w)
         case QK_HIST:
             write_hist(s, f->name, "", &w->hist[f->arg]);
             break;
+        case QK_STREAM:
         case QK_STREAM_LAG:
-            break;      /* a sum over names would mean nothing */
+            break;      /* a sum over streams or names would mean nothing */
         }
     }
 }
@@ -1125,6 +1143,18 @@ write_queue_one(struct scrape *s, const struct qfam *f, struct sq *e)
         break;
     case QK_HIST:
         write_hist(s, f->name, e->labels, qi.hist ? &qi.hist[f->arg] : NULL);
+        break;
+    case QK_STREAM:
+        if (e->q->ops->log) {
+            struct stream_info si;
+            stream_info(e->q, &si);
+            double v = f->arg == SV_FIRST   ? (double)si.first_offset
+                       : f->arg == SV_LAST  ? (double)si.next_offset - 1
+                       : f->arg == SV_BYTES ? (double)si.bytes
+                                            : (double)si.retention_dropped;
+            if (f->arg != SV_LAST || si.messages > 0)
+                series(s, f->name, e->labels, v, f->roost);
+        }
         break;
     case QK_STREAM_LAG:
         if (e->q->ops->log) {

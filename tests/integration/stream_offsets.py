@@ -418,6 +418,39 @@ if args.ctl:
         check("Prometheus: roost_stream_consumer_lag per name",
               want in text.splitlines(),
               [ln for ln in text.splitlines() if "stream" in ln][:4])
+    rc, out = ctl("stream_status", "so-tools")
+    rows = [ln.split("\t") for ln in out.splitlines()]
+    check("roostctl stream_status", rc == 0 and rows[0] == [
+        "role", "node", "offset", "committed_offset", "first_offset",
+        "readers", "messages", "bytes"] and rows[1][0] == "writer" and
+        rows[1][2:] == ["4", "4", "0", "0", "5", "10"], (rc, out))
+    st, q = http("GET", "/queues/%2F/so-tools")
+    s = q.get("stream", {})
+    now = time.time() * 1000
+    check("the queue object's stream: offsets, times, bytes",
+          (s.get("first_offset"), s.get("last_offset"), s.get("next_offset"),
+           s.get("bytes"), s.get("consumer_names")) == (0, 4, 5, 10, 1) and
+          now - 60000 < s["first_timestamp"] <= s["last_timestamp"] <=
+          now + 1000, s)
+    c = Consumer("so-tools", {"x-stream-offset": 2}, prefetch=1)
+    c.wait(1)
+    st, q = http("GET", "/queues/%2F/so-tools")
+    cd = q.get("consumer_details", [{}])[0]
+    check("a stream consumer's offset (next to deliver) and lag",
+          (cd.get("offset"), cd.get("lag")) == (3, 2), cd)
+    c.close()
+    if args.prom:
+        for want in ('roost_stream_first_offset{vhost="/",queue="so-tools"} 0',
+                     'roost_stream_last_offset{vhost="/",queue="so-tools"} 4',
+                     'roost_stream_bytes{vhost="/",queue="so-tools"} 10',
+                     'roost_stream_retention_dropped_total{vhost="/",'
+                     'queue="so-tools"} 0'):
+            check("Prometheus: " + want.split("{")[0], want in
+                  text.splitlines())
+        check("Prometheus: no stream series for a classic queue",
+              'queue="so-classic"' not in
+              "".join(ln for ln in text.splitlines()
+                      if ln.startswith("roost_stream_")))
     rc, out = ctl("set_stream_offset", "so-tools", "t", "first")
     check("roostctl set_stream_offset first", rc == 0 and
           name_of("so-tools", "t")["offset"] == 0, (rc, out))

@@ -1,9 +1,11 @@
 /*
  * SPDX-License-Identifier: Apache-2.0
- * A stream's consumer names (x-stream-consumer-name), through
- * /api/queues/VHOST/STREAM and its /offsets/NAME: list_stream_offsets,
- * set_stream_offset and delete_stream_offset. Roost's own: RabbitMQ
- * keeps no offsets for AMQP 0-9-1 consumers.
+ * Streams, through /api/queues/VHOST/STREAM and its /offsets/NAME:
+ * stream_status (rabbitmq-streams' columns, one row: a Roost stream has
+ * one member, which writes; every offset it shows is synced), and a
+ * stream's consumer names (x-stream-consumer-name): list_stream_offsets,
+ * set_stream_offset and delete_stream_offset, Roost's own (RabbitMQ
+ * keeps no offsets for AMQP 0-9-1 consumers).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,33 +13,78 @@
 
 #include "ctl.h"
 
+/* The stream's queue object, or an exit code (and NULL). */
+static json_t *
+get_stream(struct ctl *c, int *rc)
+{
+    const char *stream = c->argv[0];
+    struct ctl_answer a;
+
+    char *path = ctl_path("/api/queues/%s/%s", c->vhost, stream);
+    *rc = ctl_call(c, EVHTTP_REQ_GET, path, NULL, &a);
+    free(path);
+    if (*rc != 0)
+        return NULL;
+    json_t *q = NULL;
+    if (a.status == 404)
+        *rc = ctl_fail(EX_USAGE, "Queue not found");
+    else if (a.status != 200)
+        *rc = ctl_unexpected(&a, "reading the stream");
+    else if (!json_is_object(json_object_get(a.json, "stream")))
+        *rc = ctl_fail(EX_USAGE, "Queue '%s' in vhost '%s' is not a stream",
+                       stream, c->vhost);
+    else
+        q = json_incref(a.json);
+    ctl_answer_clear(&a);
+    return q;
+}
+
+int
+cmd_stream_status(struct ctl *c)
+{
+    static const char *const cols[] = { "role", "node", "offset",
+                                        "committed_offset", "first_offset",
+                                        "readers", "messages", "bytes" };
+    int rc;
+
+    ctl_banner(c, "Status of stream '%s' in vhost '%s' ...", c->argv[0],
+               c->vhost);
+    json_t *q = get_stream(c, &rc);
+    if (q == NULL)
+        return rc;
+    json_t *s = json_object_get(q, "stream");
+    json_t *last = json_object_get(s, "last_offset");
+    json_t *row = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O}",
+                            "role", "writer", "node",
+                            json_object_get(q, "node"), "offset", last,
+                            "committed_offset", last, "first_offset",
+                            json_object_get(s, "first_offset"), "readers",
+                            json_object_get(q, "consumers"), "messages",
+                            json_object_get(q, "messages"), "bytes",
+                            json_object_get(s, "bytes"));
+    json_t *rows = json_pack("[o]", row);
+    ctl_table(c, cols, sizeof(cols) / sizeof(cols[0]), rows);
+    json_decref(rows);
+    json_decref(q);
+    return 0;
+}
+
 int
 cmd_list_stream_offsets(struct ctl *c)
 {
     static const char *const cols[] = { "name", "offset", "lag",
                                         "consumers", "updated_at" };
-    const char *stream = c->argv[0];
-    struct ctl_answer a;
+    int rc;
 
     ctl_banner(c, "Listing consumer offsets of stream '%s' in vhost '%s' ...",
-               stream, c->vhost);
-    char *path = ctl_path("/api/queues/%s/%s", c->vhost, stream);
-    int rc = ctl_call(c, EVHTTP_REQ_GET, path, NULL, &a);
-    free(path);
-    if (rc != 0)
+               c->argv[0], c->vhost);
+    json_t *q = get_stream(c, &rc);
+    if (q == NULL)
         return rc;
-    json_t *names = json_object_get(a.json, "consumer_offsets");
-    if (a.status == 404)
-        rc = ctl_fail(EX_USAGE, "Queue not found");
-    else if (a.status != 200)
-        rc = ctl_unexpected(&a, "reading the stream");
-    else if (!json_is_array(names))
-        rc = ctl_fail(EX_USAGE, "Queue '%s' in vhost '%s' is not a stream",
-                      stream, c->vhost);
-    else
-        ctl_table(c, cols, sizeof(cols) / sizeof(cols[0]), names);
-    ctl_answer_clear(&a);
-    return rc;
+    ctl_table(c, cols, sizeof(cols) / sizeof(cols[0]),
+              json_object_get(q, "consumer_offsets"));
+    json_decref(q);
+    return 0;
 }
 
 int

@@ -166,6 +166,7 @@ int cmd_trace_off(struct ctl *c);
 int cmd_list(struct ctl *c);
 int cmd_purge_queue(struct ctl *c);
 int cmd_delete_queue(struct ctl *c);
+int cmd_stream_status(struct ctl *c);
 int cmd_list_stream_offsets(struct ctl *c);
 int cmd_set_stream_offset(struct ctl *c);
 int cmd_delete_stream_offset(struct ctl *c);

@@ -228,6 +228,10 @@ static const struct command commands[] = {
       "Purges a queue (removes all messages in it)",
       "<queue>\n\tName of the queue to purge\n" },
 
+    { "Streams", "stream_status", cmd_stream_status, 1, 1, ACCEPT_TABLE,
+      "[--vhost <vhost>] [--no-table-headers] <stream>",
+      "Displays the status of a stream (rabbitmq-streams' columns)",
+      "<stream>\n\tname of the stream\n" },
     { "Streams", "list_stream_offsets", cmd_list_stream_offsets, 1, 1,
       ACCEPT_TABLE, "[--vhost <vhost>] [--no-table-headers] <stream>",
       "Lists a stream's consumer names (x-stream-consumer-name) and their "
