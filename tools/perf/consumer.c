@@ -119,8 +119,23 @@ cons_setup(struct consumer *c)
         if (rpc_check(&c->l, "basic.qos", EXIT_BROKER) != 0)
             return -1;
     }
+    amqp_table_entry_t arg;
+    amqp_table_t args = amqp_empty_table;
+    if (o.stream_offset) {
+        char *end;
+        long long n = strtoll(o.stream_offset, &end, 10);
+        arg.key = amqp_cstring_bytes("x-stream-offset");
+        if (*end == '\0' && end != o.stream_offset) {
+            arg.value.kind = AMQP_FIELD_KIND_I64;
+            arg.value.value.i64 = n;
+        } else {
+            arg.value.kind = AMQP_FIELD_KIND_UTF8;
+            arg.value.value.bytes = amqp_cstring_bytes(o.stream_offset);
+        }
+        args = (amqp_table_t){ 1, &arg };
+    }
     amqp_basic_consume(c->l.st, CH, amqp_cstring_bytes(pqs[c->queue].name),
-                       amqp_empty_bytes, 0, o.autoack, 0, amqp_empty_table);
+                       amqp_empty_bytes, 0, o.autoack, 0, args);
     return rpc_check(&c->l, "basic.consume", EXIT_BROKER);
 }
 

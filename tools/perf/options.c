@@ -54,6 +54,9 @@ static const char usage_text[] =
 "  --queue-type T        declare the queues durable with x-queue-type T\n"
 "                        (classic, quorum)\n"
 "  --queue-mode M        declare the queues with x-queue-mode M (lazy)\n"
+"  --stream-offset V     consume with x-stream-offset V (first, last, next or\n"
+"                        an offset; with --queue-type stream): each consumer\n"
+"                        reads every message, checked in its own order\n"
 "  --prefetch N          basic.qos per consumer (default 0: none)\n"
 "  --autoack             no acks (default: manual acks)\n"
 "  --multi-ack N         ack every N messages with multiple=true (default 1)\n"
@@ -121,7 +124,8 @@ enum opt_id {
     O_URI = 256, O_HOST, O_PORT, O_USER, O_PASS, O_VHOST, O_TLS, O_CACERT,
     O_CERT, O_KEY, O_INSECURE, O_FRAME_MAX, O_PRODUCERS, O_CONSUMERS,
     O_QUEUES, O_EXCHANGE, O_FANOUT, O_SIZE, O_RATE, O_DURATION, O_COUNT,
-    O_CONFIRM, O_PERSISTENT, O_QUEUE_TYPE, O_QUEUE_MODE, O_PREFETCH,
+    O_CONFIRM, O_PERSISTENT, O_QUEUE_TYPE, O_QUEUE_MODE, O_STREAM_OFFSET,
+    O_PREFETCH,
     O_AUTOACK, O_MULTI_ACK, O_PUBLISH_ONLY, O_CONSUME_ONLY, O_PREFIX, O_KEEP,
     O_BATCH, O_DRAIN, O_JSON, O_INTERVAL, O_QUIET, O_FAIL_ON_LOSS, O_HELP,
     O_MAN_PAGE,
@@ -143,6 +147,7 @@ static const struct option long_options[] = {
     { "persistent", 0, 0, O_PERSISTENT },
     { "queue-type", 1, 0, O_QUEUE_TYPE },
     { "queue-mode", 1, 0, O_QUEUE_MODE },
+    { "stream-offset", 1, 0, O_STREAM_OFFSET },
     { "prefetch", 1, 0, O_PREFETCH }, { "autoack", 0, 0, O_AUTOACK },
     { "multi-ack", 1, 0, O_MULTI_ACK },
     { "publish-only", 0, 0, O_PUBLISH_ONLY },
@@ -247,6 +252,7 @@ load_option(int c, char *arg, bool *have_duration)
     case O_PERSISTENT: o.persistent = true; break;
     case O_QUEUE_TYPE: o.queue_type = arg; break;
     case O_QUEUE_MODE: o.queue_mode = arg; break;
+    case O_STREAM_OFFSET: o.stream_offset = arg; break;
     case O_PREFETCH:
         o.prefetch = (int)num_arg("--prefetch", arg, 0, 65535);
         break;

@@ -118,6 +118,7 @@ struct opts {
     bool persistent;
     const char *queue_type;     /* x-queue-type, or NULL */
     const char *queue_mode;     /* x-queue-mode, or NULL */
+    const char *stream_offset;  /* consumers' x-stream-offset, or NULL */
     int prefetch;
     bool autoack;
     int multi_ack;

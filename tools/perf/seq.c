@@ -102,7 +102,12 @@ seq_mark(struct pq *q, uint64_t *last, unsigned pid, uint64_t seq)
     if (pid >= MAX_PRODUCERS || seq >= ((uint64_t)SEQ_CHUNKS << SEQ_CHUNK_BITS))
         return SEQ_UNTRACKED;
     tr = trk_get(q, pid);
-    if (trk_mark(tr, seq)) {
+    bool seen = trk_mark(tr, seq);
+    /* A stream's consumers each read every message: one consumer's own
+     * order is all there is to check (back or again is a duplicate). */
+    if (o.stream_offset)
+        seen = seq + 1 <= last[pid];
+    if (seen) {
         m = SEQ_DUPLICATE;
         atomic_fetch_add_explicit(&tr->dups, 1, memory_order_relaxed);
     } else if (seq + 1 < last[pid]) {
