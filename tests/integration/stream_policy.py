@@ -1,19 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Policies on streams (streams-spec.md 1.10, P4; issue 24), with pika
-and the management API: which policy applies to a stream (a policy or
-operator policy holding a key streams do not take does not, and the next
-one may), the policy's value winning over the stream's argument,
-retention acting at once when a policy is set, changed or cleared.
+"""Policies on streams (streams-spec.md 1.10, P4; issue 24) and
+queue.delete's flags on a stream (1.12, P12), with pika and the
+management API: which policy applies to a stream (a policy or operator
+policy holding a key streams do not take does not, and the next one
+may), the policy's value winning over the stream's argument, retention
+acting at once when a policy is set, changed or cleared, and
+queue.delete with if_empty or if_unused refused as for any queue.
 
     stream_policy.py --port PORT --http HTTP_PORT [--reference]
     stream_policy.py --port PORT --http HTTP_PORT --phase before-restart
     stream_policy.py --port PORT --http HTTP_PORT --phase after-restart
 
 --reference runs the cases RabbitMQ 3.10.8 answers as Roost does against
-the reference node (the others are Roost's deliberate differences:
-docs/compatibility.md, "Streams"). The restart phases check that a
-policy's max-age, not the deadline the message came with, applies after
-a restart. Prints "PASS name" / "FAIL name: why".
+the reference node, and checks that it deletes a stream whatever the
+flags (Roost's deliberate differences: docs/compatibility.md,
+"Streams"). The restart phases check that a policy's max-age, not the
+deadline the message came with, applies after a restart. Prints
+"PASS name" / "FAIL name: why".
 """
 import argparse
 import time
@@ -31,6 +34,7 @@ args = ap.parse_args()
 
 api = Api(args.http)
 S = {"x-queue-type": "stream"}
+PF = "PRECONDITION_FAILED - "
 
 
 def connect():
@@ -101,6 +105,20 @@ def applied(name, want, key="policy"):
 
 def messages(name):
     return queue(name).get("messages")
+
+
+def refusal(fn):
+    """The (code, text) a channel close gives 'fn(ch)', or "no error"."""
+    c = connect()
+    ch = c.channel()
+    try:
+        fn(ch)
+        r = "no error"
+    except pika.exceptions.ChannelClosedByBroker as e:
+        r = (e.reply_code, e.reply_text)
+    if c.is_open:
+        c.close()
+    return r
 
 
 if args.phase != "after-restart":
@@ -287,5 +305,36 @@ if not args.reference:
               lambda: messages("sp-age3") == 0, 3.0),
           messages("sp-age3"))
     clear("sp-age3")
+
+# ---- queue.delete's flags (P12) ----
+fresh("sp-del", n=3)
+c = connect()
+ch = c.channel()
+ch.basic_qos(prefetch_count=5)
+ch.basic_consume("sp-del", lambda *a: None,
+                 arguments={"x-stream-offset": "first"})
+c.process_data_events(time_limit=0.3)
+r_unused = refusal(lambda ch: ch.queue_delete("sp-del", if_unused=True))
+c.close()
+r_empty = refusal(lambda ch: ch.queue_delete("sp-del", if_empty=True))
+if args.reference:
+    # RabbitMQ 3.10.8 ignores both flags on a stream
+    check("RabbitMQ: if_unused with a consumer deletes the stream anyway",
+          r_unused == "no error", r_unused)
+    check("RabbitMQ: if_empty on a stream deletes it anyway",
+          r_empty == "no error", r_empty)
+else:
+    where = "queue 'sp-del' in vhost '/'"
+    check("if_unused on a stream with a consumer: 406 in use",
+          r_unused == (406, PF + where + " in use"), r_unused)
+    check("if_empty on a stream of 3: 406 not empty",
+          r_empty == (406, PF + where + " not empty"), r_empty)
+    check("and the stream is still there, whole",
+          offsets("sp-del", want=3) == [0, 1, 2])
+    fresh("sp-del")
+    r = refusal(lambda ch: ch.queue_delete("sp-del", if_empty=True,
+                                           if_unused=True))
+    check("if_empty and if_unused on an empty, unused stream: deleted",
+          r == "no error" and queue("sp-del") == {}, r)
 
 done()

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Policies on streams (stream_policy.py, pika and the management API):
-# which policy applies, the policy's value over the argument, retention
-# acting at once when a policy is set, changed or cleared; then a clean
-# restart: the policy's max-age still applies, not the deadline stored
-# with each message. stream_policy.py --reference --port 5699
+# Policies on streams and queue.delete's flags on a stream
+# (stream_policy.py, pika and the management API): which policy applies,
+# the policy's value over the argument, retention acting at once when a
+# policy is set, changed or cleared, if_empty and if_unused honoured; then
+# a clean restart: the policy's max-age still applies, not the deadline
+# stored with each message. stream_policy.py --reference --port 5699
 # --http 15699 runs the cases RabbitMQ 3.10.8 answers alike against it.
 # Prints "stream_policy: N passed, M failed".
 set -u
