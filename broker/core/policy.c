@@ -61,10 +61,8 @@ static const char *const dlx_strategies[] = {
 #define NONE ((size_t)-1)
 
 /* RabbitMQ 3.10's policy keys that mean something on one node (the
- * mirroring and federation ones are not Roost's; the stream ones are
- * checked as RabbitMQ checks them and change nothing until Roost has
- * streams), RabbitMQ
- * 3.12's consumer-timeout, and Roost's own. 'what' is RabbitMQ's name
+ * mirroring and federation ones are not Roost's), RabbitMQ 3.12's
+ * consumer-timeout, and Roost's own. 'what' is RabbitMQ's name
  * in "V is not a valid WHAT"; 'op': an operator policy may set it; 'off':
  * where its value goes, NONE if it changes nothing here. */
 static const struct key {
@@ -89,7 +87,7 @@ static const struct key {
       NULL },
     { "expires", K_POS, "queue expiry", true, V(expires), NULL },
     { "initial-cluster-size", K_NONNEG, "cluster size", false, NONE, NULL },
-    { "max-age", K_AGE, "max age", false, NONE, NULL },
+    { "max-age", K_AGE, "max age", false, V(max_age), NULL },
     { "max-in-memory-bytes", K_NONNEG, "maximum memory in bytes", true, NONE,
       NULL },
     { "max-in-memory-length", K_NONNEG, "maximum memory in bytes", true,
@@ -111,7 +109,7 @@ static const struct key {
     { "roost-delivery-limit", K_NONNEG, "delivery limit", false,
       V(roost_delivery_limit), NULL },
     { "stream-max-segment-size-bytes", K_SEGMENT, "segment size", false,
-      NONE, NULL },
+      V(segment_size), NULL },
 };
 
 static const struct key *
@@ -238,11 +236,19 @@ value_ok(const struct key *k, const json_t *v, struct policy_values *out)
             return false;
         struct amqp_bytes s = { (const uint8_t *)json_string_value(v),
                                 json_string_length(v) };
-        return qargs_parse_age(s, &ms) == 0;
+        if (qargs_parse_age(s, &ms) != 0)
+            return false;
+        if (field)
+            *(int64_t *)field = ms;
+        return true;
     }
     case K_SEGMENT:
-        return json_is_integer(v) && json_integer_value(v) >= 0 &&
-               json_integer_value(v) <= QARGS_STREAM_SEGMENT_MAX;
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > QARGS_STREAM_SEGMENT_MAX)
+            return false;
+        if (field)
+            *(int64_t *)field = (int64_t)json_integer_value(v);
+        return true;
     case K_STR:
         if (!json_is_string(v) || json_string_length(v) > 255 ||
             strlen(json_string_value(v)) != json_string_length(v))
@@ -273,6 +279,7 @@ values_init(struct policy_values *v)
     v->message_ttl = v->expires = v->max_length = v->max_length_bytes = -1;
     v->delivery_limit = v->roost_delivery_limit = v->consumer_timeout = -1;
     v->requeue_delay = v->requeue_delay_max = -1;
+    v->max_age = v->segment_size = -1;
     v->overflow = -1;
 }
 
@@ -581,12 +588,25 @@ limit_reached(struct policy *p, const char *name, size_t len)
              p->vh->name, n);
 }
 
+/* Whether 'p' holds none of 'refused' (a queue type's
+ * refused_policy_keys; NULL: none). */
+static bool
+is_applicable(const struct policy *p, const char *const *refused)
+{
+    for (; refused && *refused != NULL; refused++)
+        if (json_object_get(p->definition, *refused) != NULL)
+            return false;
+    return true;
+}
+
 /* The highest-priority policy of 'kind' for 'name' (a queue's if
- * 'queue'); of equals, the first by name (RabbitMQ 3.10.8 sorts them
- * by priority, stably, after its table's order by name). */
+ * 'queue', of a type that refuses the policy keys 'refused'); of
+ * equals, the first by name (RabbitMQ 3.10.8 sorts them by priority,
+ * stably, after its table's order by name). One holding a refused key
+ * is passed over, as RabbitMQ's is_policy_applicable/2 does. */
 static const struct policy *
 match(const struct vhost *vh, enum policy_kind kind, bool queue,
-      const char *name, size_t len)
+      const char *const *refused, const char *name, size_t len)
 {
     const struct policy_table *t = vh->policies;
     const struct policy *best = NULL;
@@ -597,7 +617,8 @@ match(const struct vhost *vh, enum policy_kind kind, bool queue,
         if (p->apply_to == other ||
             (best && (p->priority < best->priority ||
                       (p->priority == best->priority &&
-                       strcmp(p->name, best->name) > 0))))
+                       strcmp(p->name, best->name) > 0))) ||
+            !is_applicable(p, refused))
             continue;
         enum perm_re_result m = perm_re_run(p->re, name, len);
         if (m == PERM_RE_YES)
@@ -611,13 +632,14 @@ match(const struct vhost *vh, enum policy_kind kind, bool queue,
 const struct policy *
 policy_for_queue(const struct queue *q, enum policy_kind kind)
 {
-    return match(q->vh, kind, true, q->name, q->name_len);
+    return match(q->vh, kind, true, q->ops->refused_policy_keys, q->name,
+                 q->name_len);
 }
 
 const struct policy *
 policy_for_exchange(const struct exchange *x, enum policy_kind kind)
 {
-    return match(x->vh, kind, false, x->name, x->name_len);
+    return match(x->vh, kind, false, NULL, x->name, x->name_len);
 }
 
 /* The smaller of two limits where -1 is none. */
@@ -635,6 +657,24 @@ str_unless_arg(char **field, const char *pol)
 {
     if (*field == NULL && pol != NULL)
         *field = xstrdup(pol);
+}
+
+/* A stream's own keys: the policies' value wins over the argument
+ * (rabbit_stream_queue:policy_precedence/2), the two policies' merged
+ * first (the smaller max-length-bytes, rabbit_policies'). The other
+ * keys a policy on a stream may hold (consumer-timeout, ...) merge as
+ * for any queue. */
+static void
+merge_stream(struct qargs *qa, const struct policy_values *p,
+             const struct policy_values *op)
+{
+    int64_t bytes = min_set(p->max_length_bytes, op->max_length_bytes);
+    if (bytes >= 0)
+        qa->max_length_bytes = bytes;
+    if (p->max_age >= 0)
+        qa->max_age_ms = p->max_age;
+    if (p->segment_size >= 0)
+        qa->segment_size = p->segment_size;
 }
 
 /* What applies to 'q': 'qa', parsed from its arguments, with the policy
@@ -660,9 +700,12 @@ merge(const struct queue *q, struct qargs *qa, const struct policy_values *p,
         qa->expires = 0;
     qa->max_length = min_set(min_set(qa->max_length, p->max_length),
                              op->max_length);
-    qa->max_length_bytes = min_set(min_set(qa->max_length_bytes,
-                                           p->max_length_bytes),
-                                   op->max_length_bytes);
+    if (qa->stream)
+        merge_stream(qa, p, op);
+    else
+        qa->max_length_bytes = min_set(min_set(qa->max_length_bytes,
+                                               p->max_length_bytes),
+                                       op->max_length_bytes);
     qa->consumer_timeout = min_set(qa->consumer_timeout, p->consumer_timeout);
     if (!table_get(q->args, "x-overflow", &unused) && p->overflow >= 0)
         qa->overflow = (enum qargs_overflow)p->overflow;

@@ -20,6 +20,14 @@
  * delivery-limit applies to quorum queues, as in RabbitMQ: a policy
  * imported from RabbitMQ changes nothing for classic queues. Roost's key
  * roost-delivery-limit applies to both.
+ * Streams, as RabbitMQ 3.10.8's (rabbit_stream_queue): a policy (or
+ * operator policy) holding a key streams do not take (message-ttl,
+ * expires, max-length, dead-letter-*, overflow, ...: the type's
+ * refused_policy_keys) does not apply to a stream at all, and the next
+ * matching one may; of max-age, max-length-bytes and
+ * stream-max-segment-size-bytes, the policy's value wins over the
+ * argument, and of a policy's and an operator policy's max-length-bytes
+ * the smaller.
  *
  * Policies are evaluated when a queue or exchange is added to its vhost
  * and when a policy is set or cleared (then on every queue and exchange
@@ -53,6 +61,7 @@ struct policy_values {
     int64_t roost_delivery_limit;   /* any queue */
     int64_t consumer_timeout;
     int64_t requeue_delay, requeue_delay_max;
+    int64_t max_age, segment_size;  /* streams only; max-age in ms */
     int overflow;                   /* enum qargs_overflow, or -1 */
     char *dlx, *dlrk, *alternate;   /* NULL where not set */
 };

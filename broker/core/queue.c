@@ -534,9 +534,12 @@ queue_set_qargs(struct queue *q, struct qargs *qa)
     /* The type and the priority levels are the arguments' alone. */
     qa->type = q->qa.type;
     qa->max_priority = q->qa.max_priority;
-    qargs_free(&q->qa);
+    struct qargs was = q->qa;
     q->qa = *qa;
     memset(qa, 0, sizeof(*qa));
+    if (q->ops->reconfigure && !q->deleted)
+        q->ops->reconfigure(q, &was);
+    qargs_free(&was);
     if (q->deleted)
         return;
     if (q->qa.overflow == OVERFLOW_DROP_HEAD)

@@ -90,6 +90,10 @@ struct queue_ops {
      * reads from its own offset with credit; no basic.get, purge or
      * no-ack, as RabbitMQ's streams (the session refuses them) */
     bool log;
+    /* The policy keys it does not take, NULL-terminated (NULL: none):
+     * a policy holding any of them does not apply to its queues at all
+     * (RabbitMQ 3.10.8's unsupported_policies, is_policy_applicable/2). */
+    const char *const *refused_policy_keys;
 
     /* Declare checks: the first property this type refuses, as
      * RabbitMQ names it in "invalid property 'P' for queue ..."
@@ -125,6 +129,9 @@ struct queue_ops {
                       bool requeue);
     /* Optional: the queue is freed; the type lets go of q->log. */
     void (*release)(struct queue *q);
+    /* Optional: what the queue applies changed (queue_set_qargs) from
+     * 'was' to q->qa, before the limits act on its entries. */
+    void (*reconfigure)(struct queue *q, const struct qargs *was);
 };
 
 extern const struct queue_ops queue_classic_ops, queue_quorum_ops,
@@ -447,7 +454,8 @@ void queue_touch(struct queue *q);
  * the policies, policy.c) and act on it at once: a lower x-max-length
  * drops (or dead-letters) from the head under drop-head, as RabbitMQ;
  * a new TTL or x-expires re-arms the timer. Messages keep the expiry
- * they were given when they came (RabbitMQ's too). */
+ * they were given when they came (RabbitMQ's too), except in a stream,
+ * whose max-age counts from each message's append time. */
 void queue_set_qargs(struct queue *q, struct qargs *qa);
 
 /* Arm the timer for the next TTL or x-expires deadline. */

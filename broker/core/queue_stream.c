@@ -5,8 +5,9 @@
  * after they are delivered, in the queue's ring, in offset order (an
  * entry's seq is its offset); each consumer reads from its own offset
  * (consumer->offset) with credit, its prefetch count. Retention
- * (x-max-length-bytes, x-max-age) lets entries go from the head, one
- * message at a time, on each append and, for age, by the queue's timer. Every
+ * (x-max-length-bytes, x-max-age, or their policies, whose values win)
+ * lets entries go from the head, one message at a time, on each append,
+ * when a policy changes and, for age, by the queue's timer. Every
  * message is stored, transient or not, and synced before its confirm;
  * beyond the paging window the ring's entries are paged as any queue's,
  * and a consumer reading behind reads them back on the pager thread
@@ -697,10 +698,10 @@ stream_dispatch(struct queue *q)
 /* ---- retention ----
  *
  * The rings' own limits do it, one message at a time: x-max-length-bytes
- * is drop-head's byte limit, and an entry's expiry is its append time
- * plus x-max-age, so the queue's timer lets the head go on time, idle
- * stream or not, and the store keeps the deadline across restarts. A
- * log drops instead of dead-lettering (queue.c, dead_letter). */
+ * (or its policy) is drop-head's byte limit, and an entry's expiry is
+ * its append time plus x-max-age (or its policy), so the queue's timer
+ * lets the head go on time, idle stream or not. A log drops instead of
+ * dead-lettering (queue.c, dead_letter). */
 
 static void
 retain(struct queue *q)
@@ -710,16 +711,56 @@ retain(struct queue *q)
     queue_arm(q);
 }
 
+/* x-max-age, or the max-age policy, in ms; -1: none (qentry.expires_at
+ * has 60 bits: an age beyond 2^58 ms, nine million years, is none). */
+static int64_t
+max_age(const struct queue *q)
+{
+    return q->qa.max_age_ms < (INT64_C(1) << 58) ? q->qa.max_age_ms : -1;
+}
+
+/* Entry 'e''s deadline under the max-age in force: its append time plus
+ * the age; 0: none. The append time is known from e->born for ages of
+ * up to 24 days (as offset_of_age's); an older entry keeps the deadline
+ * it has, if it has one. */
+static uint64_t
+deadline_of(const struct queue *q, const struct qentry *e, uint64_t now)
+{
+    int64_t age = max_age(q);
+    if (age < 0)
+        return 0;
+    uint32_t held = e->born ? (uint32_t)now - e->born : UINT32_MAX;
+    if (held > UINT32_MAX / 2) {
+        if (e->expires_at)
+            return e->expires_at;
+        held = UINT32_MAX / 2;
+    }
+    uint64_t d = now + (uint64_t)age;
+    return d > held ? d - held : 1;     /* 1: due already, 0 is never */
+}
+
+/* A policy changed the max-age: every deadline follows at once, and
+ * queue_set_qargs lets go what is then due (and what a new
+ * max-length-bytes no longer holds). */
+static void
+stream_reconfigure(struct queue *q, const struct qargs *was)
+{
+    if (was->max_age_ms == q->qa.max_age_ms)
+        return;
+    uint64_t now = now_ms();
+    for (size_t i = 0; i < q->lv0.len; i++) {
+        struct qentry *e = at(&q->lv0, i);
+        e->expires_at = deadline_of(q, e, now);
+    }
+}
+
 /* ---- the table ---- */
 
 static int
 stream_push(struct queue *q, struct msg *m)
 {
-    /* qentry.expires_at has 60 bits: an age beyond 2^58 ms (nine
-     * million years) is no limit */
-    uint64_t expires = q->qa.max_age_ms >= 0 &&
-                               q->qa.max_age_ms < (INT64_C(1) << 58)
-                           ? now_ms() + (uint64_t)q->qa.max_age_ms : 0;
+    int64_t age = max_age(q);
+    uint64_t expires = age >= 0 ? now_ms() + (uint64_t)age : 0;
     struct qentry *e = ring_append(q, &q->lv0, m, expires);
     int stored = e->stored;
     retain(q);
@@ -756,12 +797,16 @@ stream_purge(struct queue *q)
     return 0;
 }
 
+/* The deadline the store kept is the max-age's when the message came: a
+ * policy may have changed it since. */
 static void
 stream_restore(struct queue *q, const struct qentry *e, uint8_t priority,
                uint64_t due)
 {
+    struct qentry re = *e;
     (void)due;
-    ring_restore(q, e, priority, 0);
+    re.expires_at = deadline_of(q, e, now_ms());
+    ring_restore(q, &re, priority, 0);
 }
 
 static void
@@ -788,12 +833,25 @@ stream_refused_arg(const struct qargs *qa)
     return qa->not_stream;
 }
 
+/* rabbit_stream_queue:capabilities/0's unsupported_policies, less the
+ * keys Roost's policies do not hold (max-priority,
+ * single-active-consumer, ha-*), and Roost's keys for queues whose
+ * messages come back. */
+static const char *const stream_refused_policy_keys[] = {
+    "expires", "message-ttl", "dead-letter-exchange",
+    "dead-letter-routing-key", "max-length", "max-in-memory-length",
+    "max-in-memory-bytes", "overflow", "queue-mode", "delivery-limit",
+    "queue-master-locator", "dead-letter-strategy",
+    "requeue-delay", "requeue-delay-max", "roost-delivery-limit", NULL,
+};
+
 const struct queue_ops queue_stream_ops = {
     .type = "stream",
     .rabbit_name = "rabbit_stream_queue",
     .stores_messages = true,
     .stores_transient = true,
     .log = true,
+    .refused_policy_keys = stream_refused_policy_keys,
     .refused_property = qargs_stream_refused_property,
     .refused_arg = stream_refused_arg,
     .push = stream_push,
@@ -810,6 +868,7 @@ const struct queue_ops queue_stream_ops = {
     .restore = stream_restore,
     .attach = stream_attach,
     .detach = stream_detach,
+    .reconfigure = stream_reconfigure,
 };
 
 /* ---- consumer names, for recovery and the management API ---- */

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the Python check scripts share (poison.py, vhosts.py, policy.py):
+"""What the Python check scripts share (poison.py, vhosts.py, policy.py,
+the stream ones):
 one "PASS name" or "FAIL name: why" line per check, for lib.sh's
 run_checks, the exit status they add up to, and a client of the
 management API."""
@@ -37,6 +38,19 @@ def until(cond, timeout=5.0):
             return True
         time.sleep(0.05)
     return cond()
+
+
+def drain(conn, got, want=None, wait=1.0):
+    """Let pika connection 'conn' dispatch until 'got' holds 'want' items,
+    or 'wait' seconds pass without a new one: one process_data_events
+    call returns after its first batch (streams-spec.md, the first
+    trap)."""
+    deadline = time.time() + wait
+    while time.time() < deadline and (want is None or len(got) < want):
+        n = len(got)
+        conn.process_data_events(time_limit=0.1)
+        if len(got) > n:
+            deadline = time.time() + wait
 
 
 class Api:

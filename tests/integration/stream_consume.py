@@ -26,6 +26,8 @@ import urllib.request
 
 import pika
 
+from checks import drain
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--port", type=int, required=True)
 ap.add_argument("--http", type=int)
@@ -85,12 +87,7 @@ def consume(q, offset=None, prefetch=100, want=None, ack=True, wait=1.0,
     if offset is not None:
         a["x-stream-offset"] = offset
     ch.basic_consume(q, on, arguments=a)
-    deadline = time.time() + wait
-    while time.time() < deadline and (want is None or len(got) < want):
-        n = len(got)
-        c.process_data_events(time_limit=0.1)
-        if len(got) > n:
-            deadline = time.time() + wait
+    drain(c, got, want, wait)
     c.close()
     return got
 

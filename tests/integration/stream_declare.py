@@ -275,6 +275,8 @@ def bad(text):
 POLICIES = [
     ({"max-age": "7D"}, "ok"), ({"max-age": "1x"},
                                 bad('<<"1x">> is not a valid max age')),
+    ({"max-length-bytes": "x"},
+     bad('<<"x">> is not a valid maximum length in bytes')),
     ({"stream-max-segment-size-bytes": 0}, "ok"),
     ({"stream-max-segment-size-bytes": -1},
      bad("-1 is not a valid segment size")),
