@@ -52,7 +52,15 @@ struct reader {
     struct qentry *back;
     size_t nback, back_cap;
     struct cname *name;         /* x-stream-consumer-name, or NULL */
+    /* x-stream-filter: the values it takes (copies), and whether a
+     * message without x-stream-filter-value goes to it too */
+    char **filters;
+    size_t *filter_lens, nfilters;
+    bool match_unfiltered;
 };
+
+/* The most values one x-stream-filter may list. */
+#define FILTERS_MAX 64
 
 /* A consumer name (stream.h): its committed offset, and the offsets
  * delivered to its consumers and not yet settled, ascending, from
@@ -418,6 +426,91 @@ consumer_name(const struct queue *q, const struct consumer *c,
     return 0;
 }
 
+/* ---- filtering (x-stream-filter; docs/streams.md) ---- */
+
+static void
+filters_free(struct reader *rd)
+{
+    for (size_t i = 0; i < rd->nfilters; i++)
+        free(rd->filters[i]);
+    free(rd->filters);
+    free(rd->filter_lens);
+    rd->filters = NULL;
+    rd->filter_lens = NULL;
+    rd->nfilters = 0;
+}
+
+static bool
+add_filter(struct reader *rd, const struct amqp_field *v)
+{
+    if (v->kind != AMQP_FIELD_LONGSTR || rd->nfilters == FILTERS_MAX)
+        return false;
+    rd->filters[rd->nfilters] = xstrndup((const char *)v->v.str.ptr,
+                                         v->v.str.len);
+    rd->filter_lens[rd->nfilters++] = v->v.str.len;
+    return true;
+}
+
+/* x-stream-filter (a string, or an array of at most FILTERS_MAX strings:
+ * any of them) and x-stream-match-unfiltered (bool) into 'rd'; false
+ * refuses the consumer with 'err'. */
+static bool
+parse_filter(const struct queue *q, struct reader *rd,
+             struct amqp_table args, char *err, size_t errlen)
+{
+    struct amqp_field v, u;
+
+    if (table_get(args, "x-stream-match-unfiltered", &u)) {
+        if (u.kind != AMQP_FIELD_BOOL)
+            return bad_arg(q, "x-stream-match-unfiltered",
+                           "invalid_stream_match_unfiltered", &u, err,
+                           errlen);
+        rd->match_unfiltered = u.v.b;
+    }
+    if (!table_get(args, "x-stream-filter", &v))
+        return true;
+    rd->filters = xcalloc(FILTERS_MAX, sizeof(*rd->filters));
+    rd->filter_lens = xcalloc(FILTERS_MAX, sizeof(*rd->filter_lens));
+    bool ok = true;
+    if (v.kind == AMQP_FIELD_ARRAY) {
+        struct table_iter it;
+        struct amqp_field e;
+        array_iter_init(&it, v.v.array);
+        while (ok && array_next(&it, &e))
+            ok = add_filter(rd, &e);
+        ok = ok && rd->nfilters > 0;
+    } else {
+        ok = add_filter(rd, &v);
+    }
+    if (!ok) {
+        filters_free(rd);
+        return bad_arg(q, "x-stream-filter", "invalid_stream_filter", &v,
+                       err, errlen);
+    }
+    return true;
+}
+
+/* Whether 'm' goes to a consumer reading with 'rd''s filter: its
+ * x-stream-filter-value is one of the values, exactly (RabbitMQ's Bloom
+ * filter without a false positive); one without goes with
+ * x-stream-match-unfiltered. */
+static bool
+filter_takes(const struct reader *rd, const struct msg *m)
+{
+    struct amqp_field v;
+
+    if (rd->nfilters == 0)
+        return true;
+    if (!table_get(msg_headers(m), "x-stream-filter-value", &v) ||
+        (v.kind != AMQP_FIELD_LONGSTR && v.kind != AMQP_FIELD_BYTES))
+        return rd->match_unfiltered;
+    for (size_t i = 0; i < rd->nfilters; i++)
+        if (v.v.str.len == rd->filter_lens[i] &&
+            memcmp(v.v.str.ptr, rd->filters[i], v.v.str.len) == 0)
+            return true;
+    return false;
+}
+
 static uint64_t
 clamp_offset(const struct queue *q, uint64_t off)
 {
@@ -430,7 +523,7 @@ stream_attach(struct queue *q, struct consumer *c, struct amqp_table args,
               char *err, size_t errlen)
 {
     struct amqp_field v;
-    struct amqp_bytes name;
+    struct amqp_bytes name = { NULL, 0 };
 
     int named = consumer_name(q, c, args, &name, err, errlen);
     if (named < 0)
@@ -443,6 +536,13 @@ stream_attach(struct queue *q, struct consumer *c, struct amqp_table args,
     else if (table_get(args, "x-stream-offset", &v) &&
              !parse_offset(q, &v, &c->offset, err, errlen))
         return false;
+    struct reader *rd = xcalloc(1, sizeof(*rd));
+    rd->c = c;
+    rd->q = q;
+    if (!parse_filter(q, rd, args, err, errlen)) {
+        free(rd);
+        return false;
+    }
     uint64_t wall = wall_ms();
     if (named && n == NULL) {
         n = name_add(q, (const char *)name.ptr, name.len, c->offset, wall);
@@ -451,12 +551,11 @@ stream_attach(struct queue *q, struct consumer *c, struct amqp_table args,
                      "consumer names (stream.consumer_names_max): a new "
                      "x-stream-consumer-name is refused", q->name,
                      q->vh->name, (long long)broker.cfg.stream_names_max);
+            filters_free(rd);
+            free(rd);
             return false;
         }
     }
-    struct reader *rd = xcalloc(1, sizeof(*rd));
-    rd->c = c;
-    rd->q = q;
     c->reader = rd;
     if (n != NULL) {
         /* what its consumers had outstanding was lost with them: it is
@@ -491,6 +590,7 @@ stream_detach(struct queue *q, struct consumer *c)
     if (rd == NULL)
         return;
     c->reader = NULL;
+    filters_free(rd);
     if (rd->name != NULL) {
         name_recompute(q, rd->name, c);
         rd->name->consumers--;
@@ -682,6 +782,15 @@ stream_dispatch(struct queue *q)
             more = true;
             if (m == NULL)
                 continue;
+            if (!filter_takes(c->reader, m)) {
+                /* no credit taken; a name with nothing outstanding
+                 * moves past it */
+                struct cname *n = ((struct reader *)c->reader)->name;
+                msg_unref(m);
+                if (n && n->n == n->head)
+                    name_recompute(q, n, NULL);
+                continue;
+            }
             d = *e;
             d.m = m;
             d.paged = d.scratch = d.stored = 0;

@@ -490,5 +490,57 @@ if not args.reference:
     check("paged: from 1234", offsets(got)[:20] == list(range(1234, 1254)),
           offsets(got)[:5])
 
+# ---- filtering (P11: RabbitMQ 3.13's interface, exact) ----
+if not args.reference:
+    c = connect()
+    ch = c.channel()
+    ch.queue_delete("sc-filter")
+    ch.queue_declare("sc-filter", durable=True, arguments=S)
+    ch.confirm_delivery()
+    values = ["red", "blue", None, "green", "red", None, "blue", "red"] * 25
+    for i, v in enumerate(values):
+        ch.basic_publish("", "sc-filter", b"f%d" % i, pika.BasicProperties(
+            headers={"x-stream-filter-value": v} if v else {}))
+    c.close()
+
+    def want(accept, unfiltered=False):
+        return [i for i, v in enumerate(values)
+                if (v in accept) or (v is None and unfiltered)]
+    for label, extra, expect in [
+            ("a string", {"x-stream-filter": "red"}, want({"red"})),
+            ("an array (any of them)", {"x-stream-filter": ["red", "green"]},
+             want({"red", "green"})),
+            ("with x-stream-match-unfiltered",
+             {"x-stream-filter": "blue", "x-stream-match-unfiltered": True},
+             want({"blue"}, True)),
+            ("a value no message has", {"x-stream-filter": "violet"}, []),
+    ]:
+        got = consume("sc-filter", "first", prefetch=7,
+                      want=len(expect) or None, wait=0.5, extra=extra)
+        check("x-stream-filter %s: exactly its messages, in order, credit "
+              "not taken by the others" % label, offsets(got) == expect,
+              offsets(got)[:8])
+    # a paged stream is filtered the same (paging.window=16)
+    got = consume("sc-filter", 150, prefetch=3, want=len(
+        [i for i in want({"green"}) if i >= 150]),
+        extra={"x-stream-filter": "green"})
+    check("x-stream-filter over paged messages from offset 150",
+          offsets(got) == [i for i in want({"green"}) if i >= 150],
+          offsets(got))
+    for label, extra in [("an integer", {"x-stream-filter": 5}),
+                         ("an empty array", {"x-stream-filter": []}),
+                         ("an array with an integer",
+                          {"x-stream-filter": ["red", 1]}),
+                         ("x-stream-match-unfiltered not a bool",
+                          {"x-stream-filter": "red",
+                           "x-stream-match-unfiltered": "yes"})]:
+        def fn(ch, extra=extra):
+            ch.basic_qos(prefetch_count=1)
+            ch.basic_consume("sc-filter", lambda *a: None, arguments=extra)
+        r = refusal(fn)
+        check("x-stream-filter refused: %s (406)" % label,
+              isinstance(r, tuple) and r[0] == 406 and
+              r[1].startswith(PF + "invalid arg 'x-stream-"), r)
+
 print("%d failed" % failed)
 sys.exit(1 if failed else 0)

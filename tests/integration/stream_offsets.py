@@ -316,6 +316,25 @@ st, q = http("GET", "/queues/%2F/so-classic")
 check("a classic queue has no consumer_offsets",
       "consumer_offsets" not in q, list(q)[:5])
 
+# ---- a filtering name moves past what its filter leaves out ----
+fresh("so-f")
+c = connect()
+ch = c.channel()
+ch.confirm_delivery()
+for i in range(10):
+    ch.basic_publish("", "so-f", b"m%d" % i, pika.BasicProperties(headers={
+        "x-stream-filter-value": "red" if i in (0, 5) else "blue"}))
+c.close()
+c = Consumer("so-f", dict(named("fr", "first"), **{"x-stream-filter": "red"}))
+got = c.wait(2)
+c.ack(got)
+c.wait(3, secs=0.3)
+o = name_of("so-f", "fr")
+check("a filtering name: its messages, then the watermark past the "
+      "filtered-out rest", got == [0, 5] and isinstance(o, dict) and
+      o["offset"] == 10, (got, o))
+c.close()
+
 # ---- two consumers of one name: the slower holds it ----
 fresh("so-two", 20)
 a = Consumer("so-two", named("pair", "first"), prefetch=20)
@@ -478,7 +497,7 @@ ch.queue_declare("so-two", durable=True, arguments=S)
 c.close()
 check("a stream declared again under a deleted one's name has no names",
       name_of("so-two", "pair") == 404)
-for q in ("so-a", "so-two", "so-auto", "so-many", "so-classic"):
+for q in ("so-a", "so-two", "so-auto", "so-many", "so-classic", "so-f"):
     c = connect()
     c.channel().queue_delete(q)
     c.close()
