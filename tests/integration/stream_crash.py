@@ -24,6 +24,8 @@ import time
 
 import pika
 
+from checks import check, done
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--roostd", required=True)
 ap.add_argument("--dir", required=True)
@@ -31,18 +33,9 @@ ap.add_argument("--rounds", type=int, default=6)
 args = ap.parse_args()
 
 Q = "sx"
-failed = 0
 proc = None
 logn = 0
 
-
-def check(name, ok, why=""):
-    global failed
-    if ok:
-        print("PASS " + name)
-    else:
-        failed += 1
-        print("FAIL %s: %s" % (name, why))
 
 
 def start():
@@ -170,4 +163,4 @@ for rnd in range(1, args.rounds + 1):
     resumed_before = first[0] if first else 0
 proc.send_signal(signal.SIGTERM)
 proc.wait()
-sys.exit(1 if failed else 0)
+done()

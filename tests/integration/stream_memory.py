@@ -19,6 +19,8 @@ import time
 
 import pika
 
+from checks import check, done
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--roostd", required=True)
 ap.add_argument("--perf", required=True)
@@ -27,16 +29,7 @@ args = ap.parse_args()
 
 N, SIZE, CONSUMERS, PREFETCH = 262144, 4096, 20, 100
 BOUND_MIB = 100
-failed = 0
 
-
-def check(name, ok, why=""):
-    global failed
-    if ok:
-        print("PASS " + name)
-    else:
-        failed += 1
-        print("FAIL %s: %s" % (name, why))
 
 
 with open(args.roostd, "rb") as f:
@@ -118,4 +111,4 @@ try:
 finally:
     proc.send_signal(signal.SIGTERM)
     proc.wait()
-sys.exit(1 if failed else 0)
+done()

@@ -30,6 +30,8 @@ import urllib.request
 
 import pika
 
+from checks import check, done
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--port", type=int, required=True)
 ap.add_argument("--http", type=int, required=True)
@@ -40,16 +42,7 @@ args = ap.parse_args()
 
 PF = "PRECONDITION_FAILED - "
 S = {"x-queue-type": "stream"}
-failed = 0
 
-
-def check(name, ok, why=""):
-    global failed
-    if ok:
-        print("PASS " + name)
-    else:
-        failed += 1
-        print("FAIL %s: %s" % (name, why))
 
 
 def connect():
@@ -177,21 +170,21 @@ if args.phase == "before-restart":
     c.close()
     check("before restart: committed 20", name_of("so-restart", "r")
           .get("offset") == 20, name_of("so-restart", "r"))
-    sys.exit(1 if failed else 0)
+    done()
 if args.phase == "after-restart":
     o = name_of("so-restart", "r")
     check("after a clean restart: the name at 20, lag 30",
           isinstance(o, dict) and (o["offset"], o["lag"]) == (20, 30), o)
     check("after a clean restart: it resumes at 20",
           first_offset("so-restart", named("r", "first")) == 20)
-    sys.exit(1 if failed else 0)
+    done()
 if args.phase == "before-kill":
     c = Consumer("so-restart", named("r"), prefetch=50)
     c.wait(30)
     c.ack(range(20, 40))
     time.sleep(0.5)             # the save (STREAM_SAVE_MS) is done
     c.ack(range(40, 45))        # these may be lost with the kill
-    sys.exit(1 if failed else 0)
+    done()
 if args.phase == "after-kill":
     o = name_of("so-restart", "r")
     check("after kill -9: the name between what was saved and what was "
@@ -199,7 +192,7 @@ if args.phase == "after-kill":
     f = first_offset("so-restart", named("r", "first"))
     check("after kill -9: it resumes there, never past an unacked message",
           f is not None and 40 <= f <= 45, f)
-    sys.exit(1 if failed else 0)
+    done()
 if args.phase == "retention":
     fresh("so-ret", 5)
     c = Consumer("so-ret", named("old", "first"))
@@ -213,7 +206,7 @@ if args.phase == "retention":
           name_of("so-ret", "old") == 404, name_of("so-ret", "old"))
     check("retention: a forgotten name starts where x-stream-offset says",
           first_offset("so-ret", named("old", "first")) == 0)
-    sys.exit(1 if failed else 0)
+    done()
 if args.phase == "cleanup":
     c = connect()
     ch = c.channel()
@@ -501,4 +494,4 @@ for q in ("so-a", "so-two", "so-auto", "so-many", "so-classic", "so-f"):
     c = connect()
     c.channel().queue_delete(q)
     c.close()
-sys.exit(1 if failed else 0)
+done()
