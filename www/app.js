@@ -916,6 +916,8 @@
                                  ' (or this broker has no /api/queues).'}));
         } else {
           details.append(queueDetails(q.data));
+          if (q.data.stream)
+            details.append(streamNames(q.data));
           hist.draw(q.data.message_stats, q.data);
         }
         /* the replay box only where there are dead letters to replay,
@@ -931,16 +933,20 @@
           'No bindings.'));
         const mine = c ? items(c).filter((x) => x.queue &&
           x.queue.name === r.queue && x.queue.vhost === r.vhost) : [];
+        /* a stream's consumers read at an offset, each with its lag */
+        const log = mine.some((x) => isNum(x.offset));
         clear(consumers).append(!c ? unavailable('Consumers') : table(
           ['Consumer tag', 'Channel', 'Ack required', 'Prefetch#',
-           'Exclusive', 'Active'],
+           'Exclusive', 'Active'].concat(log ? ['Offset#', 'Lag#'] : []),
           mine.map((x) => h('tr', null,
             cell(text(x.consumer_tag), 'wrap mono'),
             cell(text(x.channel_details && x.channel_details.name), 'wrap'),
             cell(yesno(x.ack_required)),
             cell(num(x.prefetch_count), 'num'),
             cell(yesno(x.exclusive)),
-            cell(yesno(x.active)))),
+            cell(yesno(x.active)),
+            ...(log ? [cell(num(x.offset), 'num'),
+                       cell(num(x.lag), 'num')] : []))),
           'No consumers.'));
       },
     };
@@ -1001,6 +1007,44 @@
       'none';
   }
 
+  /* A stream's own rows: its range, append times, size, retention
+   * (a policy's value wins over the argument, as for streams) and what
+   * retention let go. */
+  function streamRows(q, row) {
+    const s = q.stream;
+    const args = q.arguments || {};
+    const pol = q.effective_policy_definition || {};
+    const age = pol['max-age'] || args['x-max-age'];
+    const len = isNum(pol['max-length-bytes']) ? pol['max-length-bytes'] :
+      args['x-max-length-bytes'];
+    const keep = [age ? 'max age ' + age : null,
+                  isNum(len) ? 'max ' + bytes(len) : null].filter((x) => x);
+    return [
+      row('Offsets', isNum(s.last_offset) ? num(s.first_offset) + ' \u2013 ' +
+          num(s.last_offset) : 'none yet (next ' + num(s.next_offset) + ')',
+          'q-stream-range'),
+      row('Appended', isNum(s.first_timestamp) ? when(s.first_timestamp) +
+          ' \u2013 ' + when(s.last_timestamp) : DASH, 'q-stream-times'),
+      row('Stream size', bytes(s.bytes), 'q-stream-bytes'),
+      row('Retention', keep.join(', ') || 'none (kept until deleted)',
+          'q-stream-retention'),
+      row('Let go by retention', num(s.retention_dropped), 'q-stream-dropped'),
+    ];
+  }
+
+  /* A stream's consumer names and how far behind each is. */
+  function streamNames(q) {
+    return h('div', {id: 'q-stream-names'}, h('h3', {text: 'Consumer names'}),
+      table(['Name', 'Committed offset#', 'Lag#', 'Attached#', 'Last moved'],
+        (q.consumer_offsets || []).map((n) => h('tr', {data: {name: n.name}},
+          cell(text(n.name), 'wrap mono'),
+          cell(num(n.offset), 'num'),
+          cell(num(n.lag), 'num'),
+          cell(num(n.consumers), 'num'),
+          cell(when(n.updated_at)))),
+        'No consumer names (x-stream-consumer-name).'));
+  }
+
   function queueDetails(q) {
     const row = (k, v, id) => h('tr', null, h('th', {text: k}),
                                 h('td', {text: v, id: id || null}));
@@ -1021,6 +1065,7 @@
       row('Ready', num(q.messages_ready), 'q-ready'),
       row('Unacknowledged', num(q.messages_unacknowledged), 'q-unacked'),
       row('Total', num(q.messages), 'q-messages'),
+      ...(q.stream ? streamRows(q, row) : []),
       row('Oldest ready message (lag)', duration(headAge(q)), 'q-age'),
       row('Waiting (delayed or backing off)', num(q.messages_waiting),
           'q-waiting'),

@@ -332,6 +332,31 @@ def main():
               user in seen["users"] and vh in seen["vhosts"] and
               seen["perms"] >= 1 and st["policy"] in seen["policies"], seen)
 
+        # ---- a stream's page ----
+        go("#/queues/" + q(vh, st["stream"]), "queue",
+           "!!document.getElementById('q-stream-names')")
+        check("a stream shows its range", txt("#q-stream-range") ==
+              "0 \u2013 9", txt("#q-stream-range"))
+        check("a stream shows its retention",
+              txt("#q-stream-retention") == "max age 1D",
+              txt("#q-stream-retention"))
+        check("a stream shows its size and append times",
+              txt("#q-stream-bytes") == "20 B" and
+              (txt("#q-stream-times") or "").count("20") >= 2,
+              (txt("#q-stream-bytes"), txt("#q-stream-times")))
+        row = b.eval("(r => r ? [...r.cells].map(c => c.textContent) : null)"
+                     "(document.querySelector('#q-stream-names "
+                     "tr[data-name=\"wp-name\"]'))")
+        check("a stream lists its consumer names with offset and lag",
+              row is not None and row[1:4] == ["2", "8", "1"], row)
+        cons = b.eval("[...document.querySelectorAll('#queue-consumers th')]"
+                      ".map(c => c.textContent)")
+        lag = b.eval("(r => r ? [...r.cells].slice(-2).map(c => "
+                     "c.textContent) : null)(document.querySelector("
+                     "'#queue-consumers tbody tr'))")
+        check("a stream's consumers show their offset and lag",
+              "Offset" in " ".join(cons) and lag == ["5", "5"], (cons, lag))
+
         errors = [e["params"]["exceptionDetails"] for e in b.events
                   if e["method"] == "Runtime.exceptionThrown"]
         check("no script errors", not errors, str(errors)[:400])

@@ -113,6 +113,26 @@ for i in range(st["dead"]):
     ch.basic_publish("", st["source"], b"dead %d" % i)
     m, _, _ = ch.basic_get(st["source"])
     ch.basic_reject(m.delivery_tag, requeue=False)
+# a stream with a consumer name at 2 (2 of its first 3 acked) and its
+# consumer reading at 5 (credit 3: 2, 3, 4 outstanding)
+st["stream"] = "wp-stream"
+ch.queue_declare(st["stream"], durable=True, arguments={
+    "x-queue-type": "stream", "x-max-age": "1D"})
+for i in range(10):
+    ch.basic_publish("", st["stream"], b"s%d" % i)
+sch = plain.channel()
+sch.basic_qos(prefetch_count=3)
+sgot = []
+sch.basic_consume(st["stream"], lambda c_, m, p, b: sgot.append(m),
+                  arguments={"x-stream-offset": "first",
+                             "x-stream-consumer-name": "wp-name"})
+def three():
+    """the stream consumer's first three deliveries"""
+    plain.process_data_events(time_limit=0.1)
+    return len(sgot) >= 3
+until(three)
+for m in sgot[:2]:
+    sch.basic_ack(m.delivery_tag)
 o = api("GET", "overview")
 st["published"] = o["message_stats"]["publish"]
 st["ready_total"] = o["queue_totals"]["messages_ready"]
