@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amqp/reply.h"
 #include "amqp/table.h"
 #include "amqp/wire.h"
 #include "broker/core/broker.h"
@@ -614,6 +615,14 @@ get_done(struct mgmt_amqp *s, void *arg)
     struct pending *p = arg;
     const char *text;
     int err = mgmt_amqp_error(s, &text);
+    if (err > 0 && reply_is_hard((uint16_t)err)) {
+        /* the session's connection was closed: RabbitMQ's get says so
+         * as "CODE text" (a stream's 540), its purge does not */
+        const char *dash = strstr(text, " - ");
+        mgmt_bad_request(p->r, "%d %s", err, dash ? dash + 3 : text);
+        pending_end(p, s);
+        return;
+    }
     if (err != 0) {
         amqp_error(p->r, err, text);
         pending_end(p, s);

@@ -440,8 +440,8 @@ if not args.reference:
     if args.http:
         for method, path, reason in (
                 ("POST", "/api/queues/%2F/sc-dlx/get",
-                 "basic.get not supported by stream queues queue 'sc-dlx' "
-                 "in vhost '/'"),
+                 "540 basic.get not supported by stream queues queue "
+                 "'sc-dlx' in vhost '/'"),
                 ("DELETE", "/api/queues/%2F/sc-dlx/contents",
                  "queue.purge not supported by stream queues queue 'sc-dlx' "
                  "in vhost '/'")):
