@@ -1071,6 +1071,7 @@ consumer_unref(struct consumer *c)
 {
     if (--c->refs > 0)
         return;
+    free((void *)c->args.ptr);
     free(c->tag);
     free(c);
 }

@@ -170,6 +170,7 @@ struct consumer {
     bool cancelled;             /* removed from the queue, kept for acks */
     uint32_t prefetch;          /* per-consumer limit; 0 = none */
     int64_t priority;           /* x-priority: higher ones are served first */
+    struct amqp_table args;     /* its basic.consume arguments (owned) */
     uint32_t unacked;
     uint32_t refs;              /* the queue's list, each unacked delivery */
     /* a log's reader (queue_stream.c): the offset it reads next, and

@@ -70,14 +70,11 @@ consumer_json(struct consumer *c, bool with_queue)
                            "user", mgmt_str(cn->user ? cn->user : ""));
     mgmt_set_addr(cd, "peer_host", "peer_port", cn->peer);
     json_t *o = json_pack(
-        "{s:{}, s:o, s:b, s:b, s:s, s:o, s:b, s:I}",
-        "arguments", "channel_details", cd,
+        "{s:o, s:o, s:b, s:b, s:s, s:o, s:b, s:I}",
+        "arguments", defs_json_table(c->args), "channel_details", cd,
         "ack_required", !c->no_ack, "active", 1, "activity_status", "up",
         "consumer_tag", bytes_str(c->tag, c->tag_len), "exclusive",
         c->exclusive, "prefetch_count", (json_int_t)c->prefetch);
-    if (c->priority != 0)
-        json_object_set_new(json_object_get(o, "arguments"), "x-priority",
-                            json_integer((json_int_t)c->priority));
     if (c->q->ops->log)
         mgmt_stream_consumer_json(o, c);
     if (with_queue)

@@ -450,6 +450,8 @@ if args.ctl:
     cd = q.get("consumer_details", [{}])[0]
     check("a stream consumer's offset (next to deliver) and lag",
           (cd.get("offset"), cd.get("lag")) == (3, 2), cd)
+    check("and its basic.consume arguments, as RabbitMQ shows them",
+          cd.get("arguments") == {"x-stream-offset": 2}, cd.get("arguments"))
     c.close()
     if args.prom:
         for want in ('roost_stream_first_offset{vhost="/",queue="so-tools"} 0',
