@@ -147,6 +147,21 @@ msg_id(const struct msg *m)
  * there). */
 #define NO_OFF UINT32_MAX
 
+/* What a paged entry's records take in the journal, at least: its body
+ * and the fixed part of its message and enqueue records (the exchange,
+ * routing key and content header are not known once it is paged).
+ * Compaction weighs segments by it: counted by body bytes alone, a
+ * backlog of small paged messages (a long stream of 16-byte events)
+ * looked mostly dead, and the front segment, wholly live, was copied
+ * forward again and again. */
+#define PAGED_REC_MIN (2 * REC_HDR + 8 + 3 * 4 + 8 + 4 + 8 + 8 + 8 + 4 + 8)
+
+static inline uint64_t
+paged_size(uint32_t body_len)
+{
+    return (uint64_t)body_len + PAGED_REC_MIN;
+}
+
 /* One change waiting in the open batch. 'm' holds a reference while its
  * record may still be dropped (the message was settled before it was
  * written). */
@@ -169,7 +184,7 @@ TAILQ_HEAD(waiter_list, store_waiter);
  * entries paged to it (each holds it) and their body bytes. */
 struct segacct {
     uint64_t live;
-    uint64_t paged, paged_bytes;
+    uint64_t paged, paged_bytes;    /* paged_size() each */
     uint64_t last_drop;         /* when something in it last ended (ms) */
 };
 
@@ -223,7 +238,7 @@ static struct {
     uint64_t defs_gen, defs_log_records, defs_live;
     bool is_new;                /* no FORMAT, no definitions, no journal */
     bool accept_loss;           /* --accept-data-loss */
-    uint64_t paged_bytes;       /* body bytes of entries paged to it */
+    uint64_t paged_bytes;       /* paged_size() of the entries paged to it */
     /* compaction that waits for paged messages to be read back */
     uint64_t compacting;        /* the segment; UINT64_MAX: none */
     size_t compact_reads;
@@ -509,9 +524,9 @@ paged_settled(struct queue *q, const struct qentry *e)
     }
     struct segacct *a = seg_of(e->pg.seg);
     a->paged--;
-    a->paged_bytes -= e->body_len;
+    a->paged_bytes -= paged_size(e->body_len);
     a->last_drop = now_ms();
-    st.paged_bytes -= e->body_len;
+    st.paged_bytes -= paged_size(e->body_len);
     if (q->sid && !q->store_gone)
         add_ack(q->sid, e->seq);
     if (e->pg.seg == seglog_first(st.log) && a->live == 0 && a->paged == 0)
@@ -678,8 +693,8 @@ journal_page_out(struct queue *q, struct qentry *e)
     if (msg_state(m) == MS_WRITTEN && readable(m)) {
         struct segacct *a = seg_of(r->seg);
         a->paged++;
-        a->paged_bytes += m->body_len;
-        st.paged_bytes += m->body_len;
+        a->paged_bytes += paged_size(m->body_len);
+        st.paged_bytes += paged_size(m->body_len);
         e->scratch = 0;
         if (is_stored(q, e) && --r->refs == 0) {
             a->live -= rec_size(m);
@@ -879,8 +894,8 @@ journal_page_in(struct queue *q, struct qentry *e, struct msg *m)
     } else {
         struct segacct *a = seg_of(e->pg.seg);
         a->paged--;
-        a->paged_bytes -= e->body_len;
-        st.paged_bytes -= e->body_len;
+        a->paged_bytes -= paged_size(e->body_len);
+        st.paged_bytes -= paged_size(e->body_len);
         rec_set_state(r, MS_WRITTEN);
         if (q->sid && !q->store_gone) {
             r->refs = 1;
@@ -1840,8 +1855,8 @@ restore_paged(const struct replay *rp, const struct replay_entry *e,
                     ? f.ch.props.priority : 0;
     struct segacct *a = seg_of(seg);
     a->paged++;
-    a->paged_bytes += qe->body_len;
-    st.paged_bytes += qe->body_len;
+    a->paged_bytes += paged_size(qe->body_len);
+    st.paged_bytes += paged_size(qe->body_len);
     return true;
 }
 
