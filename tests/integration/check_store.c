@@ -29,7 +29,8 @@
  *   power_cut_delayed: power_cut's cut while they are held;
  * - power_cut: writes after the last sync (ROOST_TEST_SYNC_LOG says where)
  *   are cut off and replaced with zeros or garbage: every confirmed message
- *   survives, and the garbage is reported as a torn tail;
+ *   survives, and the garbage is reported as a torn tail; power_cut_stream
+ *   the same into a stream with transient messages;
  * - corruption: bytes flipped inside one message's record lose that
  *   message only, and the log says "corrupt record";
  * - failing_disk: while writes fail (ROOST_TEST_IO_FAIL), confirms are
@@ -1318,7 +1319,10 @@ cut_unsynced(const char *test, const char *sync_log)
     return garbage;
 }
 
-START_TEST(power_cut)
+/* power_cut, into a durable queue with persistent messages or into a
+ * stream with transient ones (a stream keeps and syncs them too). */
+static void
+power_cut_run(const char *test, bool stream)
 {
     enum { CONFIRMED = 1500 };
     const char *const *args = ARGS("--set", "store.segment_size=65536");
@@ -1326,22 +1330,25 @@ START_TEST(power_cut)
     amqp_connection_state_t c;
     struct confirms t = { 0 };
     struct qmsg *m;
+    amqp_table_entry_t st = h_entry_str("x-queue-type", "stream");
 
-    SKIP_IF_REMOTE("kills roostd");
-    seed("power_cut", 424242);
+    seed(test, stream ? 525252 : 424242);
     /* Written but not yet synced, often, when the kill comes. */
     start_sync_logged(sync_log, sizeof(sync_log), "sync-log", "3000", args);
     c = h_connect(H);
-    DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "cut"), true, false, false, out);
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, h_name(q, sizeof(q), "cut"),
+                       true, false, false,
+                       stream ? h_table(&st, 1) : amqp_empty_table, out,
+                       NULL, NULL);
     confirm_select(c, 1);
     /* Killed while publishing, with writes in flight. */
     for (int id = 1; t.acks < CONFIRMED; id++)
         pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", q, id,
-                    200 + (size_t)rnd_in(0, 400), 2, 400, 5000);
+                    200 + (size_t)rnd_in(0, 400), stream ? 1 : 2, 400, 5000);
     ck_assert_uint_eq(t.nacks, 0);
     KILL9(H);
     h_drop(c);
-    int garbage = cut_unsynced("power_cut", sync_log);
+    int garbage = cut_unsynced(test, sync_log);
 
     size_t mark = log_mark(H);
     harness_restart(H, args);
@@ -1350,7 +1357,7 @@ START_TEST(power_cut)
                       "garbage after the last sync, but no torn record in "
                       "the log");
     c = h_connect(H);
-    int n = READ_QUEUE(c, 1, q, 0, &m);
+    int n = stream ? READ_STREAM(c, 1, q, 0, &m) : READ_QUEUE(c, 1, q, 0, &m);
     /* Every confirmed one, once, in order; of the others, those that
      * made it. */
     int k = 0, prev = 0;
@@ -1368,13 +1375,26 @@ START_TEST(power_cut)
     }
     ck_assert_msg(k == n, "the queue holds %d messages, %d of them published "
                   "(in order): next is id %d", n, k, m[k].id);
-    fprintf(stderr, "power_cut: %" PRIu64 " published, %" PRIu64
-            " confirmed, %d recovered\n", t.n, t.acks, n);
+    fprintf(stderr, "%s: %" PRIu64 " published, %" PRIu64
+            " confirmed, %d recovered\n", test, t.n, t.acks, n);
     free(m);
     h_close(c);
     conf_free(&t);
     harness_stop(H);
     unlink(sync_log);
+}
+
+START_TEST(power_cut)
+{
+    SKIP_IF_REMOTE("kills roostd");
+    power_cut_run("power_cut", false);
+}
+END_TEST
+
+START_TEST(power_cut_stream)
+{
+    SKIP_IF_REMOTE("kills roostd");
+    power_cut_run("power_cut_stream", true);
 }
 END_TEST
 
@@ -2116,6 +2136,7 @@ main(void)
     tcase_add_test(tc, crash_loop_delayed);
     tc = h_tcase(s, "power_cut", 120, false);
     tcase_add_test(tc, power_cut);
+    tcase_add_test(tc, power_cut_stream);
     tcase_add_test(tc, power_cut_retry);
     tcase_add_test(tc, power_cut_delayed);
     tcase_add_test(tc, large_batch_split);

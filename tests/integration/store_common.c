@@ -345,15 +345,16 @@ confirm_select(amqp_connection_state_t c, amqp_channel_t ch)
 
 /* ---- what a queue holds ---- */
 
-int
-read_queue_at(const char *file, int line, amqp_connection_state_t c,
-              amqp_channel_t ch, const char *q, size_t size, struct qmsg **out)
+/* The 'n' deliveries a consumer on 'ch' was just started for, and none
+ * more (read_queue_at, read_stream_at). */
+static int
+read_n(const char *file, int line, amqp_connection_state_t c,
+       amqp_channel_t ch, const char *q, uint32_t n, size_t size,
+       struct qmsg **out)
 {
-    uint32_t n = h_queue_count_at(file, line, c, ch, q, NULL);
     struct qmsg *m = calloc(n + 1, sizeof(*m));
 
     ck_assert(m != NULL);
-    h_consume_at(file, line, c, ch, q, NULL, false, false, NULL);
     for (uint32_t i = 0; i < n; i++) {
         struct h_event e;
         int r = h_next(c, 10000, &e);
@@ -377,6 +378,30 @@ read_queue_at(const char *file, int line, amqp_connection_state_t c,
                 extra, n);
     *out = m;
     return (int)n;
+}
+
+int
+read_queue_at(const char *file, int line, amqp_connection_state_t c,
+              amqp_channel_t ch, const char *q, size_t size, struct qmsg **out)
+{
+    uint32_t n = h_queue_count_at(file, line, c, ch, q, NULL);
+    h_consume_at(file, line, c, ch, q, NULL, false, false, NULL);
+    return read_n(file, line, c, ch, q, n, size, out);
+}
+
+int
+read_stream_at(const char *file, int line, amqp_connection_state_t c,
+               amqp_channel_t ch, const char *q, size_t size,
+               struct qmsg **out)
+{
+    uint32_t n = h_queue_count_at(file, line, c, ch, q, NULL);
+    amqp_table_entry_t first = h_entry_str("x-stream-offset", "first");
+    amqp_basic_qos(c, ch, 0, (uint16_t)(n < 65535 ? n + 1 : 65535), 0);
+    h_expect_ok_at(file, line, amqp_get_rpc_reply(c), "basic.qos");
+    amqp_basic_consume(c, ch, amqp_cstring_bytes(q), amqp_empty_bytes, 0, 0,
+                       0, h_table(&first, 1));
+    h_expect_ok_at(file, line, amqp_get_rpc_reply(c), "basic.consume");
+    return read_n(file, line, c, ch, q, n, size, out);
 }
 
 void

@@ -169,6 +169,12 @@ int read_queue_at(const char *file, int line, amqp_connection_state_t c,
                   struct qmsg **out);
 #define READ_QUEUE(c, ch, q, size, out)                                        \
     read_queue_at(__FILE__, __LINE__, (c), (ch), (q), (size), (out))
+/* The same for a stream, from its first offset (a qos above its count). */
+int read_stream_at(const char *file, int line, amqp_connection_state_t c,
+                   amqp_channel_t ch, const char *q, size_t size,
+                   struct qmsg **out);
+#define READ_STREAM(c, ch, q, size, out)                                       \
+    read_stream_at(__FILE__, __LINE__, (c), (ch), (q), (size), (out))
 
 /*
  * The messages must be exactly ids from..to-1 in order, persistent, with
