@@ -116,8 +116,8 @@ struct queue_ops {
     void (*restore)(struct queue *q, const struct qentry *e,
                     uint8_t priority, uint64_t due);
     /* Optional: a consumer about to be added, with its basic.consume
-     * arguments: false refuses it with 'err' (406 PRECONDITION_FAILED);
-     * one that leaves. */
+     * arguments (c->args, which live as long as it): false refuses it
+     * with 'err' (406 PRECONDITION_FAILED); one that leaves. */
     bool (*attach)(struct queue *q, struct consumer *c,
                    struct amqp_table args, char *err, size_t errlen);
     void (*detach)(struct queue *q, struct consumer *c);

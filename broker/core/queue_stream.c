@@ -52,10 +52,11 @@ struct reader {
     struct qentry *back;
     size_t nback, back_cap;
     struct cname *name;         /* x-stream-consumer-name, or NULL */
-    /* x-stream-filter: the values it takes (copies), and whether a
-     * message without x-stream-filter-value goes to it too */
-    char **filters;
-    size_t *filter_lens, nfilters;
+    /* x-stream-filter: the values it takes (in its consumer's
+     * arguments, c->args), and whether a message without
+     * x-stream-filter-value goes to it too */
+    struct amqp_bytes *filters;
+    size_t nfilters;
     bool match_unfiltered;
 };
 
@@ -123,6 +124,21 @@ offset_of_age(const struct queue *q, uint64_t age)
     return lo < r->len ? at(r, lo)->seq : q->next_seq;
 }
 
+/* The offset of the last message ("last"; the next one if empty). */
+static uint64_t
+last_offset(const struct queue *q)
+{
+    return q->lv0.len ? at(&q->lv0, q->lv0.len - 1)->seq : q->next_seq;
+}
+
+/* The first offset appended at or after wall-clock time 't' (ms). */
+static uint64_t
+offset_at_wall(const struct queue *q, uint64_t t)
+{
+    uint64_t wall = wall_ms();
+    return t >= wall ? q->next_seq : offset_of_age(q, wall - t);
+}
+
 /* A consumer argument's value as RabbitMQ formats one it does not take
  * (x-stream-offset's {invalid_stream_offset_arg,{TYPE,VALUE}}). */
 static bool
@@ -173,9 +189,8 @@ parse_offset(const struct queue *q, const struct amqp_field *v,
     }
     if (v->kind == AMQP_FIELD_TIMESTAMP) {
         /* seconds: the first message appended at or after it */
-        uint64_t wall = wall_ms(), t = v->v.u > UINT64_MAX / 1000
-                                           ? UINT64_MAX : v->v.u * 1000;
-        *out = t >= wall ? next : offset_of_age(q, wall - t);
+        *out = offset_at_wall(q, v->v.u > UINT64_MAX / 1000
+                                     ? UINT64_MAX : v->v.u * 1000);
         return true;
     }
     if (v->kind != AMQP_FIELD_LONGSTR && v->kind != AMQP_FIELD_BYTES)
@@ -185,7 +200,7 @@ parse_offset(const struct queue *q, const struct amqp_field *v,
     if (amqp_bytes_eq(s, "first"))
         *out = first;
     else if (amqp_bytes_eq(s, "last"))
-        *out = q->lv0.len ? at(&q->lv0, q->lv0.len - 1)->seq : next;
+        *out = last_offset(q);
     else if (amqp_bytes_eq(s, "next"))
         *out = next;
     else if (v->kind == AMQP_FIELD_LONGSTR && qargs_parse_age(s, &ms) == 0 &&
@@ -195,8 +210,6 @@ parse_offset(const struct queue *q, const struct amqp_field *v,
         return bad_offset(q, v, err, errlen);
     return true;
 }
-
-/* ---- consumers ---- */
 
 /* ---- consumer names ---- */
 
@@ -263,29 +276,24 @@ save_names(struct queue *q)
     if (ls == NULL || !ls->dirty)
         return;
     ls->dirty = false;
-    for (;;) {
-        /* deleting moves slots: start again after each */
-        struct cname *gone = NULL;
-        pos = 0;
-        while ((s = hmap_next(&ls->names, &pos)) != NULL)
-            if (name_expired(s->val, wall)) {
-                gone = s->val;
-                break;
-            }
-        if (gone == NULL)
-            break;
-        hmap_del(&ls->names, gone->name, gone->len);
-        name_free(gone);
-    }
-    struct stream_offset *v = xcalloc(ls->names.count ? ls->names.count : 1,
-                                      sizeof(*v));
-    pos = 0;
+    /* the expired ones are gathered first: deleting moves slots */
+    size_t count = ls->names.count, ngone = 0;
+    struct stream_offset *v = xcalloc(count ? count : 1, sizeof(*v));
+    struct cname **gone = xcalloc(count ? count : 1, sizeof(*gone));
     while ((s = hmap_next(&ls->names, &pos)) != NULL) {
-        const struct cname *cn = s->val;
-        v[n++] = (struct stream_offset){ cn->name, cn->len, cn->committed,
-                                         cn->updated_wall };
+        struct cname *cn = s->val;
+        if (name_expired(cn, wall))
+            gone[ngone++] = cn;
+        else
+            v[n++] = (struct stream_offset){ cn->name, cn->len,
+                                             cn->committed, cn->updated_wall };
     }
     store_offsets_save(q, v, n);
+    for (size_t i = 0; i < ngone; i++) {
+        hmap_del(&ls->names, gone[i]->name, gone[i]->len);
+        name_free(gone[i]);
+    }
+    free(gone);
     free(v);
 }
 
@@ -431,29 +439,24 @@ consumer_name(const struct queue *q, const struct consumer *c,
 static void
 filters_free(struct reader *rd)
 {
-    for (size_t i = 0; i < rd->nfilters; i++)
-        free(rd->filters[i]);
     free(rd->filters);
-    free(rd->filter_lens);
     rd->filters = NULL;
-    rd->filter_lens = NULL;
     rd->nfilters = 0;
 }
 
 static bool
 add_filter(struct reader *rd, const struct amqp_field *v)
 {
-    if (v->kind != AMQP_FIELD_LONGSTR || rd->nfilters == FILTERS_MAX)
+    if (v->kind != AMQP_FIELD_LONGSTR)
         return false;
-    rd->filters[rd->nfilters] = xstrndup((const char *)v->v.str.ptr,
-                                         v->v.str.len);
-    rd->filter_lens[rd->nfilters++] = v->v.str.len;
+    rd->filters[rd->nfilters++] = v->v.str;
     return true;
 }
 
 /* x-stream-filter (a string, or an array of at most FILTERS_MAX strings:
- * any of them) and x-stream-match-unfiltered (bool) into 'rd'; false
- * refuses the consumer with 'err'. */
+ * any of them) and x-stream-match-unfiltered (bool) into 'rd', from
+ * 'args', which outlive it (the consumer's own copy); false refuses the
+ * consumer with 'err'. */
 static bool
 parse_filter(const struct queue *q, struct reader *rd,
              struct amqp_table args, char *err, size_t errlen)
@@ -469,17 +472,18 @@ parse_filter(const struct queue *q, struct reader *rd,
     }
     if (!table_get(args, "x-stream-filter", &v))
         return true;
-    rd->filters = xcalloc(FILTERS_MAX, sizeof(*rd->filters));
-    rd->filter_lens = xcalloc(FILTERS_MAX, sizeof(*rd->filter_lens));
     bool ok = true;
     if (v.kind == AMQP_FIELD_ARRAY) {
         struct table_iter it;
         struct amqp_field e;
+        size_t n = array_count(v.v.array);
+        ok = n > 0 && n <= FILTERS_MAX;
+        rd->filters = xcalloc(n ? n : 1, sizeof(*rd->filters));
         array_iter_init(&it, v.v.array);
         while (ok && array_next(&it, &e))
             ok = add_filter(rd, &e);
-        ok = ok && rd->nfilters > 0;
     } else {
+        rd->filters = xcalloc(1, sizeof(*rd->filters));
         ok = add_filter(rd, &v);
     }
     if (!ok) {
@@ -505,8 +509,8 @@ filter_takes(const struct reader *rd, const struct msg *m)
         (v.kind != AMQP_FIELD_LONGSTR && v.kind != AMQP_FIELD_BYTES))
         return rd->match_unfiltered;
     for (size_t i = 0; i < rd->nfilters; i++)
-        if (v.v.str.len == rd->filter_lens[i] &&
-            memcmp(v.v.str.ptr, rd->filters[i], v.v.str.len) == 0)
+        if (v.v.str.len == rd->filters[i].len &&
+            memcmp(v.v.str.ptr, rd->filters[i].ptr, v.v.str.len) == 0)
             return true;
     return false;
 }
@@ -517,6 +521,8 @@ clamp_offset(const struct queue *q, uint64_t off)
     uint64_t first = first_offset(q);
     return off < first ? first : off > q->next_seq ? q->next_seq : off;
 }
+
+/* ---- consumers ---- */
 
 static bool
 stream_attach(struct queue *q, struct consumer *c, struct amqp_table args,
@@ -782,13 +788,13 @@ stream_dispatch(struct queue *q)
             more = true;
             if (m == NULL)
                 continue;
-            if (!filter_takes(c->reader, m)) {
+            struct reader *rd = c->reader;
+            if (!filter_takes(rd, m)) {
                 /* no credit taken; a name with nothing outstanding
                  * moves past it */
-                struct cname *n = ((struct reader *)c->reader)->name;
                 msg_unref(m);
-                if (n && n->n == n->head)
-                    name_recompute(q, n, NULL);
+                if (rd->name && rd->name->n == rd->name->head)
+                    name_recompute(q, rd->name, NULL);
                 continue;
             }
             d = *e;
@@ -796,8 +802,8 @@ stream_dispatch(struct queue *q)
             d.paged = d.scratch = d.stored = 0;
             d.redelivered = 0;
             d.deliveries = 0;
-            if (((struct reader *)c->reader)->name)
-                out_add(((struct reader *)c->reader)->name, e->seq);
+            if (rd->name)
+                out_add(rd->name, e->seq);
             c->ops->deliver(c, q, d);
         }
     }
@@ -1022,16 +1028,13 @@ stream_foreach_name(const struct queue *q,
 uint64_t
 stream_position(const struct queue *q, enum stream_pos how, uint64_t value)
 {
-    uint64_t wall;
-
     switch (how) {
     case STREAM_FIRST:
         return first_offset(q);
     case STREAM_LAST:
-        return q->lv0.len ? at(&q->lv0, q->lv0.len - 1)->seq : q->next_seq;
+        return last_offset(q);
     case STREAM_AT_TIME:
-        wall = wall_ms();
-        return value >= wall ? q->next_seq : offset_of_age(q, wall - value);
+        return offset_at_wall(q, value);
     case STREAM_AT_OFFSET:
         break;
     }
@@ -1114,10 +1117,4 @@ stream_info(const struct queue *q, struct stream_info *out)
     }
     out->retention_dropped = q->dropped[DROP_EXPIRED] + q->dropped[DROP_MAXLEN];
     out->names = ls ? ls->names.count : 0;
-}
-
-uint64_t
-stream_consumer_offset(const struct consumer *c)
-{
-    return c->offset;
 }

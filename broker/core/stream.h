@@ -23,7 +23,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct consumer;
 struct queue;
 
 /* How long a changed name waits before it is written. */
@@ -50,9 +49,6 @@ struct stream_info {
     uint64_t names;             /* consumer names kept */
 };
 void stream_info(const struct queue *q, struct stream_info *out);
-
-/* Where consumer 'c' of a stream reads next. */
-uint64_t stream_consumer_offset(const struct consumer *c);
 
 /* Recovery: stream 'q' had name 'name' at 'offset', last changed at
  * 'updated_wall'. */

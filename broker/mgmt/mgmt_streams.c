@@ -58,10 +58,9 @@ mgmt_stream_json(const struct queue *q)
 void
 mgmt_stream_consumer_json(json_t *o, const struct consumer *c)
 {
-    uint64_t off = stream_consumer_offset(c);
-    json_object_set_new(o, "offset", json_integer((json_int_t)off));
+    json_object_set_new(o, "offset", json_integer((json_int_t)c->offset));
     json_object_set_new(o, "lag", json_integer((json_int_t)(c->q->next_seq -
-                                                            off)));
+                                                            c->offset)));
 }
 
 json_t *

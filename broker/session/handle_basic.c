@@ -146,14 +146,14 @@ handle_basic_consume(struct channel *ch, const struct amqp_method *m)
     c->prefetch = ch->prefetch_consumer;
     c->refs = 1;   /* the channel's */
     if (a->arguments.len > 0) {
-        /* kept for the management API (consumer_details' arguments) */
+        /* kept for the management API (consumer_details' arguments)
+         * and the queue type (attach may keep pointers into it) */
         uint8_t *buf = xmalloc(a->arguments.len);
         memcpy(buf, a->arguments.ptr, a->arguments.len);
         c->args = (struct amqp_table){ buf, a->arguments.len };
     }
     char err[800];
-    if (q->ops->attach && !q->ops->attach(q, c, a->arguments, err,
-                                          sizeof(err))) {
+    if (q->ops->attach && !q->ops->attach(q, c, c->args, err, sizeof(err))) {
         consumer_unref(c);
         channel_fail(ch, AMQP_PRECONDITION_FAILED, mid, "%s", err);
         return;

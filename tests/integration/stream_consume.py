@@ -531,6 +531,9 @@ if not args.reference:
                          ("an empty array", {"x-stream-filter": []}),
                          ("an array with an integer",
                           {"x-stream-filter": ["red", 1]}),
+                         ("an array of 65 (64 at most)",
+                          {"x-stream-filter": ["v%d" % i
+                                               for i in range(65)]}),
                          ("x-stream-match-unfiltered not a bool",
                           {"x-stream-filter": "red",
                            "x-stream-match-unfiltered": "yes"})]:
