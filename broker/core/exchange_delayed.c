@@ -354,7 +354,10 @@ delayed_hold(struct exchange *x, struct msg *m, uint64_t delay)
         return -1;
     }
     struct held h = { 0 };
-    h.due = mono_ms() + (int64_t)delay;
+    /* mono_ms() is the millisecond begun, up to 1 ms before now: the
+     * next one, or the message could be routed up to 1 ms early (the
+     * restored ones are rounded up too) */
+    h.due = mono_ms() + 1 + (int64_t)delay;
     h.due_wall = wall_ms() + delay;
     h.seq = d->next_seq++;
     h.m = msg_ref(m);
