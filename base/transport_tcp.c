@@ -12,6 +12,8 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "base/closer.h"
+
 struct tcp {
     struct transport t;
     struct event *rev, *wev;
@@ -95,7 +97,7 @@ tcp_free(struct transport *t)
     struct tcp *p = (struct tcp *)t;
     event_free(p->rev);
     event_free(p->wev);
-    close(t->fd);
+    closer_close(t->fd);
     free(p);
 }
 

@@ -19,6 +19,8 @@
  */
 #include "tls/tls.h"
 
+#include "base/closer.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -881,7 +883,7 @@ tls_free(struct transport *t)
     event_free(p->wev);
     event_free(p->timer);
     event_free(p->retry);
-    close(t->fd);
+    closer_close(t->fd);
     free(p);
 }
 

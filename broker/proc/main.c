@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/closer.h"
 #include "broker/core/alarm.h"
 #include "broker/core/auth.h"
 #include "broker/core/broker.h"
@@ -547,6 +548,9 @@ main(int argc, char **argv)
     log_info("%s %s starting (pid %d)", ROOST_PRODUCT, ROOST_VERSION,
              (int)getpid());
     alarm_init();
+    if (closer_start() != 0)
+        log_warnx("cannot start the socket closer thread; sockets are "
+                  "closed on the event loop");
     broker.started_ms = now_ms();
     int rc = 0;
     broker.port = open_listeners();
@@ -571,6 +575,7 @@ main(int argc, char **argv)
     prom_stop();
     alarm_shutdown();
     conn_free_all();
+    closer_stop();
     for (int i = 0; i < 3; i++)
         event_free(sigs[i]);
     if (shutdown_timer)

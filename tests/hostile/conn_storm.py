@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""10,000 connections opened and dropped at once (issue 22, point 16):
-half send the protocol header, half nothing; all are closed together.
-The broker stays up, serves a control client within 100 ms right after,
+"""10,000 connections opened (1,000 at a time) and dropped at once
+(issue 22, point 16): half send the protocol header, half nothing; all are closed together.
+While they wait in the handshake they cost the broker next to nothing
+(a handshaking socket's timer fires at its deadline, not four times a
+second); the broker stays up, serves a control client within 100 ms
+right after (their sockets are closed off the loop, base/closer.c),
 gives every descriptor back within 5 s, and its RSS stays under its
-bound."""
+bound. Runs alone (Makefile.am's ALONE_TESTS): its bound is a time."""
 import resource
 import socket
 import time
@@ -11,6 +14,7 @@ import time
 from hostile import Broker, check, check_healthy, control_ms, run
 
 N = 10000
+BATCH = 1000
 
 
 def main():
@@ -24,15 +28,26 @@ def main():
     base = b.open_fds()
     socks = []
     t0 = time.monotonic()
-    for i in range(N):
-        s = socket.socket()
-        s.setblocking(False)
-        try:
-            s.connect(("127.0.0.1", b.port))
-        except BlockingIOError:
-            pass
-        socks.append(s)
-    time.sleep(0.5)
+    # In batches the kernel's queues hold (its SYN backlog is 2,048 and
+    # its accept queue at most net.core.somaxconn): a connect beyond them
+    # is left to TCP's retransmissions, seconds later, and its socket
+    # would reach the broker after the check below, a kernel delay and
+    # no descriptor the broker kept.
+    for first in range(0, N, BATCH):
+        for i in range(first, min(N, first + BATCH)):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", b.port))
+            except BlockingIOError:
+                pass
+            socks.append(s)
+        accepted_by = time.monotonic() + 5
+        while (b.open_fds() < base + len(socks) and
+               time.monotonic() < accepted_by):
+            time.sleep(0.01)
+    check("all %d sockets accepted" % N, b.open_fds() >= base + N,
+          "%d open, %d before" % (b.open_fds(), base))
     for i, s in enumerate(socks):
         if i % 2 == 0:
             try:
@@ -40,6 +55,14 @@ def main():
             except OSError:
                 pass
     opened = time.monotonic() - t0
+    # The broker has long taken them all (a few hundred ms of CPU); a
+    # second now is what 10,000 handshaking sockets cost it when idle.
+    time.sleep(0.5)
+    cpu0 = b.cpu_seconds()
+    time.sleep(1.0)
+    idle_ms = (b.cpu_seconds() - cpu0) * 1000
+    check("10,000 sockets in the handshake: under 25 ms of CPU a second",
+          idle_ms < 25, "%.0f ms" % idle_ms)
     for s in socks:
         s.close()
     ms = control_ms(b.port)
