@@ -12,6 +12,7 @@ format), then "CASE: N passed, N failed" (which scripts/summary.sh adds
 up), and exits 1 if any failed, 77 if it cannot run here."""
 import os
 import resource
+import shutil
 import socket
 import struct
 import subprocess
@@ -48,12 +49,18 @@ def rss_bound_kib(kib):
     return kib * 2 + 64 * 1024 if SANITIZED else kib
 
 
+# Every Broker's directory (data and log): removed when the case passes,
+# kept for a look when it fails.
+_tmp_dirs = []
+
+
 class Broker:
     """roostd on port 0 (its log names the port), killed at exit."""
 
     def __init__(self, args=(), nofile=None, data_dir=None, mgmt=False,
                  env=None):
         self.tmp = tempfile.mkdtemp(prefix="hostile.")
+        _tmp_dirs.append(self.tmp)
         self.data = data_dir or os.path.join(self.tmp, "data")
         self.log = os.path.join(self.tmp, "roostd.log")
         self.args = list(args)
@@ -357,4 +364,9 @@ def run(main):
     print("%s: %d passed, %d failed" % (
         os.path.basename(sys.argv[0]).rsplit(".", 1)[0], checks.passes,
         checks.fails))
+    if checks.fails == 0:
+        for d in _tmp_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    elif _tmp_dirs:
+        print("kept for a look: %s" % " ".join(_tmp_dirs))
     done()
