@@ -161,7 +161,22 @@ class Worker:
     def stop(self):
         """Warm shutdown (SIGTERM), as an init system would do it. Celery
         takes seconds to stop its pool, so finish_stop() waits for it
-        later, while the next part runs."""
+        later, while the next part runs.
+
+        It waits first (up to 10 s) until the pool has logged the end of
+        every task the worker received: a result comes back before the
+        pool child is done with its task, and a SIGTERM in that window
+        once left Celery 5.2's warm shutdown hanging (the broker saw
+        nothing; the main process waited on its pool). Shutting down in
+        the middle of a task is not what these parts test."""
+        def idle():
+            text = self.text()
+            got = set(re.findall(r"MainProcess\] Task \S+\[([0-9a-f-]+)\] "
+                                 r"received", text))
+            ended = set(re.findall(r"ForkPoolWorker-\d+\] Task \S+"
+                                   r"\[([0-9a-f-]+)\] ", text))
+            return got <= ended
+        poll(idle, 10, 0.05)
         self.stop_sent = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
 
