@@ -48,8 +48,18 @@ struct qentry {
             uint32_t seg, off;  /* where its record is (store.h) */
         } pg;
     };
-    uint32_t body_len;          /* paged only (in memory: m->body_len) */
-    uint32_t deliveries;        /* times handed out (survives restarts) */
+    /* A log's entry (a stream's) in memory uses these two for where
+     * its record is in the stream's own log: log_seg is 1 + its
+     * segment, 0 until the record is written (its entries are never
+     * handed out themselves, so never counted). */
+    union {
+        uint32_t body_len;      /* paged only (in memory: m->body_len) */
+        uint32_t log_seg;
+    };
+    union {
+        uint32_t deliveries;    /* times handed out (survives restarts) */
+        uint32_t log_off;
+    };
     /* now_ms() when it entered the queue, as 32 bits, as msg->born:
      * here so that a paged entry has it, and kept across restarts (the
      * store's enqueue record has it on the wall clock); 0: not known */
@@ -402,6 +412,11 @@ void queue_foreach_waiting(struct queue *q,
 void queue_foreach_ready(struct queue *q,
                          void (*fn)(struct queue *q, struct qentry *e,
                                     void *arg), void *arg);
+
+/* A log's (a stream's) entry at 'offset', or NULL if it keeps none
+ * there (queue_stream.c): the store's stream logs note where its record
+ * is (qentry.log_seg, log_off). */
+struct qentry *queue_log_entry(struct queue *q, uint64_t offset);
 
 /* Recovery: append an entry the store rebuilt, in sequence order, at
  * the level of its message's 'priority', taking a new reference to 'm'

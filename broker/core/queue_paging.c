@@ -366,6 +366,7 @@ submit_reads(struct queue *q, struct qring *rg, size_t i, size_t max_entries,
         return i;
     }
     j->kind = PAGER_READ;
+    j->log_sid = q->ops->log ? q->sid : 0;
     j->done = fill_done;
     j->arg = queue_ref(q);
     j->arg_index = (uint32_t)(rg - q->lv);
@@ -654,6 +655,7 @@ cursor_read(struct queue *q, struct queue_cursor *c, struct qring *r,
     build_reads(r, i, MOVE_READ_MAX, UINT32_MAX, j);
     cj->c = c;
     j->kind = PAGER_READ;
+    j->log_sid = q->ops->log ? q->sid : 0;
     j->done = cursor_read_done;
     j->arg = queue_ref(q);
     j->arg_index = (uint32_t)(r - q->lv);

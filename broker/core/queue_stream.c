@@ -56,6 +56,7 @@ struct reader {
      * arguments, c->args), and whether a message without
      * x-stream-filter-value goes to it too */
     struct amqp_bytes *filters;
+    uint64_t *filter_hashes;    /* each value's, for the blocks' filters */
     size_t nfilters;
     bool match_unfiltered;
 };
@@ -81,6 +82,31 @@ struct log_state {
     struct hmap names;          /* struct cname */
     struct event *save;         /* STREAM_SAVE_MS after a change */
     bool dirty;
+    /* the filter index: block fb_base + i is fb[fb_head + i] */
+    struct fblock *fb;
+    size_t fb_head, fb_len, fb_cap;
+    uint64_t fb_base;
+    uint64_t filter_skipped;    /* messages passed over unread */
+};
+
+/*
+ * The filter index (x-stream-filter; streams-spec.md P11): for each
+ * block of FBLOCK_MSGS offsets, a Bloom filter of its messages'
+ * x-stream-filter-values (FBLOCK_WORDS * 64 bits, FBLOCK_PROBES probes
+ * of one 64-bit hash) and whether one without a value is in it. A
+ * filtering consumer whose values cannot be in the block it has reached
+ * (and which takes no unfiltered message, or the block has none) passes
+ * over the rest of the block without reading it: a Bloom filter's "no"
+ * is certain, so filtering stays exact. 72 bytes a block, about a
+ * quarter of a byte a message, rebuilt at recovery from the records.
+ */
+#define FBLOCK_SHIFT 8
+#define FBLOCK_MSGS (1u << FBLOCK_SHIFT)
+#define FBLOCK_WORDS 8
+#define FBLOCK_PROBES 3
+struct fblock {
+    uint64_t bits[FBLOCK_WORDS];
+    bool unfiltered;
 };
 
 /* A read back in flight. */
@@ -98,6 +124,17 @@ static uint64_t
 first_offset(const struct queue *q)
 {
     return q->lv0.len ? at(&q->lv0, 0)->seq : q->next_seq;
+}
+
+struct qentry *
+queue_log_entry(struct queue *q, uint64_t offset)
+{
+    uint64_t first = first_offset(q);
+
+    if (offset < first || offset - first >= q->lv0.len)
+        return NULL;
+    struct qentry *e = at(&q->lv0, (size_t)(offset - first));
+    return e->seq == offset ? e : NULL;
 }
 
 /* The first offset whose entry came at most 'age' ms before now (the
@@ -440,7 +477,9 @@ static void
 filters_free(struct reader *rd)
 {
     free(rd->filters);
+    free(rd->filter_hashes);
     rd->filters = NULL;
+    rd->filter_hashes = NULL;
     rd->nfilters = 0;
 }
 
@@ -449,6 +488,7 @@ add_filter(struct reader *rd, const struct amqp_field *v)
 {
     if (v->kind != AMQP_FIELD_LONGSTR)
         return false;
+    rd->filter_hashes[rd->nfilters] = hash_bytes(v->v.str.ptr, v->v.str.len);
     rd->filters[rd->nfilters++] = v->v.str;
     return true;
 }
@@ -479,11 +519,13 @@ parse_filter(const struct queue *q, struct reader *rd,
         size_t n = array_count(v.v.array);
         ok = n > 0 && n <= FILTERS_MAX;
         rd->filters = xcalloc(n ? n : 1, sizeof(*rd->filters));
+        rd->filter_hashes = xcalloc(n ? n : 1, sizeof(*rd->filter_hashes));
         array_iter_init(&it, v.v.array);
         while (ok && array_next(&it, &e))
             ok = add_filter(rd, &e);
     } else {
         rd->filters = xcalloc(1, sizeof(*rd->filters));
+        rd->filter_hashes = xcalloc(1, sizeof(*rd->filter_hashes));
         ok = add_filter(rd, &v);
     }
     if (!ok) {
@@ -498,6 +540,131 @@ parse_filter(const struct queue *q, struct reader *rd,
  * x-stream-filter-value is one of the values, exactly (RabbitMQ's Bloom
  * filter without a false positive); one without goes with
  * x-stream-match-unfiltered. */
+/* Probe 'k' of hash 'h': its word and bit (double hashing). */
+static void
+probe(uint64_t h, unsigned k, size_t *word, uint64_t *bit)
+{
+    uint64_t v = (h & 0xffffffffu) + k * ((h >> 32) | 1);
+    v %= FBLOCK_WORDS * 64;
+    *word = (size_t)(v / 64);
+    *bit = UINT64_C(1) << (v % 64);
+}
+
+bool
+stream_filter_hash(const struct amqp_table *headers, uint64_t *hash)
+{
+    struct amqp_field v;
+
+    if (!table_get(*headers, "x-stream-filter-value", &v) ||
+        (v.kind != AMQP_FIELD_LONGSTR && v.kind != AMQP_FIELD_BYTES))
+        return false;
+    *hash = hash_bytes(v.v.str.ptr, v.v.str.len);
+    return true;
+}
+
+/* The block of 'offset', made (with those before it) if new; NULL if
+ * it is below the blocks kept. */
+static struct fblock *
+fblock_of(struct log_state *ls, uint64_t offset, bool make)
+{
+    uint64_t b = offset >> FBLOCK_SHIFT;
+
+    if (ls->fb_len == 0 && make)
+        ls->fb_base = b;
+    if (b < ls->fb_base)
+        return NULL;
+    while (make && b - ls->fb_base >= ls->fb_len) {
+        if (ls->fb_head + ls->fb_len == ls->fb_cap) {
+            if (ls->fb_head > ls->fb_cap / 2) {
+                memmove(ls->fb, ls->fb + ls->fb_head,
+                        ls->fb_len * sizeof(*ls->fb));
+                ls->fb_head = 0;
+            } else {
+                ls->fb_cap = ls->fb_cap ? ls->fb_cap * 2 : 16;
+                ls->fb = xrealloc(ls->fb, ls->fb_cap * sizeof(*ls->fb));
+            }
+        }
+        memset(&ls->fb[ls->fb_head + ls->fb_len++], 0, sizeof(*ls->fb));
+    }
+    return b - ls->fb_base < ls->fb_len
+               ? &ls->fb[ls->fb_head + (size_t)(b - ls->fb_base)] : NULL;
+}
+
+/* The message at 'offset' has x-stream-filter-value hash 'h' (or none,
+ * 'has' false); the blocks wholly below the first offset kept go. */
+static void
+filter_note(struct queue *q, uint64_t offset, bool has, uint64_t h)
+{
+    struct log_state *ls = state_of(q);
+    uint64_t first = first_offset(q) >> FBLOCK_SHIFT;
+
+    while (ls->fb_len > 0 && ls->fb_base < first) {
+        ls->fb_head++;
+        ls->fb_len--;
+        ls->fb_base++;
+    }
+    struct fblock *b = fblock_of(ls, offset, true);
+    if (!has) {
+        b->unfiltered = true;
+        return;
+    }
+    for (unsigned k = 0; k < FBLOCK_PROBES; k++) {
+        size_t w;
+        uint64_t bit;
+        probe(h, k, &w, &bit);
+        b->bits[w] |= bit;
+    }
+}
+
+void
+stream_restore_filter(struct queue *q, uint64_t offset, bool has,
+                      uint64_t hash)
+{
+    filter_note(q, offset, has, hash);
+}
+
+/* Whether a message consumer 'rd' takes may be in block 'b'. */
+static bool
+block_may_take(const struct reader *rd, const struct fblock *b)
+{
+    if (b->unfiltered && rd->match_unfiltered)
+        return true;
+    for (size_t i = 0; i < rd->nfilters; i++) {
+        uint64_t h = rd->filter_hashes[i];
+        unsigned k;
+        for (k = 0; k < FBLOCK_PROBES; k++) {
+            size_t w;
+            uint64_t bit;
+            probe(h, k, &w, &bit);
+            if (!(b->bits[w] & bit))
+                break;
+        }
+        if (k == FBLOCK_PROBES)
+            return true;
+    }
+    return false;
+}
+
+/* Where filtering consumer 'c' at 'offset' goes on: past the rest of
+ * its block if nothing there is for it, else 'offset' itself. */
+static uint64_t
+filter_skip(struct queue *q, const struct consumer *c, uint64_t offset)
+{
+    struct log_state *ls = q->log;
+    const struct reader *rd = c->reader;
+
+    if (ls == NULL || rd == NULL || rd->nfilters == 0)
+        return offset;
+    const struct fblock *b = fblock_of(ls, offset, false);
+    if (b == NULL || block_may_take(rd, b))
+        return offset;
+    uint64_t end = ((offset >> FBLOCK_SHIFT) + 1) << FBLOCK_SHIFT;
+    if (end > q->next_seq)
+        end = q->next_seq;
+    ls->filter_skipped += end - offset;
+    return end;
+}
+
 static bool
 filter_takes(const struct reader *rd, const struct msg *m)
 {
@@ -671,6 +838,7 @@ reader_start(struct queue *q, struct consumer *c, size_t i)
     rd->reading = true;
     rj->rd = rd;
     rj->job.kind = PAGER_READ;
+    rj->job.log_sid = q->sid;
     rj->job.done = read_done;
     c->refs++;
     queue_ref(q);
@@ -776,6 +944,18 @@ stream_dispatch(struct queue *q)
                 c->ops->deliver(c, q, d);
                 continue;
             }
+            uint64_t past = filter_skip(q, c, c->offset);
+            if (past != c->offset) {
+                /* a whole block passed over unread, as filtered-out
+                 * messages are: no credit, and a name with nothing
+                 * outstanding moves past it */
+                struct reader *rdr = c->reader;
+                c->offset = past;
+                more = true;
+                if (rdr->name && rdr->name->n == rdr->name->head)
+                    name_recompute(q, rdr->name, NULL);
+                continue;
+            }
             size_t i = index_of_seq(&q->lv0, c->offset);
             if (i >= q->lv0.len)
                 continue;
@@ -801,7 +981,8 @@ stream_dispatch(struct queue *q)
             d.m = m;
             d.paged = d.scratch = d.stored = 0;
             d.redelivered = 0;
-            d.deliveries = 0;
+            d.deliveries = 0;       /* the copy has no log_seg, log_off */
+            d.body_len = 0;
             if (rd->name)
                 out_add(rd->name, e->seq);
             c->ops->deliver(c, q, d);
@@ -878,6 +1059,10 @@ stream_push(struct queue *q, struct msg *m)
     uint64_t expires = age >= 0 ? now_ms() + (uint64_t)age : 0;
     struct qentry *e = ring_append(q, &q->lv0, m, expires);
     int stored = e->stored;
+    uint64_t h = 0;
+    struct amqp_table hd = msg_headers(m);
+    bool has = stream_filter_hash(&hd, &h);
+    filter_note(q, e->seq, has, h);
     retain(q);
     if (q->nconsumers)
         stream_dispatch(q);
@@ -938,6 +1123,7 @@ stream_release(struct queue *q)
     hmap_destroy(&ls->names);
     if (ls->save)
         event_free(ls->save);
+    free(ls->fb);
     free(ls);
     q->log = NULL;
 }
@@ -1117,4 +1303,8 @@ stream_info(const struct queue *q, struct stream_info *out)
     }
     out->retention_dropped = q->dropped[DROP_EXPIRED] + q->dropped[DROP_MAXLEN];
     out->names = ls ? ls->names.count : 0;
+    out->filter_skipped = ls ? ls->filter_skipped : 0;
+    if (store_impl->stream_files)
+        store_impl->stream_files(q, &out->segments, &out->disk_bytes,
+                                 &out->segment_size);
 }

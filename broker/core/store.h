@@ -77,6 +77,8 @@ struct pager_job {
      * with one pread, into an extent they then point into */
     struct pager_read *reads;
     size_t nreads;
+    uint32_t log_sid;           /* the records are in the own log of stream
+                                   'log_sid' (0: the journal's, scratch) */
     uint8_t **extents;
     size_t nextents;
     /* PAGER_WRITE: 'data' appended at 'off' of scratch segment 'seg';
@@ -161,6 +163,11 @@ struct store_ops {
     /* Optional (NULL: names are not kept across restarts). */
     void (*offsets_save)(struct queue *q, const struct stream_offset *v,
                          size_t n);
+    /* Optional (NULL: a stream has no files of its own): stream 'q''s
+     * own segment files, their bytes, and the size each takes before
+     * the next one opens. */
+    void (*stream_files)(const struct queue *q, uint64_t *segments,
+                         uint64_t *bytes, uint64_t *segment_size);
 };
 
 /* The store in use; store_ram_ops until an implementation is opened. */

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct amqp_table;
 struct queue;
 
 /* How long a changed name waits before it is written. */
@@ -47,8 +48,23 @@ struct stream_info {
     int64_t first_timestamp, last_timestamp;    /* wall ms; -1: empty */
     uint64_t retention_dropped; /* let go by x-max-age, x-max-length-bytes */
     uint64_t names;             /* consumer names kept */
+    /* its own segment files (0 without a store that keeps them), their
+     * bytes on disk, and the size a segment takes before the next */
+    uint64_t segments, disk_bytes, segment_size;
+    /* messages filtering consumers passed over unread (the filter
+     * index said none of theirs was there) */
+    uint64_t filter_skipped;
 };
 void stream_info(const struct queue *q, struct stream_info *out);
+
+/* The hash of x-stream-filter-value in a message's 'headers' (false if
+ * it has none), as the filter index keeps it. */
+bool stream_filter_hash(const struct amqp_table *headers, uint64_t *hash);
+
+/* Recovery: the message at 'offset' of stream 'q' had such a value
+ * ('has'; its 'hash'), for the filter index. In offset order. */
+void stream_restore_filter(struct queue *q, uint64_t offset, bool has,
+                           uint64_t hash);
 
 /* Recovery: stream 'q' had name 'name' at 'offset', last changed at
  * 'updated_wall'. */

@@ -43,7 +43,8 @@ mgmt_stream_json(const struct queue *q)
     struct stream_info si;
     stream_info(q, &si);
     bool some = si.messages > 0;
-    return json_pack("{s:I, s:o, s:o, s:o, s:I, s:I, s:I, s:I}",
+    return json_pack("{s:I, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, "
+                     "s:I, s:I}",
                      "first_offset", (json_int_t)si.first_offset,
                      "last_offset", int_or_null(some,
                                                 (int64_t)si.next_offset - 1),
@@ -52,7 +53,11 @@ mgmt_stream_json(const struct queue *q)
                      "next_offset", (json_int_t)si.next_offset,
                      "bytes", (json_int_t)si.bytes, "retention_dropped",
                      (json_int_t)si.retention_dropped, "consumer_names",
-                     (json_int_t)si.names);
+                     (json_int_t)si.names, "segments",
+                     (json_int_t)si.segments, "segment_size",
+                     (json_int_t)si.segment_size, "disk_bytes",
+                     (json_int_t)si.disk_bytes, "filter_skipped",
+                     (json_int_t)si.filter_skipped);
 }
 
 void

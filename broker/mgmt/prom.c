@@ -112,7 +112,7 @@ enum qkind { QK_VALUE, QK_DEAD_LETTERED, QK_DROPPED, QK_HIST, QK_STREAM,
              QK_STREAM_LAG };
 
 /* QK_STREAM: a stream's own figures (stream_info), per queue only. */
-enum sval { SV_FIRST, SV_LAST, SV_BYTES, SV_DROPPED };
+enum sval { SV_FIRST, SV_LAST, SV_BYTES, SV_DROPPED, SV_SEGMENTS, SV_DISK };
 
 enum qval {
     QV_READY, QV_UNACKED, QV_MESSAGES, QV_CONSUMERS, QV_CAPACITY,
@@ -207,6 +207,12 @@ static const struct qfam qfams[] = {
     { "roost_stream_bytes", "gauge",
       "Body bytes a stream keeps (per queue only)", QK_STREAM, SV_BYTES,
       G_ROOST_QUEUE, true },
+    { "roost_stream_segments", "gauge",
+      "A stream's own segment files (per queue only)", QK_STREAM,
+      SV_SEGMENTS, G_ROOST_QUEUE, true },
+    { "roost_stream_disk_bytes", "gauge",
+      "Bytes of a stream's own segment files (per queue only)", QK_STREAM,
+      SV_DISK, G_ROOST_QUEUE, true },
     { "roost_stream_retention_dropped_total", "counter",
       "Messages a stream let go by x-max-age or x-max-length-bytes (per "
       "queue only)", QK_STREAM, SV_DROPPED, G_ROOST_QUEUE, true },
@@ -1151,6 +1157,8 @@ write_queue_one(struct scrape *s, const struct qfam *f, struct sq *e)
             double v = f->arg == SV_FIRST   ? (double)si.first_offset
                        : f->arg == SV_LAST  ? (double)si.next_offset - 1
                        : f->arg == SV_BYTES ? (double)si.bytes
+                       : f->arg == SV_SEGMENTS ? (double)si.segments
+                       : f->arg == SV_DISK ? (double)si.disk_bytes
                                             : (double)si.retention_dropped;
             if (f->arg != SV_LAST || si.messages > 0)
                 series(s, f->name, e->labels, v, f->roost);

@@ -93,6 +93,8 @@ struct check {
     /* the queues recovery would rebuild, by store id */
     struct c_queue *qs;
     size_t nqs;
+    /* the stream whose log is being read (check_streams) */
+    struct c_stream *stream;
     /* what is said about the file being read, printed after its counts */
     FILE *notes;
     char *notes_text;
@@ -813,6 +815,125 @@ check_offsets(struct check *c)
     closedir(dh);
 }
 
+/* ---- streams' own logs (streams.h) ---- */
+
+static const char *
+stream_type_name(uint8_t t)
+{
+    return t == J_SEG ? "segment-header" : t == J_SMSG ? "stream message"
+           : t == J_STRIM ? "retention mark" : NULL;
+}
+
+/* What a stream's log holds: its messages and where retention stands. */
+struct c_stream {
+    uint64_t messages, first, last, trim;
+    bool any;
+};
+
+static void
+stream_record(void *arg, const struct rec *r, size_t off)
+{
+    struct check *c = arg;
+    struct c_stream *cs = c->stream;
+    struct rbuf b;
+
+    scan_record(arg, r, off);
+    rbuf_init(&b, r->payload, r->len);
+    uint64_t v = rbuf_u64(&b);
+    if (b.bad)
+        return;
+    if (r->type == J_STRIM && v > cs->trim)
+        cs->trim = v;
+    if (r->type != J_SMSG || (cs->any && v <= cs->last))
+        return;
+    if (!cs->any)
+        cs->first = v;
+    cs->any = true;
+    cs->last = v;
+    cs->messages++;
+}
+
+/* One segment of a stream's log, mapped whole. */
+static void
+check_stream_segment(struct check *c, const char *path, bool newest,
+                     const char *sdir, uint64_t seg)
+{
+    uint8_t *p;
+    size_t len;
+
+    if (store_read_file(path, &p, &len) < 0) {
+        fprintf(c->out, "%s: cannot be read: %s\n", c->file,
+                strerror(errno));
+        c->corrupt++;
+        return;
+    }
+    scan_begin(c);
+    c->tail_mode = (c->unclean && newest) || seglog_was_crashed(sdir, seg);
+    c->tail_first = SIZE_MAX;
+    c->tail_faults = 0;
+    c->tail_max_rec = 0;
+    size_t used = scan_end(c, p, len, rec_walk(p, len, stream_record,
+                                               scan_fault, c));
+    if (c->tail_faults)
+        judge_tail(c, p, len);
+    c->tail_mode = false;
+    print_counts(c, stream_type_name, used, len);
+    free(p);
+}
+
+static void
+check_streams(struct check *c)
+{
+    char d[4200], sdir[4500], path[4600], file[400], name[64];
+    struct dirent **ents = NULL;
+
+    snprintf(d, sizeof(d), "%s/streams", c->dir);
+    int n = scandir(d, &ents, NULL, alphasort);
+    for (int i = 0; i < n; i++) {
+        const char *sid = ents[i]->d_name;
+        uint64_t *segs = NULL;
+        size_t nsegs = 0;
+        struct c_stream cs = { 0 };
+        if (sid[0] == '.') {
+            free(ents[i]);
+            continue;
+        }
+        snprintf(sdir, sizeof(sdir), "%s/%s", d, sid);
+        if (seglog_list(sdir, &segs, &nsegs) != 0) {
+            fprintf(c->out, "streams/%.255s: cannot be read: %s\n", sid,
+                    strerror(errno));
+            c->corrupt++;
+            free(ents[i]);
+            continue;
+        }
+        c->stream = &cs;
+        for (size_t k = 0; k < nsegs; k++) {
+            seglog_name(name, sizeof(name), segs[k]);
+            snprintf(file, sizeof(file), "streams/%.255s/%s", sid, name);
+            snprintf(path, sizeof(path), "%s/%s", sdir, name);
+            file_begin(c, file);
+            check_stream_segment(c, path, k + 1 == nsegs, sdir, segs[k]);
+            file_end(c);
+        }
+        c->stream = NULL;
+        uint64_t kept = 0;
+        if (cs.any && cs.last >= cs.trim)
+            kept = cs.last - (cs.first > cs.trim ? cs.first : cs.trim) + 1;
+        if (kept)
+            fprintf(c->out, "streams/%.255s: %" PRIu64 " %s kept, offsets "
+                    "%" PRIu64 " to %" PRIu64 "\n", sid, kept,
+                    plural(kept, "message", "messages"),
+                    cs.first > cs.trim ? cs.first : cs.trim, cs.last);
+        else
+            fprintf(c->out, "streams/%.255s: no message kept; the next "
+                    "takes offset %" PRIu64 "\n", sid,
+                    cs.any && cs.last + 1 > cs.trim ? cs.last + 1 : cs.trim);
+        free(segs);
+        free(ents[i]);
+    }
+    free(ents);
+}
+
 int
 store_check_data(const char *dir, FILE *out)
 {
@@ -857,6 +978,7 @@ store_check_data(const char *dir, FILE *out)
     }
     if (ok) {
         check_offsets(&c);
+        check_streams(&c);
         report_contents(&c);
         if (c.corrupt)
             fprintf(out, "CORRUPT: %" PRIu64 " %s (see above)\n", c.corrupt,

@@ -29,6 +29,7 @@
 #include "broker/lib/log.h"
 #include "broker/lib/util.h"
 #include "broker/store/seglog.h"
+#include "broker/store/store.h"
 
 static struct {
     char dir[4096];
@@ -179,15 +180,91 @@ run_journal(struct io_job *j)
     return 0;
 }
 
+/* Make stream log directory 'dir' (durably: its parent synced) and open
+ * its writer. */
+static int
+open_stream(struct io_job *j, struct io_stream *p)
+{
+    char parent[4200];
+
+    if (mkdir(p->dir, 0750) != 0 && errno != EEXIST)
+        return fail(j, "cannot make a stream's directory");
+    snprintf(parent, sizeof(parent), "%s/streams", io.dir);
+    int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || injected_failure() || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        errno = e;
+        return fail(j, "cannot sync the streams directory");
+    }
+    close(fd);
+    if (seglog_writer_open(p->w, p->dir, p->prealloc, &seg_io) != 0)
+        return fail(j, "cannot open a stream's directory");
+    return 0;
+}
+
+/* A deleted stream's log: every file, then its directory. Failures are
+ * logged: recovery deletes what is left of a log without a stream. */
+static void
+remove_stream(struct io_stream *p)
+{
+    char parent[4200];
+
+    seglog_writer_close(p->w);
+    if (seglog_remove_dir(p->dir) != 0 && errno != ENOENT) {
+        log_warn("store: cannot delete %s", p->dir);
+        return;
+    }
+    snprintf(parent, sizeof(parent), "%s/streams", io.dir);
+    if (store_sync_dir(parent) != 0)
+        log_warn("store: cannot sync %s", parent);
+}
+
+static int
+run_streams(struct io_job *j)
+{
+    for (size_t i = 0; i < j->nstreams; i++) {
+        struct io_stream *p = &j->streams[i];
+        const char *what = NULL;
+        char name[64], at[900];
+
+        if (p->remove || p->data.len == 0)
+            continue;
+        if (p->w->dirfd < 0 && open_stream(j, p) != 0)
+            return -1;
+        if (seglog_writer_append(p->w, p->seg, p->data.p, p->data.len,
+                                 &what) != 0) {
+            seglog_name(name, sizeof(name), p->seg);
+            if (snprintf(at, sizeof(at), "%s (%s/%s)", what, p->dir, name) < 0)
+                snprintf(at, sizeof(at), "%s", what);
+            return fail(j, at);
+        }
+        j->synced++;
+    }
+    return 0;
+}
+
 static void
 run(struct io_job *j)
 {
     j->err = 0;
     j->synced = 0;
     errno = 0;
-    if (run_journal(j) != 0 || run_defs(j) != 0)
+    /* The streams' parts first: a message that leaves a queue for a
+     * stream (dead-lettered, replayed, moved) is settled in the journal
+     * and appended to the stream in one job, and a crash between the
+     * two syncs must leave it in both, never in neither. */
+    if (run_streams(j) != 0 || run_journal(j) != 0 || run_defs(j) != 0)
         return;
     seglog_writer_unlink(&io.seg, j->unlink, j->nunlink);
+    for (size_t i = 0; i < j->nstreams; i++) {
+        struct io_stream *p = &j->streams[i];
+        if (p->remove)
+            remove_stream(p);
+        else if (p->nunlink && p->w->dirfd >= 0)
+            seglog_writer_unlink(p->w, p->unlink, p->nunlink);
+    }
 }
 
 static void *

@@ -34,6 +34,27 @@ void wake_close(struct wake *w);
 char *test_hook_path(const char *name);
 unsigned test_hook_number(const char *name);
 
+/*
+ * A stream's part of a job (streams.h): records for segment 'seg' of its
+ * own log in 'dir' (which the thread makes, and syncs its parent, before
+ * the log's first segment), then segments of it to delete once the job's
+ * writes are synced; or, with 'remove', the whole log deleted, files and
+ * directory. 'w' is the stream's writer: only the thread touches it.
+ */
+struct seglog_writer;
+struct io_stream {
+    struct seglog_writer *w;
+    const char *dir;
+    uint64_t prealloc;
+    uint64_t seg;
+    struct wbuf data;
+    uint64_t *unlink;
+    size_t nunlink;
+    bool remove;
+    void *owner;                /* the caller's (the stream's log) */
+    uint64_t first, next;       /* the offsets of the records in 'data' */
+};
+
 struct io_job {
     uint64_t batch;
     uint64_t durable_upto;      /* every batch up to this is durable when
@@ -52,6 +73,9 @@ struct io_job {
     /* segments to delete once this job's writes are synced */
     uint64_t *unlink;
     size_t nunlink;
+    /* the streams' parts (written and synced before the journal) */
+    struct io_stream *streams;
+    size_t nstreams, streams_cap;
     /* the messages written (a reference each), so that a failed job's
      * can move to the segment it is written to again */
     struct msg **msgs;

@@ -21,6 +21,15 @@
  *                u64 when it last changed (wall ms): a stream's consumer
  *                name, in dir/offsets/<queue id> only (offsets.h)
  *
+ * A stream's own log (dir/streams/<queue id>/NNNNNNNNNN.seg; streams.h)
+ * holds, after each segment's J_SEG:
+ *
+ *   J_SMSG       u64 offset, u64 append time (wall ms), then what J_MSG
+ *                holds after its id: str exchange, str routing key, str
+ *                content header, u64 body length, the body
+ *   J_STRIM      u64 the first offset retained: every message below it
+ *                is gone, and the next one appended takes at least it
+ *
  * A queue id may also name a durable x-delayed-message exchange (its
  * store id, from the same space): its J_ENQ records are the messages it
  * holds, the expiry field their due time (delayed.h), and J_ACK ends
@@ -30,6 +39,6 @@
 #define ROOST_BROKER_STORE_JOURNAL_H
 
 enum { J_SEG = 1, J_MSG, J_ENQ, J_DELIVER, J_ACK, J_TX_BEGIN, J_TX_COMMIT,
-       J_OFFSET };
+       J_OFFSET, J_SMSG, J_STRIM };
 
 #endif

@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -53,13 +54,19 @@ pager_scratch_dir(void)
     return pg.scratchdir;
 }
 
+/* Segment 'seg' of the journal, the scratch area, or (log_sid) the own
+ * log of stream 'log_sid'. */
 static int
-open_seg(bool scratch, uint32_t seg, int flags)
+open_seg(bool scratch, uint32_t log_sid, uint32_t seg, int flags)
 {
-    char path[4300], name[64];
+    char path[4400], name[64];
     seglog_name(name, sizeof(name), seg);
-    snprintf(path, sizeof(path), "%s/%s", scratch ? pg.scratchdir : pg.msgdir,
-             name);
+    if (log_sid)
+        snprintf(path, sizeof(path), "%s/streams/%" PRIu32 "/%s", pg.dir,
+                 log_sid, name);
+    else
+        snprintf(path, sizeof(path), "%s/%s",
+                 scratch ? pg.scratchdir : pg.msgdir, name);
     return open(path, flags | O_CLOEXEC, 0600);
 }
 
@@ -187,7 +194,7 @@ run_reads(struct pager_job *j)
         if (fd < 0 || r->seg != fd_seg || r->scratch != fd_scratch) {
             if (fd >= 0)
                 close(fd);
-            fd = open_seg(r->scratch, r->seg, O_RDONLY);
+            fd = open_seg(r->scratch, j->log_sid, r->seg, O_RDONLY);
             fd_seg = r->seg;
             fd_scratch = r->scratch;
         }
@@ -231,7 +238,7 @@ run_write(struct pager_job *j)
     if (pg.write_fd < 0 || pg.write_seg != j->seg) {
         if (pg.write_fd >= 0)
             close(pg.write_fd);
-        pg.write_fd = open_seg(true, j->seg, O_WRONLY | O_CREAT);
+        pg.write_fd = open_seg(true, 0, j->seg, O_WRONLY | O_CREAT);
         pg.write_seg = j->seg;
         if (pg.write_fd < 0) {
             j->err = errno;

@@ -347,8 +347,9 @@ seglog_batch_begin(struct seglog *l, struct wbuf *b)
     if (l->seg_size && l->cur_len >= l->seg_size) {
         l->cur++;
         l->cur_len = 0;
-        (void)seg_at(l, l->cur);
     }
+    /* (A new log that was never reopened has no table yet.) */
+    (void)seg_at(l, l->cur);
     l->batch_seg = l->cur;
     l->batch_base = l->cur_len;
     l->batch_start = b->len;
@@ -512,6 +513,34 @@ seglog_first_offset(const struct seglog *l)
             return s->first_offset;
     }
     return l->next_offset;
+}
+
+void
+seglog_skip_to(struct seglog *l, uint64_t offset)
+{
+    if (offset > l->next_offset)
+        l->next_offset = offset;
+}
+
+void
+seglog_set_seg_size(struct seglog *l, uint64_t size)
+{
+    l->seg_size = size;
+}
+
+size_t
+seglog_drop_before(struct seglog *l, uint64_t offset)
+{
+    size_t n = 0;
+
+    while (l->first < l->cur) {
+        const struct seg *s = seg_get(l, l->first);
+        if (s && s->has_records && s->next_offset > offset)
+            break;
+        seglog_drop_first(l);
+        n++;
+    }
+    return n;
 }
 
 void *
@@ -709,6 +738,29 @@ seglog_list(const char *dir, uint64_t **segs, size_t *nsegs)
 }
 
 int
+seglog_remove_dir(const char *dir)
+{
+    uint64_t *segs = NULL;
+    size_t n = 0;
+    char name[64], path[4200];
+
+    if (seglog_list(dir, &segs, &n) == 0) {
+        for (size_t i = 0; i < n; i++) {
+            seglog_name(name, sizeof(name), segs[i]);
+            snprintf(path, sizeof(path), "%s/%s", dir, name);
+            if (unlink(path) != 0 && errno != ENOENT)
+                log_warn("cannot delete segment %s", path);
+            crashed_name(name, sizeof(name), segs[i]);
+            snprintf(path, sizeof(path), "%s/%s", dir, name);
+            if (unlink(path) != 0 && errno != ENOENT)
+                log_warn("cannot delete %s", path);
+        }
+    }
+    free(segs);
+    return rmdir(dir);
+}
+
+int
 seglog_read(const char *dir, uint64_t seg, uint64_t pos, size_t max,
             bool (*each)(void *arg, const struct rec *r, uint64_t pos),
             void *arg)
@@ -782,8 +834,13 @@ w_write(struct seglog_writer *w, const uint8_t *p, size_t n)
 static int
 w_sync(struct seglog_writer *w, const char *name)
 {
-    if (w->io && w->io->sync)
-        return w->io->sync(w->fd, name, w->len);
+    char full[128];
+
+    if (w->io && w->io->sync) {
+        if (w->label[0])
+            snprintf(full, sizeof(full), "%s/%s", w->label, name);
+        return w->io->sync(w->fd, w->label[0] ? full : name, w->len);
+    }
     return fdatasync(w->fd);
 }
 
@@ -797,7 +854,10 @@ int
 seglog_writer_open(struct seglog_writer *w, const char *dir,
                    uint64_t prealloc, const struct seglog_io *io)
 {
+    char label[sizeof(w->label)];
+    snprintf(label, sizeof(label), "%s", w->label);
     memset(w, 0, sizeof(*w));
+    snprintf(w->label, sizeof(w->label), "%s", label);
     w->fd = -1;
     w->prealloc = prealloc;
     w->io = io;

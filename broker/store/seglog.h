@@ -158,6 +158,11 @@ uint64_t seglog_seg_bytes(const struct seglog *l, uint64_t seg);
 /* The offset the next record takes; the oldest one kept. */
 uint64_t seglog_next_offset(const struct seglog *l);
 uint64_t seglog_first_offset(const struct seglog *l);
+/* The next record appended takes at least 'offset' (a caller whose
+ * offsets skip some: a stream whose messages were not all stored). */
+void seglog_skip_to(struct seglog *l, uint64_t offset);
+/* Segments opened from now on take batches until this full. */
+void seglog_set_seg_size(struct seglog *l, uint64_t size);
 /* The caller's udata_size bytes of segment 'seg' (first..current). */
 void *seglog_udata(struct seglog *l, uint64_t seg);
 /* Segment 'seg''s index (valid until the next append or drop). */
@@ -179,6 +184,10 @@ bool seglog_seek(const struct seglog *l, uint64_t offset,
  * once the writer is told (seglog_take_unlinks). false if there is
  * only the current one. */
 bool seglog_drop_first(struct seglog *l);
+
+/* Drop the oldest segments (never the current one) while every record
+ * in them is below 'offset'; returns how many. */
+size_t seglog_drop_before(struct seglog *l, uint64_t offset);
 
 /* Retention: 0 is no limit. Age counts from the newest record of a
  * segment (a segment whose times are unknown is not dropped by age). */
@@ -205,6 +214,11 @@ void seglog_name(char *out, size_t len, uint64_t seg);
  * caller frees it; NULL if none). -1 with errno if 'dir' cannot be
  * read. */
 int seglog_list(const char *dir, uint64_t **segs, size_t *nsegs);
+
+/* Delete 'dir' with its segments and their .crashed marks (a stream's
+ * log): 0, or -1 with errno from the rmdir (ENOENT if it was gone). A
+ * segment that cannot be deleted is logged. */
+int seglog_remove_dir(const char *dir);
 
 /*
  * A segment that was the newest when the broker crashed: its last write
@@ -249,6 +263,9 @@ struct seglog_writer {
     uint64_t seg, len;
     uint64_t prealloc;
     const struct seglog_io *io;
+    /* what the sync hook names its files under ("streams/7"; empty:
+     * their bare names), kept by seglog_writer_open */
+    char label[48];
 };
 
 /* Open 'dir' for writing segments preallocated to 'prealloc' bytes. */

@@ -55,6 +55,7 @@
 #include "broker/store/replay.h"
 #include "broker/store/seglog.h"
 #include "broker/store/store_defs.h"
+#include "broker/store/streams.h"
 
 /* A message's record: none, being written to the journal, in the
  * journal, being written to the scratch area, in the scratch area. */
@@ -263,6 +264,7 @@ static struct {
     unsigned failures;
     struct event *retry;
     struct store_stats stats;
+    size_t job_max;             /* JOB_MAX_BYTES, or a test's smaller one */
 } st;
 
 /* ---- message records ---- */
@@ -452,6 +454,11 @@ journal_enqueue(struct queue *q, const struct qentry *e)
         !(msg_persistent(m) || q->ops->stores_transient) ||
         !q->ops->stores_messages)
         return false;
+    if (q->ops->log) {
+        slog_append(q, e);
+        schedule();
+        return true;
+    }
     add_holder(m);
     add_enqueue(q, e);
     return true;
@@ -561,6 +568,13 @@ drop_holder(uint32_t sid, uint64_t seq, struct msg *m, bool record)
 static void
 journal_settled(struct queue *q, const struct qentry *e)
 {
+    if (q->ops->log) {
+        if (st.open && !st.closing && q->sid && !q->store_gone) {
+            slog_settled(q, e);
+            schedule();
+        }
+        return;
+    }
     if (e->paged) {
         if (st.open && !st.closing)
             paged_settled(q, e);
@@ -688,6 +702,12 @@ journal_page_out(struct queue *q, struct qentry *e)
 
     if (!journal_pages())
         return false;
+    if (q->ops->log) {
+        if (!slog_page_out(q, e))
+            return false;
+        st.stats.paged_out++;
+        return true;
+    }
     struct store_rec *r = m->srec;
 
     if (msg_state(m) == MS_WRITTEN && readable(m)) {
@@ -751,8 +771,9 @@ static int
 journal_page_prepare(struct queue *q, struct qentry *e, bool pressure)
 {
     struct msg *m = e->m;
-    (void)q;
 
+    if (q->ops->log)
+        return q->sid && !q->store_gone ? slog_page_prepare(q, e) : 0;
     switch (msg_state(m)) {
     case MS_PENDING:
     case MS_SCRATCHING:
@@ -861,6 +882,8 @@ journal_page_decode(const struct qentry *e, const struct pager_read *r)
     struct replay_fields f;
 
     /* The pager thread checked the record (pager.h). */
+    if (r->len >= REC_HDR && r->buf[8] == J_SMSG)
+        return slog_page_decode(e, r);
     if (r->len < REC_HDR || r->buf[8] != J_MSG)
         return NULL;
     struct replay_msg rm = { 0 };
@@ -884,9 +907,13 @@ journal_page_decode(const struct qentry *e, const struct pager_read *r)
 static void
 journal_page_in(struct queue *q, struct qentry *e, struct msg *m)
 {
+    st.stats.paged_in++;
+    if (q->ops->log) {
+        slog_page_in(q, e, m);
+        return;
+    }
     struct store_rec *r = rec_of(m);
 
-    st.stats.paged_in++;
     if (e->scratch) {
         /* The entry's hold on the scratch segment becomes the message's. */
         r->id = 0;
@@ -916,6 +943,10 @@ journal_queue_gone(struct queue *q)
     q->store_gone = true;
     if (q->ops->log && st.pager)
         pager_submit(offsets_forget_job(q->sid));
+    if (q->ops->log && st.open && !st.closing) {
+        slog_gone(q);
+        schedule();
+    }
 }
 
 /* A stream's consumer names: its file replaced on the pager thread. */
@@ -965,7 +996,7 @@ journal_durable_batch(void)
 static bool
 journal_has_pending(void)
 {
-    return st.nops > 0 || st.defs.len > 0;
+    return st.nops > 0 || st.defs.len > 0 || slogs_pending();
 }
 
 static uint64_t
@@ -1103,11 +1134,9 @@ wake_waiters(void)
 
 /* ---- serialising a batch ---- */
 
-static void
-put_msg(struct wbuf *b, const struct msg *m)
+void
+store_put_fields(struct wbuf *b, const struct msg *m)
 {
-    size_t at = rec_begin(b, J_MSG);
-    wbuf_u64(b, msg_id(m));
     wbuf_str(b, msg_exchange(m), msg_exchange_len(m));
     wbuf_str(b, msg_rkey(m), msg_rkey_len(m));
     wbuf_str(b, msg_hdr(m), msg_hdr_len(m));
@@ -1115,6 +1144,14 @@ put_msg(struct wbuf *b, const struct msg *m)
     wbuf_reserve(b, (size_t)m->body_len);
     msg_body_copy(m, b->p + b->len);
     b->len += (size_t)m->body_len;
+}
+
+static void
+put_msg(struct wbuf *b, const struct msg *m)
+{
+    size_t at = rec_begin(b, J_MSG);
+    wbuf_u64(b, msg_id(m));
+    store_put_fields(b, m);
     rec_end(b, at);
     if (b->len - at != rec_size(m))
         fatalx("store: rec_size disagrees with put_msg");
@@ -1124,14 +1161,16 @@ put_msg(struct wbuf *b, const struct msg *m)
  * One job writes at most this much: a burst larger than that goes out in
  * several writes and syncs, and the confirms of its first part need not
  * wait for the rest. A job is cut only before a message (so a message's
- * enqueues stay with it) and never inside a transaction.
+ * enqueues stay with it) and never inside a transaction. A test may set
+ * a smaller one (ROOST_TEST_JOB_MAX_BYTES), so that a split does not
+ * depend on how fast the machine publishes.
  */
 #define JOB_MAX_BYTES (16u * 1024 * 1024)
 
 /* Serialise the open batch's changes into 'b', up to about 'limit'
  * bytes; returns how many were taken (the rest stay, in order). */
 static size_t
-serialise(struct wbuf *b, size_t limit)
+serialise(struct wbuf *b, size_t limit, uint64_t stop)
 {
     bool in_tx = false;
     size_t i;
@@ -1142,6 +1181,10 @@ serialise(struct wbuf *b, size_t limit)
         size_t at = b->len;
         struct seglog_pos p;
 
+        /* A batch whose streams' records wait for a later job waits with
+         * them (a batch's ops never straddle a transaction). */
+        if (o->batch >= stop && !in_tx)
+            break;
         if (o->type == J_TX_BEGIN)
             in_tx = true;
         else if (o->type == J_TX_COMMIT)
@@ -1226,8 +1269,8 @@ serialise(struct wbuf *b, size_t limit)
 }
 
 /* The record each segment of the journal opens with (seglog.h). */
-static void
-seg_header(struct wbuf *b, uint64_t seg)
+void
+store_seg_header(struct wbuf *b, uint64_t seg)
 {
     size_t at = rec_begin(b, J_SEG);
     wbuf_u32(b, STORE_FORMAT);
@@ -1248,20 +1291,30 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
 
     if (st.busy || st.failed || st.in_tx)
         return;
-    if (st.nops == 0 && st.defs.len == 0 && !seglog_has_unlinks(st.log))
+    if (st.nops == 0 && st.defs.len == 0 && !seglog_has_unlinks(st.log) &&
+        !slogs_pending())
         return;
     j->batch = st.open_batch++;
     j->journal.len = 0;
     j->durable_upto = 0;
+    /* The streams' records first (io.c writes them first too): the
+     * journal never records a batch whose stream records are left for
+     * a later job, so a message moved from a queue into a stream is
+     * never settled on disk before it is in the stream. */
+    uint64_t left = slogs_serialise(j, st.job_max);
     if (st.nops > 0) {
         (void)seglog_batch_begin(st.log, &j->journal);
         st.batch_wall = wall_ms();
-        serialise(&j->journal, JOB_MAX_BYTES);
+        serialise(&j->journal, st.job_max, left);
         seglog_batch_end(st.log, &j->journal);
     }
     j->seg = seglog_current(st.log);
     /* What is left over belongs to batches this job does not finish. */
     j->durable_upto = st.nops ? st.ops[0].batch - 1 : j->batch;
+    if (left != UINT64_MAX && left - 1 < j->durable_upto)
+        j->durable_upto = left - 1;
+    for (size_t i = 0; i < j->nstreams; i++)
+        st.stats.bytes_written += j->streams[i].data.len;
     /* Definitions: compact into a snapshot once the log is mostly
      * history, so a change costs what it changes, amortised. */
     j->snapshot = false;
@@ -1350,6 +1403,9 @@ compact_msg(struct compact_ctx *cc, struct msg *m)
 static bool
 copy_entry(struct queue *q, struct qentry *e, struct compact_ctx *cc)
 {
+    /* A stream's records are in its own log. */
+    if (q->ops->log)
+        return false;
     if (e->paged) {
         if (!e->scratch && e->pg.seg == cc->seg)
             cc->paged = true;
@@ -1512,6 +1568,7 @@ job_done(struct io_job *j)
                   " abandoned, nothing in the batch is confirmed, writing it "
                   "again to a new segment", j->batch, j->errmsg, j->seg);
         rewrite_job(j);
+        slogs_rewrite(j);
         if (st.failures < 2) {
             io_submit(j);
             return;
@@ -1538,7 +1595,7 @@ job_done(struct io_job *j)
     if (j->journal.len > 0) {
         seglog_batch_synced(st.log);
     }
-    bool wrote_msgs = j->nmsgs > 0;
+    bool wrote_msgs = slogs_job_done(j) || j->nmsgs > 0;
     release_job_msgs(j);
     wake_waiters();
     maybe_compact();
@@ -1744,6 +1801,7 @@ make_subdir(const char *dir, const char *name, char *err, size_t errlen)
                  S_ISREG(sb.st_mode) ? "a plain file" : "not a directory",
                  strcmp(name, "msgs") == 0      ? "message segments"
                  : strcmp(name, "offsets") == 0 ? "streams' consumer offsets"
+                 : strcmp(name, "streams") == 0 ? "streams' own logs"
                                                 : "paged-out transient messages");
         return -1;
     }
@@ -1757,6 +1815,9 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
 
     store_use(&store_journal_ops);
     snprintf(st.dir, sizeof(st.dir), "%s", dir);
+    st.job_max = test_hook_number("ROOST_TEST_JOB_MAX_BYTES");
+    if (st.job_max == 0 || st.job_max > JOB_MAX_BYTES)
+        st.job_max = JOB_MAX_BYTES;
     st.lock_fd = store_lock_dir(dir, err, errlen);
     if (st.lock_fd < 0)
         return -1;
@@ -1765,13 +1826,19 @@ store_open(const char *dir, const struct config *cfg, char *err, size_t errlen)
     warn_if_open(dir);
     if (make_subdir(dir, "scratch", err, errlen) != 0 ||
         make_subdir(dir, "msgs", err, errlen) != 0 ||
-        make_subdir(dir, "offsets", err, errlen) != 0)
+        make_subdir(dir, "offsets", err, errlen) != 0 ||
+        make_subdir(dir, "streams", err, errlen) != 0)
         return -1;
     snprintf(path, sizeof(path), "%s/msgs", dir);
     st.seg_size = (uint64_t)cfg->store_segment_size;
+    if (slogs_open(dir, st.seg_size, &st.envs) != 0) {
+        snprintf(err, errlen, "cannot open %s/streams: %s", dir,
+                 strerror(errno));
+        return -1;
+    }
     const struct seglog_config lc = {
         .dir = path, .name = "store", .seg_size = st.seg_size,
-        .udata_size = sizeof(struct segacct), .header = seg_header,
+        .udata_size = sizeof(struct segacct), .header = store_seg_header,
     };
     st.log = seglog_new(&lc);
     st.next_msg_id = 1;
@@ -2198,16 +2265,21 @@ restore_held(struct recovery *rc, struct exchange *hx,
 /* The time an entry entered its queue, as qentry.born, from its wall
  * time in the journal; recovery's own time for a record that has none
  * (written before Roost kept it) or one from a clock that was ahead. */
-static uint32_t
-born_of(const struct recovery *rc, uint64_t enq_wall)
+uint32_t
+store_born_at(uint64_t now, uint64_t now_wall, uint64_t wall)
 {
-    uint64_t age = enq_wall && enq_wall < rc->now_wall
-                       ? rc->now_wall - enq_wall : 0;
+    uint64_t age = wall && wall < now_wall ? now_wall - wall : 0;
     /* 32 bits of milliseconds: ages up to 49 days */
     if (age > UINT32_MAX / 2)
         age = UINT32_MAX / 2;
-    uint32_t born = (uint32_t)(rc->now - age);
+    uint32_t born = (uint32_t)(now - age);
     return born ? born : 1;
+}
+
+static uint32_t
+born_of(const struct recovery *rc, uint64_t enq_wall)
+{
+    return store_born_at(rc->now, rc->now_wall, enq_wall);
 }
 
 /* A live entry of its queue, in memory or (beyond the window) paged. */
@@ -2433,8 +2505,10 @@ journal_recover(void)
     index_delayed(&rc.by_sid.delayed);
     uint64_t nqueues = restore_entries(&rc);
     keep_positions(&rc);
+    uint64_t scorrupt = 0, storn = 0;
+    rc.nrec += slogs_recover(&rc.by_sid.queues, rc.clean, &scorrupt, &storn);
     size_t names = offsets_load(st.dir, stream_of_sid, &rc.by_sid.queues);
-    uint64_t corrupt = rc.rp.corrupt, torn = rc.rp.torn;
+    uint64_t corrupt = rc.rp.corrupt + scorrupt, torn = rc.rp.torn + storn;
     uint64_t bytes = seglog_mapped_bytes(st.log);
     recovery_free(&rc);
     defs_quiet(false);
@@ -2502,6 +2576,7 @@ journal_close(void)
     }
     st.closing = true;
     io_stop();
+    slogs_close();
     /* Everything is synced: say so, for the next recovery. */
     if (!st.failed && write_synced(st.dir, "CLEAN", "") != 0)
         log_warn("store: cannot write %s/CLEAN", st.dir);
@@ -2572,6 +2647,7 @@ const struct store_ops store_journal_ops = {
     .delay_release = journal_delay_release,
     .queue_gone = journal_queue_gone,
     .offsets_save = journal_offsets_save,
+    .stream_files = slog_files,
     .tx_begin = journal_tx_begin,
     .tx_end = journal_tx_end,
     .open_batch = journal_open_batch,

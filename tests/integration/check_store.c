@@ -30,7 +30,9 @@
  * - power_cut: writes after the last sync (ROOST_TEST_SYNC_LOG says where)
  *   are cut off and replaced with zeros or garbage: every confirmed message
  *   survives, and the garbage is reported as a torn tail; power_cut_stream
- *   the same into a stream with transient messages;
+ *   the same into a stream with transient messages (its own segments cut);
+ *   power_cut_dead_letter_stream while messages are dead-lettered from a
+ *   queue into a stream: each is in one or both, never in neither;
  * - corruption: bytes flipped inside one message's record lose that
  *   message only, and the log says "corrupt record";
  * - failing_disk: while writes fail (ROOST_TEST_IO_FAIL), confirms are
@@ -1203,19 +1205,25 @@ start_sync_logged(char *sync_log, size_t len, const char *tag,
 
 START_TEST(large_batch_split)
 {
-    /* A batch far larger than one job may write (16 MiB) goes out in
-     * several writes and syncs, each at most that much plus one message;
-     * every confirm comes, and everything is there after a crash. The
-     * syncs are slowed so that a big batch gathers behind each one. */
-    enum { N = 60000, SIZE = 400, MAX_WRITE = 16 * 1024 * 1024 + 4096 };
-    char sync_log[256], q[64], out[256], line[512];
+    /* A batch far larger than one job may write goes out in several
+     * writes and syncs, each at most that much plus one message; every
+     * confirm comes, and everything is there after a crash. The syncs are
+     * slowed so that a big batch gathers behind each one, and the limit is
+     * lowered from 16 MiB to 1 MiB (ROOST_TEST_JOB_MAX_BYTES) so that
+     * how fast this machine publishes does not decide whether it does. */
+    enum { N = 30000, SIZE = 400, JOB_MAX = 1024 * 1024,
+           MAX_WRITE = JOB_MAX + 4096 };
+    char sync_log[256], q[64], out[256], line[512], job_max[16];
     amqp_connection_state_t c;
     struct confirms t = { 0 };
     struct qmsg *m;
 
     SKIP_IF_REMOTE("needs roostd's test hooks");
+    snprintf(job_max, sizeof(job_max), "%d", JOB_MAX);
+    setenv("ROOST_TEST_JOB_MAX_BYTES", job_max, 1);
     start_sync_logged(sync_log, sizeof(sync_log), "sync-log-split", "300000",
                       NULL);
+    unsetenv("ROOST_TEST_JOB_MAX_BYTES");
     c = h_connect(H);
     DECLARE_QUEUE(c, 1, h_name(q, sizeof(q), "split"), true, false, false, out);
     confirm_select(c, 1);
@@ -1246,7 +1254,7 @@ START_TEST(large_batch_split)
     fprintf(stderr, "large_batch_split: %d journal syncs, largest write "
             "%llu bytes\n", writes, biggest);
     ck_assert_msg(biggest <= MAX_WRITE, "a write of %llu bytes", biggest);
-    ck_assert_msg(biggest > 8 * 1024 * 1024,
+    ck_assert_msg(biggest >= JOB_MAX,
                   "no batch was large enough to split (largest %llu)",
                   biggest);
 
@@ -1271,11 +1279,12 @@ END_TEST
  * got garbage.
  */
 static int
-cut_unsynced(const char *test, const char *sync_log)
+cut_unsynced_in(const char *test, const char *sync_log, const char *sub,
+                int min_segs)
 {
-    char dir[512], path[1024];
+    char dir[512], path[1024], logged[512];
 
-    data_path(dir, sizeof(dir), H, "msgs");
+    data_path(dir, sizeof(dir), H, sub);
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "cannot open %s: %s", dir, strerror(errno));
     struct dirent *de;
@@ -1286,8 +1295,8 @@ cut_unsynced(const char *test, const char *sync_log)
             snprintf(names[nseg++], sizeof(names[0]), "%s", de->d_name);
     closedir(d);
     qsort(names, (size_t)nseg, sizeof(names[0]), cmp_name);
-    ck_assert_msg(nseg > 1, "%d segments; expected several of 64 KiB",
-                  nseg);
+    ck_assert_msg(nseg >= min_segs, "%d segments in %s; expected at least %d "
+                  "of 64 KiB", nseg, sub, min_segs);
     for (int i = 0; i < nseg; i++) {
         struct stat sb;
         snprintf(path, sizeof(path), "%s/%.255s", dir, names[i]);
@@ -1295,7 +1304,12 @@ cut_unsynced(const char *test, const char *sync_log)
         ck_assert_msg(fd >= 0 && fstat(fd, &sb) == 0, "%s: %s", path,
                       strerror(errno));
         uint64_t size = (uint64_t)sb.st_size;
-        uint64_t synced = synced_len(sync_log, names[i]);
+        /* The sync log names a stream's segments under their log. */
+        if (strcmp(sub, "msgs") == 0)
+            snprintf(logged, sizeof(logged), "%s", names[i]);
+        else
+            snprintf(logged, sizeof(logged), "%s/%s", sub, names[i]);
+        uint64_t synced = synced_len(sync_log, logged);
         ck_assert_msg(synced <= size, "%s: synced %" PRIu64 " bytes, but "
                       "holds %" PRIu64, names[i], synced, size);
         uint64_t cut = rnd_in(synced, size);
@@ -1319,6 +1333,32 @@ cut_unsynced(const char *test, const char *sync_log)
     return garbage;
 }
 
+static int
+cut_unsynced(const char *test, const char *sync_log)
+{
+    return cut_unsynced_in(test, sync_log, "msgs", 2);
+}
+
+/* The same for the own log of the one stream in the data directory
+ * (streams/<queue id>). */
+static int
+cut_unsynced_stream(const char *test, const char *sync_log, int min_segs)
+{
+    char dir[512], sub[600] = "";
+    data_path(dir, sizeof(dir), H, "streams");
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "cannot open %s: %s", dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.')
+            snprintf(sub, sizeof(sub), "streams/%.255s", de->d_name);
+    closedir(d);
+    if (sub[0] == '\0' && min_segs == 0)
+        return 0;       /* nothing of it written yet */
+    ck_assert_msg(sub[0] != '\0', "no stream log in %s", dir);
+    return cut_unsynced_in(test, sync_log, sub, min_segs);
+}
+
 /* power_cut, into a durable queue with persistent messages or into a
  * stream with transient ones (a stream keeps and syncs them too). */
 static void
@@ -1330,7 +1370,11 @@ power_cut_run(const char *test, bool stream)
     amqp_connection_state_t c;
     struct confirms t = { 0 };
     struct qmsg *m;
-    amqp_table_entry_t st = h_entry_str("x-queue-type", "stream");
+    /* Its own segments as small as the journal's here (the floor). */
+    amqp_table_entry_t st[2] = {
+        h_entry_str("x-queue-type", "stream"),
+        h_entry_int("x-stream-max-segment-size-bytes", 65536),
+    };
 
     seed(test, stream ? 525252 : 424242);
     /* Written but not yet synced, often, when the kill comes. */
@@ -1338,7 +1382,7 @@ power_cut_run(const char *test, bool stream)
     c = h_connect(H);
     h_declare_queue_at(__FILE__, __LINE__, c, 1, h_name(q, sizeof(q), "cut"),
                        true, false, false,
-                       stream ? h_table(&st, 1) : amqp_empty_table, out,
+                       stream ? h_table(st, 2) : amqp_empty_table, out,
                        NULL, NULL);
     confirm_select(c, 1);
     /* Killed while publishing, with writes in flight. */
@@ -1348,7 +1392,8 @@ power_cut_run(const char *test, bool stream)
     ck_assert_uint_eq(t.nacks, 0);
     KILL9(H);
     h_drop(c);
-    int garbage = cut_unsynced(test, sync_log);
+    int garbage = stream ? cut_unsynced_stream(test, sync_log, 2)
+                         : cut_unsynced(test, sync_log);
 
     size_t mark = log_mark(H);
     harness_restart(H, args);
@@ -1395,6 +1440,84 @@ START_TEST(power_cut_stream)
 {
     SKIP_IF_REMOTE("kills roostd");
     power_cut_run("power_cut_stream", true);
+}
+END_TEST
+
+/* A power cut while messages are dead-lettered from a durable queue into
+ * a stream: each settle in the journal and each append to the stream's
+ * own log go in one job, and whatever of that job the cut leaves, every
+ * message is in the queue or in the stream (or both), never in neither:
+ * the stream's part is synced first. Syncs are slowed, so that the kill
+ * often falls between the two. */
+START_TEST(power_cut_dead_letter_stream)
+{
+    enum { N = 400 };
+    const char *const *args = ARGS("--set", "store.segment_size=65536");
+    char sync_log[256], q[64], s[64], out[256];
+    struct confirms t = { 0 };
+    struct qmsg *mq, *ms;
+    struct h_event e;
+
+    SKIP_IF_REMOTE("kills roostd");
+    seed("power_cut_dead_letter_stream", 616161);
+    start_sync_logged(sync_log, sizeof(sync_log), "sync-log-dls", "3000",
+                      args);
+    amqp_connection_state_t c = h_connect(H), g = h_connect(H);
+    h_name(s, sizeof(s), "cuts");
+    amqp_table_entry_t sa[2] = {
+        h_entry_str("x-queue-type", "stream"),
+        h_entry_int("x-stream-max-segment-size-bytes", 65536),
+    };
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, s, true, false, false,
+                       h_table(sa, 2), out, NULL, NULL);
+    amqp_table_entry_t qa[2] = {
+        h_entry_str("x-dead-letter-exchange", ""),
+        h_entry_str("x-dead-letter-routing-key", s),
+    };
+    h_declare_queue_at(__FILE__, __LINE__, c, 1, h_name(q, sizeof(q), "cutq"),
+                       true, false, false, h_table(qa, 2), out, NULL, NULL);
+    confirm_select(c, 1);
+    for (int id = 1; id <= N; id++)
+        pub_mode_at(__FILE__, __LINE__, c, 1, &t, "", q, id, 300, 2, 0, 5000);
+    CONF_WAIT_ALL(c, &t, 30000);
+    /* Rejected without requeue, each dead-lettered into the stream;
+     * killed at a random one, with jobs in flight. */
+    int upto = (int)rnd_in(N / 4, N);
+    for (int id = 1; id <= upto; id++) {
+        ck_assert_int_eq(GET(g, 1, q, false, &e), 1);
+        ck_assert_int_eq(amqp_basic_reject(g, 1, e.tag, 0), AMQP_STATUS_OK);
+        h_event_free(&e);
+    }
+    KILL9(H);
+    h_drop(c);
+    h_drop(g);
+    cut_unsynced_in("power_cut_dead_letter_stream", sync_log, "msgs", 2);
+    cut_unsynced_stream("power_cut_dead_letter_stream", sync_log, 0);
+    harness_restart(H, args);
+    c = h_connect(H);
+    int nq = READ_QUEUE(c, 1, q, 300, &mq);
+    int ns = READ_STREAM(c, 1, s, 300, &ms);
+    bool *seen = calloc(N + 1, 1);
+    ck_assert_ptr_nonnull(seen);
+    for (int k = 0; k < nq; k++)
+        if (mq[k].id >= 1 && mq[k].id <= N)
+            seen[mq[k].id] = true;
+    for (int k = 0; k < ns; k++)
+        if (ms[k].id >= 1 && ms[k].id <= N)
+            seen[ms[k].id] = true;
+    for (int id = 1; id <= N; id++)
+        ck_assert_msg(seen[id], "confirmed id %d is neither in the queue "
+                      "(%d there) nor in the stream (%d there)", id, nq, ns);
+    fprintf(stderr, "power_cut_dead_letter_stream: %d published, %d "
+            "rejected before the kill; %d in the queue, %d in the stream\n",
+            N, upto, nq, ns);
+    free(seen);
+    free(mq);
+    free(ms);
+    h_close(c);
+    conf_free(&t);
+    harness_stop(H);
+    unlink(sync_log);
 }
 END_TEST
 
@@ -2126,18 +2249,25 @@ main(void)
     tcase_add_test(tc, emptied_queue_restart);
     tcase_add_test(tc, deleted_queue_records_stay_dead);
 
-    /* Alone in its case, so that scripts/crash-soak.sh can run just it
-     * (CK_RUN_CASE=crash_loop) for many rounds. */
+    /* The crash loops in two cases tagged "crash", so that make check
+     * runs each beside the rest (check_store_crash_a.sh, _b.sh, and
+     * check_store_rest.sh for the untagged ones) and
+     * scripts/crash-soak.sh runs just them (CK_INCLUDE_TAGS=crash) for
+     * many rounds. */
     tc = h_tcase(s, "crash_loop", 120, false);
+    tcase_set_tags(tc, "crash crash_a");
     tcase_add_test(tc, crash_loop);
     tcase_add_test(tc, crash_loop_paged);
+    tcase_add_test(tc, crash_loop_delayed);
+    tc = h_tcase(s, "crash_loop_kinds", 120, false);
+    tcase_set_tags(tc, "crash crash_b");
     tcase_add_test(tc, crash_loop_quorum);
     tcase_add_test(tc, crash_loop_retry);
-    tcase_add_test(tc, crash_loop_delayed);
     tc = h_tcase(s, "power_cut", 120, false);
     tcase_add_test(tc, power_cut);
     tcase_add_test(tc, power_cut_stream);
     tcase_add_test(tc, power_cut_retry);
+    tcase_add_test(tc, power_cut_dead_letter_stream);
     tcase_add_test(tc, power_cut_delayed);
     tcase_add_test(tc, large_batch_split);
 

@@ -14,7 +14,6 @@ is consumed: every id once, in order. One PASS/FAIL line per check."""
 import argparse
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import time
 
 import pika
 
-from checks import Api, check, done, wait_replay
+from checks import Api, Roostd, check, done, wait_replay
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--roostd", required=True)
@@ -34,39 +33,19 @@ args = ap.parse_args()
 N = args.messages
 IDS = ["id-%05d" % i for i in range(N)]
 random.seed(os.getpid())
-proc = None
-logn = 0
+rd = Roostd(args.roostd, args.dir,
+            sets=["management.tcp.port=0", "paging.window=512"],
+            env={"ROOST_TEST_SYNC_DELAY_US": "2000",
+                 "ROOST_TEST_SYNC_LOG": os.path.join(args.dir, "synced")})
 
 
 def start():
     """Start roostd on free ports: (amqp port, http port)."""
-    global proc, logn
-    logn += 1
-    log = os.path.join(args.dir, "log%d" % logn)
-    env = dict(os.environ, ROOST_TEST_SYNC_DELAY_US="2000",
-               ROOST_TEST_SYNC_LOG=os.path.join(args.dir, "synced"))
-    proc = subprocess.Popen(
-        [args.roostd, "--port", "0", "--data-dir",
-         os.path.join(args.dir, "data"), "--log-file", log, "--set",
-         "management.tcp.port=0", "--set", "paging.window=512"],
-        env=env, stderr=open(os.path.join(args.dir, "stderr"), "a"))
-    end = time.time() + 60
-    while time.time() < end:
-        text = open(log).read() if os.path.exists(log) else ""
-        a = re.search(r"ready for connections on port (\d+)", text)
-        h = re.search(r"management API listening on http://127.0.0.1:(\d+)/",
-                      text)
-        if a and h:
-            return int(a.group(1)), int(h.group(1))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    sys.exit("roostd did not start: " + text[-500:])
+    rd.start()
+    return rd.port, rd.http
 
 
-def kill9():
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+kill9 = rd.kill9
 
 
 def power_cut():
@@ -145,8 +124,8 @@ c.close()
 time.sleep(0.5)     # the dead-lettered copies' batches synced
 exactly_once(api, "before")
 # A clean restart: from now on the newest segment holds only replays.
-proc.send_signal(signal.SIGTERM)
-check("clean stop before the rounds", proc.wait() == 0)
+rd.proc.send_signal(signal.SIGTERM)
+check("clean stop before the rounds", rd.proc.wait() == 0)
 amqp, http = start()
 api = Api(http)
 
@@ -200,6 +179,6 @@ while True:
 check("target consumed: every id once, in order", got == IDS,
       (len(got), got[:3]))
 c.close()
-proc.send_signal(signal.SIGTERM)
-check("clean stop", proc.wait() == 0)
+rd.proc.send_signal(signal.SIGTERM)
+check("clean stop", rd.proc.wait() == 0)
 done()

@@ -15,16 +15,13 @@ Prints "PASS name" / "FAIL name: why".
 import argparse
 import os
 import random
-import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import pika
 
-from checks import check, done
+from checks import Roostd, check, connect, done, read_stream
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--roostd", required=True)
@@ -33,59 +30,16 @@ ap.add_argument("--rounds", type=int, default=6)
 args = ap.parse_args()
 
 Q = "sx"
-proc = None
-logn = 0
-
-
-
-def start():
-    global proc, logn
-    logn += 1
-    log = os.path.join(args.dir, "log%d" % logn)
-    env = dict(os.environ, ROOST_TEST_SYNC_DELAY_US="1000")
-    proc = subprocess.Popen(
-        [args.roostd, "--port", "0", "--data-dir",
-         os.path.join(args.dir, "data"), "--log-file", log, "--set",
-         "management.tcp.port=0", "--set", "prometheus.tcp.port=-1",
-         "--set", "paging.window=64"],
-        env=env, stderr=open(os.path.join(args.dir, "stderr"), "a"))
-    end = time.time() + 60
-    text = ""
-    while time.time() < end:
-        text = open(log).read() if os.path.exists(log) else ""
-        a = re.search(r"ready for connections on port (\d+)", text)
-        if a:
-            return int(a.group(1))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    sys.exit("roostd did not start: " + text[-500:])
-
-
-def connect(port):
-    return pika.BlockingConnection(pika.ConnectionParameters(
-        "127.0.0.1", port, blocked_connection_timeout=30))
+rd = Roostd(args.roostd, args.dir,
+            sets=["management.tcp.port=0", "prometheus.tcp.port=-1",
+                  "paging.window=64"],
+            env={"ROOST_TEST_SYNC_DELAY_US": "1000"})
+start = rd.start
 
 
 def read_all(port):
     """[(offset, body)] of the whole stream, from first."""
-    c = connect(port)
-    ch = c.channel()
-    ch.basic_qos(prefetch_count=500)
-    got = []
-
-    def on(chx, m, p, b):
-        got.append(((p.headers or {}).get("x-stream-offset"), b))
-        chx.basic_ack(m.delivery_tag)
-    ch.basic_consume(Q, on, arguments={"x-stream-offset": "first"})
-    idle = time.time() + 1.5
-    while time.time() < idle:
-        n = len(got)
-        c.process_data_events(time_limit=0.1)
-        if len(got) > n:
-            idle = time.time() + 1.5
-    c.close()
-    return got
+    return read_stream(port, Q)
 
 
 port = start()
@@ -108,7 +62,7 @@ for rnd in range(1, args.rounds + 1):
         chx.basic_ack(m.delivery_tag)
         acked.append(off)
     killer = threading.Timer(random.uniform(0.4, 2.0),
-                             lambda: proc.send_signal(signal.SIGKILL))
+                             lambda: rd.proc.send_signal(signal.SIGKILL))
     try:
         pc = connect(port)
         pch = pc.channel()
@@ -127,7 +81,7 @@ for rnd in range(1, args.rounds + 1):
     except (pika.exceptions.AMQPError, OSError):
         pass
     killer.cancel()
-    proc.wait()
+    rd.proc.wait()
     port = start()
     got = read_all(port)
     offs = [g[0] for g in got]
@@ -161,6 +115,6 @@ for rnd in range(1, args.rounds + 1):
           "(%d acked this round)" % (rnd, first[:1], unacked, len(acked)),
           first and first[0] <= unacked, first)
     resumed_before = first[0] if first else 0
-proc.send_signal(signal.SIGTERM)
-proc.wait()
+rd.proc.send_signal(signal.SIGTERM)
+rd.proc.wait()
 done()

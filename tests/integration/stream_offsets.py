@@ -434,8 +434,9 @@ if args.ctl:
     rows = [ln.split("\t") for ln in out.splitlines()]
     check("roostctl stream_status", rc == 0 and rows[0] == [
         "role", "node", "offset", "committed_offset", "first_offset",
-        "readers", "messages", "bytes"] and rows[1][0] == "writer" and
-        rows[1][2:] == ["4", "4", "0", "0", "5", "10"], (rc, out))
+        "readers", "segments", "messages", "bytes"] and
+        rows[1][0] == "writer" and
+        rows[1][2:] == ["4", "4", "0", "0", "1", "5", "10"], (rc, out))
     st, q = http("GET", "/queues/%2F/so-tools")
     s = q.get("stream", {})
     now = time.time() * 1000

@@ -44,7 +44,8 @@ cmd_stream_status(struct ctl *c)
 {
     static const char *const cols[] = { "role", "node", "offset",
                                         "committed_offset", "first_offset",
-                                        "readers", "messages", "bytes" };
+                                        "readers", "segments", "messages",
+                                        "bytes" };
     int rc;
 
     ctl_banner(c, "Status of stream '%s' in vhost '%s' ...", c->argv[0],
@@ -54,12 +55,13 @@ cmd_stream_status(struct ctl *c)
         return rc;
     json_t *s = json_object_get(q, "stream");
     json_t *last = json_object_get(s, "last_offset");
-    json_t *row = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O}",
+    json_t *row = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}",
                             "role", "writer", "node",
                             json_object_get(q, "node"), "offset", last,
                             "committed_offset", last, "first_offset",
                             json_object_get(s, "first_offset"), "readers",
-                            json_object_get(q, "consumers"), "messages",
+                            json_object_get(q, "consumers"), "segments",
+                            json_object_get(s, "segments"), "messages",
                             json_object_get(q, "messages"), "bytes",
                             json_object_get(s, "bytes"));
     json_t *rows = json_pack("[o]", row);
