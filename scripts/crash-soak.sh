@@ -24,7 +24,7 @@ fi
 echo "crash-soak: $rounds rounds, seed $seed"
 cd "$build"
 # About 0.5 s a round: let check's timeout grow with the rounds.
-ROOST_CRASH_ROUNDS=$rounds ROOST_TEST_SEED=$seed CK_RUN_CASE=crash_loop \
+ROOST_CRASH_ROUNDS=$rounds ROOST_TEST_SEED=$seed CK_INCLUDE_TAGS=crash \
 CK_DEFAULT_TIMEOUT=$((rounds * 3 + 60)) CK_TIMEOUT_MULTIPLIER=$((rounds / 20 + 1)) \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -5,12 +5,12 @@
 # (make check), check that the distribution builds and passes (make
 # distcheck), run each fuzz target for a bounded time, and print one
 # summary line "N passed, N failed".
-#   FUZZ_SECONDS (default 30) time per fuzz target; 0 skips fuzzing
+#   FUZZ_SECONDS (default 20) time per fuzz target; 0 skips fuzzing
 #   DISTCHECK=0 skips make distcheck
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$src/build-test}
-fuzz_seconds=${FUZZ_SECONDS:-30}
+fuzz_seconds=${FUZZ_SECONDS:-20}
 rc=0
 
 "$src/scripts/deps.sh" || exit 1
