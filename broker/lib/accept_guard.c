@@ -111,10 +111,12 @@ accept_guard_new(struct event_base *base, int fd, evconnlistener_cb cb,
     }
     struct accept_guard *g = xcalloc(1, sizeof(*g));
     g->retry = evtimer_new(base, retry_cb, g);
+    /* Backlog 0: 'fd' is listening already, with the caller's backlog
+     * (listen_backlog); -1 would make libevent listen() again with 128. */
     if (g->retry != NULL)
         g->l = evconnlistener_new(base, cb, arg, LEV_OPT_CLOSE_ON_FREE |
                                                      LEV_OPT_CLOSE_ON_EXEC,
-                                  -1, fd);
+                                  0, fd);
     if (g->l == NULL) {
         if (g->retry != NULL)
             event_free(g->retry);

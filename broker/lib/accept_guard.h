@@ -30,7 +30,8 @@
 
 struct accept_guard;
 
-/* A listener on the listening socket 'fd' (closed with the listener),
+/* A listener on the listening socket 'fd' (listen() already called, with
+ * its backlog, which is kept; closed with the listener),
  * calling 'cb' with 'arg' for each connection ('cb' NULL: evhttp sets
  * its own), guarded. 'what' names it in the log ("AMQP listener
  * [::]:5672"; truncated to 95 bytes). NULL if libevent cannot make one
